@@ -1,0 +1,335 @@
+package bundle
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/internal/version"
+	"github.com/sealbench/sealbench/manifests"
+)
+
+// ManifestSigner signs manifest bytes, returning a manifest.sig file's contents.
+type ManifestSigner interface {
+	SignManifest(manifest []byte) ([]byte, error)
+}
+
+// SealOptions says what to seal and where to put it.
+type SealOptions struct {
+	// Source is the module root; empty means the one above the working directory.
+	Source string
+	// OutDir receives build-linux-<hash>/ and build-linux-<hash>.tar.
+	OutDir string
+	// Signer signs the manifest. Required.
+	Signer ManifestSigner
+	// GoBinary is the go command; empty means "go" on PATH.
+	GoBinary string
+	// BuildEnv is added to the go command's environment (GOCACHE, for
+	// example). The pinned build settings always win over it.
+	BuildEnv []string
+	// Log receives a line for each step; nil discards them.
+	Log func(format string, args ...any)
+}
+
+// SealResult describes a sealed bundle.
+type SealResult struct {
+	Name           string                    `json:"name"`
+	Dir            string                    `json:"dir"`
+	Tar            string                    `json:"tar"`
+	TarDigest      manifests.Digest          `json:"tarDigest"`
+	ManifestDigest manifests.Digest          `json:"manifestDigest"`
+	Manifest       *manifests.BundleManifest `json:"-"`
+	Source         manifests.BundleSource    `json:"source"`
+	DirtyFiles     []string                  `json:"dirtyFiles,omitempty"`
+	Files          int                       `json:"files"`
+	Bytes          int64                     `json:"bytes"`
+	Elapsed        time.Duration             `json:"elapsedNanos"`
+}
+
+// Seal builds every part for every platform, copies the cell bodies, writes
+// and signs the manifest, and writes the bundle directory and its tar into
+// opts.OutDir. An existing bundle of the same name is replaced. On failure
+// nothing is left in OutDir but what was there before.
+func Seal(ctx context.Context, opts SealOptions) (res *SealResult, err error) {
+	start := time.Now()
+	logf := opts.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if opts.Signer == nil {
+		return nil, fmt.Errorf("sealing: no signer")
+	}
+	if opts.OutDir == "" {
+		return nil, fmt.Errorf("sealing: no output directory")
+	}
+	goBin := opts.GoBinary
+	if goBin == "" {
+		goBin = "go"
+	}
+	root := opts.Source
+	if root == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		if root, err = FindModuleRoot(wd); err != nil {
+			return nil, err
+		}
+	}
+	src, err := ReadSource(ctx, root)
+	if err != nil {
+		return nil, fmt.Errorf("sealing %s: %w", root, err)
+	}
+	ver := sealedVersion(src)
+	if src.Dirty {
+		logf("warning: the source tree is dirty; the bundle is marked dirty and cannot be traced to a commit:")
+		for _, f := range src.DirtyFiles {
+			logf("  %s", f)
+		}
+	}
+	gover, err := goVersion(ctx, goBin, root)
+	if err != nil {
+		return nil, err
+	}
+	logf("sealing %s, version %s, with %s", root, ver, gover)
+
+	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating output directory: %w", err)
+	}
+	tmp, err := os.MkdirTemp(opts.OutDir, ".seal-")
+	if err != nil {
+		return nil, fmt.Errorf("creating staging directory: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
+		return nil, err
+	}
+
+	flags := buildFlags(ver)
+	m := &manifests.BundleManifest{
+		SchemaVersion: manifests.BundleSchemaVersion,
+		Kind:          manifests.BundleKind,
+		Source: manifests.BundleSource{
+			Module:     Module,
+			Version:    ver,
+			Commit:     src.Commit,
+			Dirty:      src.Dirty,
+			Time:       src.Time,
+			GoVersion:  gover,
+			BuildFlags: flags,
+			BuildEnv:   buildEnv,
+		},
+	}
+	for _, p := range Platforms {
+		t := time.Now()
+		if err := buildPlatform(ctx, goBin, root, p, flags, opts.BuildEnv, filepath.Join(tmp, "bin", p.Dir())); err != nil {
+			return nil, err
+		}
+		m.Source.Platforms = append(m.Source.Platforms, p.String())
+		logf("built %d part(s) for %s in %.1fs", len(Parts), p, time.Since(t).Seconds())
+	}
+	if err := copyCells(filepath.Join(root, CellsSourceDir), filepath.Join(tmp, CellsDir)); err != nil {
+		return nil, err
+	}
+
+	// Every file gets a fixed mode: the bytes of the bundle must not depend
+	// on the umask of the machine that sealed it.
+	err = filepath.WalkDir(tmp, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel := filepath.ToSlash(must(filepath.Rel(tmp, p)))
+		mode := manifests.FileMode(0o644)
+		if path.Dir(rel) != "." && path.Dir(path.Dir(rel)) == "bin" {
+			mode = 0o755
+		}
+		if err := os.Chmod(p, fs.FileMode(mode)); err != nil {
+			return err
+		}
+		size, dg, err := hashFile(p)
+		if err != nil {
+			return err
+		}
+		m.Files = append(m.Files, manifests.BundleFile{Path: rel, Size: size, Mode: mode, Digest: dg})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hashing bundle files: %w", err)
+	}
+	m.SortFiles()
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("sealing produced an invalid manifest (a bug): %w", err)
+	}
+	mb, err := m.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	sig, err := opts.Signer.SignManifest(mb)
+	if err != nil {
+		return nil, err
+	}
+	for name, data := range map[string][]byte{
+		manifests.ManifestFile:  mb,
+		manifests.SignatureFile: sig,
+		manifests.SumsFile:      m.SHA256SUMS(),
+	} {
+		if err := os.WriteFile(filepath.Join(tmp, name), data, 0o644); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(filepath.Join(tmp, name), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if err := setTimes(tmp, src.Time); err != nil {
+		return nil, err
+	}
+	mdg := manifests.DigestOf(mb)
+	name := manifests.BundleName(mb)
+	logf("signed manifest %s: bundle %s", mdg, name)
+
+	final := filepath.Join(opts.OutDir, name)
+	tarPath := final + ".tar"
+	tarTmp, tarDigest, err := writeTarFile(opts.OutDir, tmp, name, m)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(tarTmp)
+		}
+	}()
+	if err := replaceDir(tmp, final); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tarTmp, tarPath); err != nil {
+		os.RemoveAll(final)
+		return nil, fmt.Errorf("moving bundle tar into place: %w", err)
+	}
+	res = &SealResult{
+		Name: name, Dir: final, Tar: tarPath, TarDigest: tarDigest,
+		ManifestDigest: mdg, Manifest: m, Source: m.Source, DirtyFiles: src.DirtyFiles,
+		Files: len(m.Files), Elapsed: time.Since(start),
+	}
+	for _, f := range m.Files {
+		res.Bytes += f.Size
+	}
+	logf("wrote %s and %s in %.1fs", final, tarPath, res.Elapsed.Seconds())
+	return res, nil
+}
+
+func sealedVersion(src *Source) string {
+	v := version.Base + "+"
+	if src.Commit != "" {
+		v += "g" + src.Commit[:12]
+	} else {
+		v += "unknown"
+	}
+	if src.Dirty {
+		v += ".dirty"
+	}
+	return v
+}
+
+func copyCells(from, to string) error {
+	ents, err := os.ReadDir(from)
+	if err != nil {
+		return fmt.Errorf("reading cell bodies: %w", err)
+	}
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return err
+	}
+	n := 0
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".sh") {
+			continue // the cells' Go code lives beside the bodies
+		}
+		if !e.Type().IsRegular() {
+			return fmt.Errorf("cell bodies: %s is not a regular file: %s holds only cell files", filepath.Join(from, e.Name()), from)
+		}
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			return fmt.Errorf("reading cell body: %w", err)
+		}
+		if err := manifests.ValidateBundlePath(CellsDir + "/" + e.Name()); err != nil {
+			return fmt.Errorf("cell bodies: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
+			return err
+		}
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("no cell bodies in %s", from)
+	}
+	return nil
+}
+
+func hashFile(p string) (int64, manifests.Digest, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, manifests.Digest{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return 0, manifests.Digest{}, fmt.Errorf("hashing %s: %w", p, err)
+	}
+	return n, manifests.DigestFromHash(h), nil
+}
+
+// setTimes sets every mtime under dir, dir included, to t; directories
+// after their contents.
+func setTimes(dir string, t time.Time) error {
+	var paths []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		paths = append(paths, p)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(paths)))
+	for _, p := range paths {
+		if err := os.Chtimes(p, t, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replaceDir moves the staged bundle into place, replacing one of the same
+// name (the same name means the same manifest).
+func replaceDir(staged, final string) error {
+	if _, err := os.Lstat(final); err == nil {
+		old := staged + ".old"
+		if err := os.Rename(final, old); err != nil {
+			return fmt.Errorf("replacing %s: %w", final, err)
+		}
+		defer os.RemoveAll(old)
+	}
+	if err := os.Rename(staged, final); err != nil {
+		return fmt.Errorf("moving bundle into place: %w", err)
+	}
+	return atomicfile.SyncDir(filepath.Dir(final))
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -1,0 +1,39 @@
+//go:build !sealbench_bundle
+
+package cmd
+
+import (
+	"errors"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sealbench/sealbench/bundle"
+	"github.com/sealbench/sealbench/bundle/sign"
+)
+
+// The host build has every command; the build that ships inside a bundle
+// (tag sealbench_bundle) leaves out the ones that link signing or VM code.
+const (
+	bundledBuild = false
+	buildNote    = ""
+	versionNote  = ""
+)
+
+func hostCommands(g *global) []*cobra.Command {
+	return []*cobra.Command{newKeygenCmd(g), newSealCmd(g), newVerifyCmd(g)}
+}
+
+func classifyHost(err error) (int, string, bool) {
+	var ce *bundle.ContentError
+	switch {
+	case errors.As(err, &ce):
+		return ExitMismatch, "the bundle was changed after it was sealed: do not use it; seal again or fetch a clean copy", true
+	case errors.Is(err, bundle.ErrSignature):
+		return ExitSignature, "check --key names the public key of whoever sealed the bundle", true
+	case errors.Is(err, sign.ErrKey):
+		return ExitUnusable, "", true
+	case errors.Is(err, bundle.ErrUnusable):
+		return ExitUnusable, "--bundle takes a bundle directory (build-linux-<hash>) or its .tar", true
+	}
+	return 0, "", false
+}

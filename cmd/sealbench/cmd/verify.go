@@ -1,0 +1,78 @@
+//go:build !sealbench_bundle
+
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sealbench/sealbench/bundle"
+	"github.com/sealbench/sealbench/bundle/sign"
+)
+
+func newVerifyCmd(g *global) *cobra.Command {
+	var bundlePath, key string
+	c := &cobra.Command{
+		Use:   "verify",
+		Short: "Check a bundle's signature, then every file",
+		Long: `Check the signature of the bundle's manifest with --key first, trusting nothing
+in the manifest before it verifies; then every file: present, a regular file,
+the same size, mode and SHA-256, read no further than its declared size; and no
+file, symlink, device or directory that the manifest does not list. Works on a
+bundle directory and on its tar. Every difference is listed, each naming the
+file and what differs.`,
+		Example: `  sealbench verify --bundle out/build-linux-0123456789ab
+  sealbench verify --bundle out/build-linux-0123456789ab.tar --key ./keys/sealbench.pub
+  sealbench verify --bundle out/build-linux-0123456789ab --json; echo "exit $?"`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if bundlePath == "" {
+				return usageErrorf("pass --bundle out/build-linux-<hash> (or its .tar)", "--bundle is required")
+			}
+			v, err := sign.LoadPublicKey(key)
+			if err != nil {
+				if _, statErr := os.Stat(key); errors.Is(statErr, fs.ErrNotExist) {
+					return &userError{code: ExitSignature, err: fmt.Errorf("no public key at %s to check the signature against", key),
+						hint: "pass --key with the public key of whoever sealed the bundle"}
+				}
+				return err
+			}
+			res, err := bundle.Verify(c.Context(), bundlePath, bundle.VerifyOptions{Verifier: v})
+			if err != nil {
+				var ce *bundle.ContentError
+				if errors.As(err, &ce) {
+					return &problemsError{ce}
+				}
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, map[string]any{
+					"verified": true, "name": res.Name, "path": res.Path, "manifestDigest": res.ManifestDigest,
+					"files": res.Files, "bytes": res.Bytes, "keyId": v.KeyID(),
+					"source": res.Manifest.Source,
+				})
+			}
+			dirty := ""
+			if res.Manifest.Source.Dirty {
+				dirty = ", sealed from a DIRTY tree"
+			}
+			fmt.Fprintf(g.stdout, "verified %s: signature by key %s, %d files, %s%s\n", res.Name, v.KeyID(), res.Files, humanBytes(res.Bytes), dirty)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&bundlePath, "bundle", "", "bundle directory or tar to verify (required)")
+	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to check the signature with")
+	return c
+}
+
+// problemsError carries a ContentError's problem list into --json output.
+type problemsError struct{ *bundle.ContentError }
+
+func (e *problemsError) Unwrap() error { return e.ContentError }
+
+func (e *problemsError) jsonDetail() (string, any) { return "problems", e.Problems }

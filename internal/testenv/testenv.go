@@ -1,0 +1,64 @@
+// Package testenv holds the helpers tests use to ask what this machine can
+// do, and to skip, with the reason, when it cannot.
+//
+// A skip is silent trouble in CI: a test that needs root, FUSE, Docker or
+// QEMU and skips there tests nothing. So when SEALBENCH_TEST_DISALLOW_SKIP is
+// set (.ci/run sets it), every skip made through this package fails the test
+// instead, with the same reason.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// DisallowSkipEnv is the environment variable that turns skips into failures.
+const DisallowSkipEnv = "SEALBENCH_TEST_DISALLOW_SKIP"
+
+// Skip skips the test with the reason, or fails it when skips are disallowed.
+func Skip(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv(DisallowSkipEnv) != "" {
+		t.Fatalf("required test cannot run (%s is set): "+format, append([]any{DisallowSkipEnv}, args...)...)
+	}
+	t.Skipf(format, args...)
+}
+
+// NeedRoot skips unless the test runs as root.
+func NeedRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Skip(t, "needs root (running as uid %d)", os.Geteuid())
+	}
+}
+
+// NeedFUSE skips unless /dev/fuse can be opened for reading and writing.
+func NeedFUSE(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		Skip(t, "needs /dev/fuse: %v", err)
+		return
+	}
+	f.Close()
+}
+
+// NeedCommand skips unless name is on PATH, and returns its path.
+func NeedCommand(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		Skip(t, "needs %s on PATH: %v", name, err)
+	}
+	return p
+}
+
+// Short skips in -short mode. Unlike the others it never fails: -short is
+// asked for on purpose, so the skip is not a surprise.
+func Short(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("skipped in -short mode: %s", why)
+	}
+}
