@@ -114,44 +114,64 @@ func Seal(ctx context.Context, opts SealOptions) (res *SealResult, err error) {
 			os.RemoveAll(tmp)
 		}
 	}()
-	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
-		return nil, err
-	}
 
 	flags := buildFlags(ver)
-	m := &manifests.BundleManifest{
-		SchemaVersion: manifests.BundleSchemaVersion,
-		Kind:          manifests.BundleKind,
-		Source: manifests.BundleSource{
-			Module:     Module,
-			Version:    ver,
-			Commit:     src.Commit,
-			Dirty:      src.Dirty,
-			Time:       src.Time,
-			GoVersion:  gover,
-			BuildFlags: flags,
-			BuildEnv:   buildEnv,
-		},
+	source := manifests.BundleSource{
+		Module:     Module,
+		Version:    ver,
+		Commit:     src.Commit,
+		Dirty:      src.Dirty,
+		Time:       src.Time,
+		GoVersion:  gover,
+		BuildFlags: flags,
+		BuildEnv:   buildEnv,
 	}
 	for _, p := range Platforms {
 		t := time.Now()
 		if err := buildPlatform(ctx, goBin, root, p, flags, opts.BuildEnv, filepath.Join(tmp, "bin", p.Dir())); err != nil {
 			return nil, err
 		}
-		m.Source.Platforms = append(m.Source.Platforms, p.String())
+		source.Platforms = append(source.Platforms, p.String())
 		logf("built %d part(s) for %s in %.1fs", len(Parts), p, time.Since(t).Seconds())
 	}
 	if err := copyCells(filepath.Join(root, CellsSourceDir), filepath.Join(tmp, CellsDir)); err != nil {
 		return nil, err
 	}
+	res, err = assemble(tmp, opts.OutDir, source, opts.Signer, logf)
+	if err != nil {
+		return nil, err
+	}
+	res.DirtyFiles = src.DirtyFiles
+	res.Elapsed = time.Since(start)
+	logf("wrote %s and %s in %.1fs", res.Dir, res.Tar, res.Elapsed.Seconds())
+	return res, nil
+}
 
+// assemble turns a staged directory in outDir (bin/ and cells/ in place)
+// into a bundle: fixed modes, the manifest, its signature, SHA256SUMS and
+// fixed mtimes; then writes the tar and moves both into place. The staged
+// directory is gone afterwards, whatever happens.
+func assemble(staged, outDir string, source manifests.BundleSource, signer ManifestSigner, logf func(string, ...any)) (res *SealResult, err error) {
+	defer func() {
+		if err != nil {
+			os.RemoveAll(staged)
+		}
+	}()
+	m := &manifests.BundleManifest{
+		SchemaVersion: manifests.BundleSchemaVersion,
+		Kind:          manifests.BundleKind,
+		Source:        source,
+	}
 	// Every file gets a fixed mode: the bytes of the bundle must not depend
 	// on the umask of the machine that sealed it.
-	err = filepath.WalkDir(tmp, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(staged, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		rel := filepath.ToSlash(must(filepath.Rel(tmp, p)))
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", p)
+		}
+		rel := filepath.ToSlash(must(filepath.Rel(staged, p)))
 		mode := manifests.FileMode(0o644)
 		if path.Dir(rel) != "." && path.Dir(path.Dir(rel)) == "bin" {
 			mode = 0o755
@@ -177,7 +197,7 @@ func Seal(ctx context.Context, opts SealOptions) (res *SealResult, err error) {
 	if err != nil {
 		return nil, err
 	}
-	sig, err := opts.Signer.SignManifest(mb)
+	sig, err := signer.SignManifest(mb)
 	if err != nil {
 		return nil, err
 	}
@@ -186,23 +206,26 @@ func Seal(ctx context.Context, opts SealOptions) (res *SealResult, err error) {
 		manifests.SignatureFile: sig,
 		manifests.SumsFile:      m.SHA256SUMS(),
 	} {
-		if err := os.WriteFile(filepath.Join(tmp, name), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(staged, name), data, 0o644); err != nil {
 			return nil, err
 		}
-		if err := os.Chmod(filepath.Join(tmp, name), 0o644); err != nil {
+		if err := os.Chmod(filepath.Join(staged, name), 0o644); err != nil {
 			return nil, err
 		}
 	}
-	if err := setTimes(tmp, src.Time); err != nil {
+	if err := os.Chmod(staged, 0o755); err != nil { // MkdirTemp makes it 0700
+		return nil, err
+	}
+	if err := setTimes(staged, source.Time); err != nil {
 		return nil, err
 	}
 	mdg := manifests.DigestOf(mb)
 	name := manifests.BundleName(mb)
 	logf("signed manifest %s: bundle %s", mdg, name)
 
-	final := filepath.Join(opts.OutDir, name)
+	final := filepath.Join(outDir, name)
 	tarPath := final + ".tar"
-	tarTmp, tarDigest, err := writeTarFile(opts.OutDir, tmp, name, m)
+	tarTmp, tarDigest, err := writeTarFile(outDir, staged, name, m)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +234,7 @@ func Seal(ctx context.Context, opts SealOptions) (res *SealResult, err error) {
 			os.Remove(tarTmp)
 		}
 	}()
-	if err := replaceDir(tmp, final); err != nil {
+	if err := replaceDir(staged, final); err != nil {
 		return nil, err
 	}
 	if err := os.Rename(tarTmp, tarPath); err != nil {
@@ -220,13 +243,11 @@ func Seal(ctx context.Context, opts SealOptions) (res *SealResult, err error) {
 	}
 	res = &SealResult{
 		Name: name, Dir: final, Tar: tarPath, TarDigest: tarDigest,
-		ManifestDigest: mdg, Manifest: m, Source: m.Source, DirtyFiles: src.DirtyFiles,
-		Files: len(m.Files), Elapsed: time.Since(start),
+		ManifestDigest: mdg, Manifest: m, Source: m.Source, Files: len(m.Files),
 	}
 	for _, f := range m.Files {
 		res.Bytes += f.Size
 	}
-	logf("wrote %s and %s in %.1fs", final, tarPath, res.Elapsed.Seconds())
 	return res, nil
 }
 

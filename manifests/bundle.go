@@ -233,7 +233,7 @@ func (m *BundleManifest) Validate() error {
 	}
 	// A path may not be both a file and a directory ("bin" and "bin/x").
 	for _, f := range m.Files {
-		for dir := path.Dir(f.Path); dir != "."; dir = path.Dir(dir) {
+		for dir := path.Dir(f.Path); dir != "." && dir != "/"; dir = path.Dir(dir) {
 			if seen[dir] {
 				p.addf("files", "%q is listed as a file but is also the directory of %q", dir, f.Path)
 			}
@@ -286,7 +286,7 @@ func (m *BundleManifest) File(p string) (BundleFile, bool) {
 func (m *BundleManifest) Dirs() []string {
 	set := map[string]bool{}
 	for _, f := range m.Files {
-		for dir := path.Dir(f.Path); dir != "."; dir = path.Dir(dir) {
+		for dir := path.Dir(f.Path); dir != "." && dir != "/"; dir = path.Dir(dir) {
 			set[dir] = true
 		}
 	}

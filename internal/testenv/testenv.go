@@ -10,6 +10,8 @@ package testenv
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -61,4 +63,32 @@ func Short(t testing.TB, why string) {
 	if testing.Short() {
 		t.Skipf("skipped in -short mode: %s", why)
 	}
+}
+
+// ModuleRoot returns the directory of the repository's go.mod.
+func ModuleRoot(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		t.Fatal("not inside the sealbench module")
+	}
+	return filepath.Dir(gomod)
+}
+
+// Tool returns the path of a tool the Makefile builds into .tools/bin
+// (`make tools`), or the one $env names; it skips when there is neither.
+func Tool(t testing.TB, name, env string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
+		return p
+	}
+	p := filepath.Join(ModuleRoot(t), ".tools", "bin", name)
+	if _, err := os.Stat(p); err != nil {
+		Skip(t, "needs %s: run `make tools` (or set %s): %v", name, env, err)
+	}
+	return p
 }

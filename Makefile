@@ -1,0 +1,80 @@
+# sealbench: `make help` lists the targets. The README's two commands are
+# `make run` (the main job) and `make test` (what .ci/run calls).
+
+SHELL := /bin/bash
+GO ?= go
+TOOLS := $(CURDIR)/.tools
+COSIGN_VERSION := v2.5.0
+COSIGN := $(TOOLS)/bin/cosign
+OUT ?= out
+KEYS ?= $(OUT)/keys
+FUZZTIME ?= 15s
+TEST_TIMEOUT ?= 40m
+# Debian packages the tests use; installed when missing (root only).
+TEST_PACKAGES := git coreutils
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show this help
+	@echo "sealbench: reproducible, signed filesystem benchmarks of sandbox backends"
+	@echo
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_.-]+:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo
+	@echo "Variables: OUT=$(OUT) KEYS=$(KEYS) FUZZTIME=$(FUZZTIME); SEALBENCH_PASSWORD is the key password (empty by default here)."
+
+.PHONY: build
+build: ## Build bin/sealbench (the host build, with signing)
+	$(GO) build -o bin/sealbench ./cmd/sealbench
+
+.PHONY: deps
+deps: ## Install the Debian packages the tests need, when missing (as root)
+	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages:$$missing (run as root, or install them)"; exit 1; fi; \
+		echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+.PHONY: tools
+tools: $(COSIGN) ## Build the tools tests use into .tools/bin (cosign, from the Go module proxy)
+
+$(COSIGN):
+	@echo "building cosign $(COSIGN_VERSION) into $(TOOLS)/bin (a few minutes the first time)"
+	GOBIN=$(TOOLS)/bin GOFLAGS= $(GO) install github.com/sigstore/cosign/v2/cmd/cosign@$(COSIGN_VERSION)
+
+.PHONY: check
+check: ## gofmt and go vet, for both builds (host and in-bundle)
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags sealbench_bundle ./cmd/...
+
+.PHONY: test
+test: deps tools check ## Everything CI runs: checks, all tests, short fuzz runs
+	SEALBENCH_COSIGN=$(COSIGN) $(GO) test -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) fuzz
+
+.PHONY: test-short
+test-short: ## The quick tests only (no builds, no root-only tests)
+	$(GO) test -short ./...
+
+.PHONY: fuzz
+fuzz: ## Short fuzz runs of every parser (FUZZTIME=15s each)
+	$(GO) test -run '^$$' -fuzz '^FuzzParseBundleManifest$$' -fuzztime $(FUZZTIME) ./manifests/
+
+.PHONY: bench
+bench: ## Verify throughput against sha256sum, and seal time with a warm cache
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./bundle/
+
+.PHONY: run
+run: build ## The main job, for now: seal this tree and verify the bundle and its tar
+	@if [ ! -f $(KEYS)/sealbench.key ]; then \
+		SEALBENCH_PASSWORD="$${SEALBENCH_PASSWORD-}" ./bin/sealbench keygen --out $(KEYS); fi
+	@SEALBENCH_PASSWORD="$${SEALBENCH_PASSWORD-}" ./bin/sealbench seal --key $(KEYS)/sealbench.key --out $(OUT) | tee $(OUT)/seal.txt
+	@b=$$(sed -n 's/^  directory //p' $(OUT)/seal.txt); \
+	./bin/sealbench verify --bundle $$b --key $(KEYS)/sealbench.pub && \
+	./bin/sealbench verify --bundle $$b.tar --key $(KEYS)/sealbench.pub
+
+.PHONY: clean
+clean: ## Remove bin/ and out/ (keeps .tools/)
+	rm -rf bin $(OUT)

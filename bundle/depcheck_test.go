@@ -1,0 +1,75 @@
+package bundle
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/sealbench/sealbench/internal/testenv"
+)
+
+// Signing and VM code: none of it may be linked into a binary that ships
+// inside a bundle.
+var forbiddenInBundle = []string{
+	"github.com/sigstore/",
+	"github.com/secure-systems-lab/",
+	"github.com/lima-vm/",
+	"golang.org/x/crypto/nacl/",
+	"golang.org/x/crypto/scrypt",
+	Module + "/bundle/sign",
+	Module + "/provision/lima",
+	Module + "/vmimages",
+}
+
+func deps(t *testing.T, tags, pkg string) []string {
+	t.Helper()
+	args := []string{"list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}"}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
+	cmd.Dir = testenv.ModuleRoot(t)
+	cmd.Env = append(os.Environ(), "GOOS=linux", "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
+}
+
+func forbidden(deps []string) []string {
+	var bad []string
+	for _, d := range deps {
+		for _, f := range forbiddenInBundle {
+			if strings.HasPrefix(d, f) {
+				bad = append(bad, d)
+			}
+		}
+	}
+	return bad
+}
+
+// TestShippedPartsLinkNoSigningOrVMCode holds the import direction: the
+// binaries in a bundle, built as Seal builds them, link no signing or VM code.
+func TestShippedPartsLinkNoSigningOrVMCode(t *testing.T) {
+	for _, p := range Parts {
+		if bad := forbidden(deps(t, ShippedBuildTags, p.Package)); len(bad) > 0 {
+			t.Errorf("%s (shipped as %s) links %v", p.Package, p.Name, bad)
+		}
+	}
+	// The check can fail: the host build of sealbench does link signing.
+	if bad := forbidden(deps(t, "", "./cmd/sealbench")); len(bad) == 0 {
+		t.Error("the host sealbench links no signing code: the check above is not looking at the right thing")
+	}
+}
+
+// TestManifestsImportsNothingOfOurs: manifests is imported by all and
+// imports only the standard library.
+func TestManifestsImportsNothingOfOurs(t *testing.T) {
+	for _, d := range deps(t, "", "./manifests") {
+		if d != Module+"/manifests" {
+			t.Errorf("manifests imports %s", d)
+		}
+	}
+}

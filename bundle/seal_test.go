@@ -1,0 +1,164 @@
+package bundle
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/manifests"
+)
+
+// copyCheckout copies the files git knows of (tracked, and untracked but
+// not ignored) into a fresh git repository with one commit at a fixed time,
+// so the test seals a clean tree whatever state the developer's tree is in.
+func copyCheckout(t *testing.T) string {
+	t.Helper()
+	root := testenv.ModuleRoot(t)
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
+	if err != nil {
+		testenv.Skip(t, "needs the source as a git checkout: %v", err)
+	}
+	dst := t.TempDir()
+	for _, rel := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		fi, err := os.Lstat(filepath.Join(root, rel))
+		if err != nil || !fi.Mode().IsRegular() {
+			continue // deleted in the working tree, or not a plain file
+		}
+		b, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Join(dst, filepath.Dir(rel)), 0o755)
+		if err := os.WriteFile(filepath.Join(dst, rel), b, fi.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dst
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_DATE=2026-01-02T03:04:05Z", "GIT_COMMITTER_DATE=2026-01-02T03:04:05Z",
+			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@localhost", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@localhost")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	run("init", "-q")
+	run("add", "-A")
+	run("commit", "-q", "-m", "snapshot")
+	return dst
+}
+
+// readTree returns every file under dir with its bytes, mode and mtime.
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	tree := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := d.Info()
+		rel, _ := filepath.Rel(dir, p)
+		v := fi.Mode().String() + " " + fi.ModTime().UTC().String()
+		if fi.Mode().IsRegular() {
+			b, _ := os.ReadFile(p)
+			v += " " + manifests.DigestOf(b).String()
+		}
+		tree[rel] = v
+		return nil
+	})
+	return tree
+}
+
+// TestSealReproducible seals the same commit twice, the second time with an
+// empty Go build cache, and requires byte-identical bundles and tars with
+// the same name; then checks the bundle verifies, that `sha256sum -c`
+// accepts its SHA256SUMS, and that a dirty tree is marked so.
+func TestSealReproducible(t *testing.T) {
+	testenv.Short(t, "builds the shipped binaries three times, once with a cold cache")
+	testenv.NeedCommand(t, "git")
+	src := copyCheckout(t)
+	k := newKeys(t)
+	ctx := context.Background()
+
+	out1, out2 := t.TempDir(), t.TempDir()
+	a, err := Seal(ctx, SealOptions{Source: src, OutDir: out1, Signer: k.signer, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Seal(ctx, SealOptions{Source: src, OutDir: out2, Signer: k.signer, Log: t.Logf,
+		BuildEnv: []string{"GOCACHE=" + t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Name != b.Name || a.TarDigest != b.TarDigest {
+		t.Errorf("two seals of one commit differ: %s (tar %s) and %s (tar %s)", a.Name, a.TarDigest, b.Name, b.TarDigest)
+	}
+	ta, tb := readTree(t, a.Dir), readTree(t, b.Dir)
+	if len(ta) != len(tb) {
+		t.Errorf("two seals hold %d and %d entries", len(ta), len(tb))
+	}
+	for p, v := range ta {
+		if tb[p] != v {
+			t.Errorf("%s differs between two seals:\n  %s\n  %s", p, v, tb[p])
+		}
+	}
+	ba, _ := os.ReadFile(a.Tar)
+	bb, _ := os.ReadFile(b.Tar)
+	if !bytes.Equal(ba, bb) {
+		t.Error("the two tars differ")
+	}
+
+	m := a.Manifest
+	if m.Source.Dirty || m.Source.Commit == "" || !strings.HasSuffix(m.Source.Version, m.Source.Commit[:12]) {
+		t.Errorf("clean seal: source %+v", m.Source)
+	}
+	for _, part := range Parts {
+		for _, p := range Platforms {
+			f, ok := m.File("bin/" + p.Dir() + "/" + part.Name)
+			if !ok || f.Mode != 0o755 || f.Size == 0 {
+				t.Errorf("manifest lacks bin/%s/%s: %+v", p.Dir(), part.Name, f)
+			}
+		}
+	}
+	if _, ok := m.File("cells/C12.sh"); !ok {
+		t.Error("manifest lacks cells/C12.sh")
+	}
+	for _, p := range []string{a.Dir, a.Tar} {
+		if _, err := Verify(ctx, p, VerifyOptions{Verifier: k.verifier}); err != nil {
+			t.Errorf("Verify(%s): %v", p, err)
+		}
+	}
+	if sum, err := exec.LookPath("sha256sum"); err == nil {
+		cmd := exec.Command(sum, "-c", "--strict", manifests.SumsFile)
+		cmd.Dir = a.Dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("sha256sum -c: %v\n%s", err, out)
+		}
+	}
+	// The shipped binary runs and says which source it came from.
+	if out, err := exec.Command(filepath.Join(a.Dir, "bin/linux-amd64/sealbench"), "version").Output(); err != nil || !strings.Contains(string(out), m.Source.Version) || !strings.Contains(string(out), "in-bundle") {
+		t.Errorf("shipped sealbench version: %q, %v", out, err)
+	}
+
+	// A dirty tree seals, marked dirty, with a warning.
+	os.WriteFile(filepath.Join(src, "runner/cells/C01.sh"), []byte("echo changed\n"), 0o644)
+	var log strings.Builder
+	d, err := Seal(ctx, SealOptions{Source: src, OutDir: t.TempDir(), Signer: k.signer, Log: func(f string, args ...any) {
+		log.WriteString(strings.TrimSpace(f) + "\n")
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Manifest.Source.Dirty || !strings.HasSuffix(d.Manifest.Source.Version, ".dirty") || d.Name == a.Name {
+		t.Errorf("dirty seal: name %s, source %+v", d.Name, d.Manifest.Source)
+	}
+	if !strings.Contains(log.String(), "dirty") {
+		t.Errorf("no warning about the dirty tree in the log:\n%s", log.String())
+	}
+}

@@ -1,0 +1,142 @@
+//go:build !sealbench_bundle
+
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/term"
+
+	"github.com/sealbench/sealbench/internal/testenv"
+)
+
+const testPassword = "cli-test-password-do-not-log"
+
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = Main(context.Background(), args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+// TestSealAndVerifyCLI drives the real commands: keygen, seal (a real
+// build), verify of the directory and the tar, and each exit code.
+func TestSealAndVerifyCLI(t *testing.T) {
+	testenv.Short(t, "seals a real bundle")
+	t.Setenv("SEALBENCH_PASSWORD", testPassword)
+	keys, other := t.TempDir(), t.TempDir()
+	out := t.TempDir()
+
+	if code, _, stderr := run(t, "keygen", "--out", keys); code != ExitOK {
+		t.Fatalf("keygen: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := run(t, "keygen", "--out", keys); code != ExitUnusable || !strings.Contains(stderr, "--force") {
+		t.Errorf("keygen over existing keys: exit %d, %s", code, stderr)
+	}
+	run(t, "keygen", "--out", other)
+
+	code, stdout, stderr := run(t, "seal", "--json", "--key", filepath.Join(keys, "sealbench.key"), "--out", out, "--source", testenv.ModuleRoot(t))
+	if code != ExitOK {
+		t.Fatalf("seal: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var sealed struct {
+		Name, Dir, Tar string
+		Files          int
+	}
+	if err := json.Unmarshal([]byte(stdout), &sealed); err != nil || sealed.Name == "" || sealed.Files == 0 {
+		t.Fatalf("seal --json printed %q: %v", stdout, err)
+	}
+	for _, s := range []string{stdout, stderr} {
+		if strings.Contains(s, testPassword) {
+			t.Error("seal printed the password")
+		}
+	}
+
+	pub := filepath.Join(keys, "sealbench.pub")
+	for _, p := range []string{sealed.Dir, sealed.Tar} {
+		code, stdout, stderr := run(t, "verify", "--bundle", p, "--key", pub)
+		if code != ExitOK || !strings.Contains(stdout, "verified "+sealed.Name) {
+			t.Errorf("verify %s: exit %d\n%s%s", p, code, stdout, stderr)
+		}
+	}
+	code, stdout, _ = run(t, "verify", "--json", "--bundle", sealed.Tar, "--key", pub)
+	var v struct {
+		Verified bool
+		Name     string
+	}
+	if err := json.Unmarshal([]byte(stdout), &v); code != ExitOK || err != nil || !v.Verified || v.Name != sealed.Name {
+		t.Errorf("verify --json: exit %d, %q, %v", code, stdout, err)
+	}
+
+	// Exit 2: another key; no key at all.
+	if code, _, _ := run(t, "verify", "--bundle", sealed.Dir, "--key", filepath.Join(other, "sealbench.pub")); code != ExitSignature {
+		t.Errorf("verify with another key: exit %d, want %d", code, ExitSignature)
+	}
+	if code, _, _ := run(t, "verify", "--bundle", sealed.Dir, "--key", filepath.Join(other, "absent.pub")); code != ExitSignature {
+		t.Errorf("verify with no key: exit %d, want %d", code, ExitSignature)
+	}
+	// Exit 3: not a bundle; no --bundle; an unknown flag; a private key as --key.
+	for _, args := range [][]string{
+		{"verify", "--bundle", keys, "--key", pub},
+		{"verify", "--key", pub},
+		{"verify", "--bundel", sealed.Dir},
+		{"verify", "--bundle", sealed.Dir, "--key", filepath.Join(keys, "sealbench.key")},
+		{"frobnicate"},
+	} {
+		if code, _, stderr := run(t, args...); code != ExitUnusable {
+			t.Errorf("%v: exit %d, want %d: %s", args, code, ExitUnusable, stderr)
+		}
+	}
+	// Exit 3: a wrong password, which is never echoed.
+	t.Setenv("SEALBENCH_PASSWORD", "wrong-"+testPassword)
+	code, stdout, stderr = run(t, "seal", "--key", filepath.Join(keys, "sealbench.key"), "--out", out, "--source", testenv.ModuleRoot(t))
+	if code != ExitUnusable || !strings.Contains(stderr, "wrong password") || strings.Contains(stdout+stderr, testPassword) {
+		t.Errorf("seal with a wrong password: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	// Exit 1: a changed cell body, with the file named, in text and JSON.
+	cell := filepath.Join(sealed.Dir, "cells", "C01.sh")
+	if err := os.WriteFile(cell, []byte("echo tampered\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = run(t, "verify", "--bundle", sealed.Dir, "--key", pub)
+	if code != ExitMismatch || !strings.Contains(stderr, "cells/C01.sh") {
+		t.Errorf("verify of a tampered bundle: exit %d, %s", code, stderr)
+	}
+	code, stdout, _ = run(t, "verify", "--json", "--bundle", sealed.Dir, "--key", pub)
+	var failed struct {
+		ExitCode int
+		Problems []struct{ Path, Kind string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &failed); err != nil || code != ExitMismatch || failed.ExitCode != ExitMismatch ||
+		len(failed.Problems) == 0 || failed.Problems[0].Path != "cells/C01.sh" {
+		t.Errorf("verify --json of a tampered bundle: exit %d, %q, %v", code, stdout, err)
+	}
+}
+
+func TestHelpShowsExamplesAndExitCodes(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"seal", "--help"}, {"verify", "--help"}, {"keygen", "--help"}} {
+		code, stdout, _ := run(t, args...)
+		if code != ExitOK || !strings.Contains(stdout, "Examples:") || !strings.Contains(stdout, "Exit codes:") {
+			t.Errorf("%v: exit %d, help lacks examples or exit codes:\n%s", args, code, stdout)
+		}
+	}
+}
+
+func TestKeygenNeedsPasswordWithoutTerminal(t *testing.T) {
+	if term.IsTerminal(int(os.Stdin.Fd())) {
+		t.Skip("stdin is a terminal here, so keygen would ask for the password")
+	}
+	t.Setenv("SEALBENCH_PASSWORD", "")
+	os.Unsetenv("SEALBENCH_PASSWORD")
+	code, _, stderr := run(t, "keygen", "--out", t.TempDir())
+	if code != ExitUnusable || !strings.Contains(stderr, "SEALBENCH_PASSWORD") {
+		t.Errorf("keygen with no password and no terminal: exit %d, %s", code, stderr)
+	}
+}
