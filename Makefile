@@ -11,7 +11,7 @@ KEYS ?= $(OUT)/keys
 FUZZTIME ?= 15s
 TEST_TIMEOUT ?= 40m
 # Debian packages the tests use; installed when missing (root only).
-TEST_PACKAGES := git coreutils
+TEST_PACKAGES := git coreutils dpkg apt skopeo umoci
 
 .DEFAULT_GOAL := help
 

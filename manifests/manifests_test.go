@@ -245,3 +245,32 @@ func FuzzParseBundleManifest(f *testing.F) {
 		}
 	})
 }
+
+func TestPackageLock(t *testing.T) {
+	good := `{"schemaVersion":1,"kind":"sealbench.packages","name":"sandbox","arch":"amd64",
+"spec":{"roots":["dash"],"exclude":[]},"time":"2026-11-29T00:00:00Z",
+"packages":[{"name":"dash","version":"0.5.12-2","arch":"amd64","filename":"pool/main/d/dash/dash_0.5.12-2_amd64.deb","size":91848,
+"sha256":"` + DigestOf([]byte("x")).String() + `"}]}`
+	l, err := ParsePackageLock([]byte(good))
+	if err != nil {
+		t.Fatalf("a good lock: %v", err)
+	}
+	if b, err := l.Marshal(); err != nil || !bytes.Contains(b, []byte(`"name": "dash"`)) {
+		t.Errorf("Marshal: %s, %v", b, err)
+	}
+	bad := strings.NewReplacer(`"arch":"amd64",`+"\n", `"arch":"AMD 64",`+"\n", `"version":"0.5.12-2"`, `"version":"0.5 12"`,
+		`"size":91848`, `"size":0`, `"roots":["dash"]`, `"roots":["dash","git"]`).Replace(good)
+	_, err = ParsePackageLock([]byte(bad))
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("a bad lock: %v", err)
+	}
+	for _, f := range []string{"arch", "packages[0].version", "packages[0].size", "spec.roots[1]"} {
+		if !strings.Contains(err.Error(), f+":") {
+			t.Errorf("Validate did not name %s:\n%v", f, err)
+		}
+	}
+	if _, err := ParsePackageLock([]byte(strings.Replace(good, `"schemaVersion":1`, `"schemaVersion":9`, 1))); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Errorf("a newer lock: %v", err)
+	}
+}

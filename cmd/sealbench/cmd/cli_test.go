@@ -48,9 +48,13 @@ func TestSealAndVerifyCLI(t *testing.T) {
 	var sealed struct {
 		Name, Dir, Tar string
 		Files          int
+		Image          struct{ Tar, ID, Bundle string }
 	}
 	if err := json.Unmarshal([]byte(stdout), &sealed); err != nil || sealed.Name == "" || sealed.Files == 0 {
 		t.Fatalf("seal --json printed %q: %v", stdout, err)
+	}
+	if _, err := os.Stat(sealed.Image.Tar); err != nil || sealed.Image.Bundle != sealed.Name || !strings.HasPrefix(sealed.Image.ID, "sha256:") {
+		t.Errorf("seal built no Sandbox image next to the bundle: %+v, %v", sealed.Image, err)
 	}
 	for _, s := range []string{stdout, stderr} {
 		if strings.Contains(s, testPassword) {

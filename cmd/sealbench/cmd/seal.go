@@ -13,10 +13,12 @@ import (
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/vmimages"
 )
 
 func newSealCmd(g *global) *cobra.Command {
-	var key, out, source string
+	var key, out, source, imageArch string
+	var noImage bool
 	c := &cobra.Command{
 		Use:   "seal",
 		Short: "Build a reproducible, signed bundle from the source tree",
@@ -24,7 +26,8 @@ func newSealCmd(g *global) *cobra.Command {
 (CGO_ENABLED=0, -trimpath, -buildvcs=false, empty build id), copy the cell
 bodies, write manifest.json, SHA256SUMS and manifest.sig (signed with --key),
 and write the bundle directory build-linux-<hash> and its deterministic tar into
---out. Every mtime is SOURCE_DATE_EPOCH, or the commit time. Sealing the same
+--out. Then build the Sandbox image (see ` + "`sealbench image`" + `) into
+build-linux-<hash>.image/, unless --no-image. Every mtime is SOURCE_DATE_EPOCH, or the commit time. Sealing the same
 commit twice gives a byte-identical bundle with the same name.
 
 A dirty tree (uncommitted changes or untracked files) is sealed too, but marked
@@ -50,12 +53,29 @@ dirty in the manifest, and warned about.`,
 			res, err := bundle.Seal(c.Context(), bundle.SealOptions{
 				Source: source, OutDir: out, Signer: signer, Log: p.Logf,
 			})
-			p.Close()
 			if err != nil {
 				return err
 			}
+			sealed := struct {
+				*bundle.SealResult
+				Image *vmimages.ImageInfo `json:"image,omitempty"`
+			}{SealResult: res}
+			if !noImage {
+				lock, lockBytes, err := loadLock("", imageArch)
+				if err != nil {
+					return err
+				}
+				sealed.Image, err = vmimages.BuildSandbox(c.Context(), vmimages.SandboxOptions{
+					Bundle: res.Dir, Manifest: res.Manifest, Lock: lock, LockBytes: lockBytes,
+					OutDir: res.Dir + ".image", Log: p.Logf,
+				})
+				if err != nil {
+					return fmt.Errorf("sealed %s, but building its Sandbox image failed: %w", res.Name, err)
+				}
+			}
+			p.Close()
 			if g.json {
-				return writeJSON(g.stdout, res)
+				return writeJSON(g.stdout, sealed)
 			}
 			dirty := ""
 			if res.Source.Dirty {
@@ -64,11 +84,16 @@ dirty in the manifest, and warned about.`,
 			fmt.Fprintf(g.stdout, "sealed %s: %d files, %s, in %.1fs\n", res.Name, res.Files, humanBytes(res.Bytes), res.Elapsed.Seconds())
 			fmt.Fprintf(g.stdout, "  directory %s\n  tar       %s (%s)\n  manifest  %s\n  source    %s %s%s\n",
 				res.Dir, res.Tar, res.TarDigest, res.ManifestDigest, res.Source.Module, res.Source.Version, dirty)
+			if img := sealed.Image; img != nil {
+				fmt.Fprintf(g.stdout, "  image     %s (%s, id %s)\n", img.Tar, img.Arch, img.ID)
+			}
 			return nil
 		},
 	}
 	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PrivateKeyFile), "encrypted private key to sign the manifest with")
 	c.Flags().StringVar(&out, "out", "out", "directory to write the bundle and its tar into")
+	c.Flags().BoolVar(&noImage, "no-image", false, "do not build the Sandbox image next to the bundle")
+	c.Flags().StringVar(&imageArch, "image-arch", "amd64", "Debian architecture of the Sandbox image: amd64 or arm64")
 	c.Flags().StringVar(&source, "source", "", "sealbench source tree to seal (default: the one around the working directory)")
 	return c
 }

@@ -34,12 +34,8 @@ file and what differs.`,
 			if bundlePath == "" {
 				return usageErrorf("pass --bundle out/build-linux-<hash> (or its .tar)", "--bundle is required")
 			}
-			v, err := sign.LoadPublicKey(key)
+			v, err := loadVerifier(key)
 			if err != nil {
-				if _, statErr := os.Stat(key); errors.Is(statErr, fs.ErrNotExist) {
-					return &userError{code: ExitSignature, err: fmt.Errorf("no public key at %s to check the signature against", key),
-						hint: "pass --key with the public key of whoever sealed the bundle"}
-				}
 				return err
 			}
 			res, err := bundle.Verify(c.Context(), bundlePath, bundle.VerifyOptions{Verifier: v})
@@ -76,3 +72,17 @@ type problemsError struct{ *bundle.ContentError }
 func (e *problemsError) Unwrap() error { return e.ContentError }
 
 func (e *problemsError) jsonDetail() (string, any) { return "problems", e.Problems }
+
+// loadVerifier loads the public key to verify bundles with; no key at all
+// is a signature failure (exit 2), an unusable key file is exit 3.
+func loadVerifier(key string) (*sign.Verifier, error) {
+	v, err := sign.LoadPublicKey(key)
+	if err != nil {
+		if _, statErr := os.Stat(key); errors.Is(statErr, fs.ErrNotExist) {
+			return nil, &userError{code: ExitSignature, err: fmt.Errorf("no public key at %s to check the signature against", key),
+				hint: "pass --key with the public key of whoever sealed the bundle"}
+		}
+		return nil, err
+	}
+	return v, nil
+}

@@ -1,0 +1,175 @@
+//go:build !sealbench_bundle
+
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sealbench/sealbench/bundle"
+	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/vmimages"
+)
+
+func newImageCmd(g *global) *cobra.Command {
+	var bundlePath, key, out, arch, lockFile, cache string
+	c := &cobra.Command{
+		Use:   "image",
+		Short: "Build the Sandbox image from a bundle and pinned Debian packages",
+		Long: `Build the Sandbox image: a base layer unpacked from the Debian packages a lock
+file pins (a shell, coreutils, findutils, git and what they link; no maintainer
+script runs), and a layer holding the bundle at /opt/sealbench. The bundle is
+verified first. Writes, into --out:
+
+  sandbox-image.tar    what ` + "`docker load`" + ` and the stand-in's image load take
+  sandbox-image-oci/   the same image as an OCI layout
+  sandbox-image.json   its identity: the image id (what docker inspect shows),
+                       the manifest digest, the lock's and the layers' digests
+
+Packages are fetched through apt as this machine configures it, checked against
+the lock's SHA-256 and cached by hash (--cache). Building twice, on two
+machines, gives the same image id.`,
+		Example: `  sealbench image --bundle out/build-linux-0123456789ab --out out/image
+  sealbench image --bundle out/build-linux-0123456789ab --arch arm64 --json
+  sealbench image lock --arch all        # refresh vmimages/locks/ from apt`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if bundlePath == "" {
+				return usageErrorf("pass --bundle out/build-linux-<hash>", "--bundle is required")
+			}
+			if out == "" {
+				out = filepath.Clean(bundlePath) + ".image"
+			}
+			p := newProgress(g.stderr, "image")
+			defer p.Close()
+			info, err := buildImage(c.Context(), p, bundlePath, key, out, arch, lockFile, cache)
+			p.Close()
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, info)
+			}
+			fmt.Fprintf(g.stdout, "%s\n  id        %s\n  manifest  %s\n  tar       %s\n  layout    %s\n",
+				info.Ref, info.ID, info.ManifestDigest, info.Tar, info.Layout)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&bundlePath, "bundle", "", "verified bundle directory to put at /opt/sealbench (required)")
+	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to verify the bundle with")
+	c.Flags().StringVar(&out, "out", "", "directory to write the image into (default: the bundle's path + .image)")
+	c.Flags().StringVar(&arch, "arch", "amd64", "Debian architecture of the image: amd64 or arm64")
+	c.Flags().StringVar(&lockFile, "lock", "", "package lock to build from (default: the one built into sealbench for --arch)")
+	c.Flags().StringVar(&cache, "cache", vmimages.DefaultCacheDir(), "where fetched packages and apt state are cached")
+	c.AddCommand(newImageLockCmd(g))
+	return c
+}
+
+// buildImage verifies the bundle, loads the lock and builds the image.
+func buildImage(ctx context.Context, p *progress, bundlePath, key, out, arch, lockFile, cache string) (*vmimages.ImageInfo, error) {
+	v, err := loadVerifier(key)
+	if err != nil {
+		return nil, err
+	}
+	res, err := bundle.VerifyDir(ctx, bundlePath, bundle.VerifyOptions{Verifier: v})
+	if err != nil {
+		return nil, err
+	}
+	p.Logf("verified %s", res.Name)
+	lock, lockBytes, err := loadLock(lockFile, arch)
+	if err != nil {
+		return nil, err
+	}
+	return vmimages.BuildSandbox(ctx, vmimages.SandboxOptions{
+		Bundle: bundlePath, Manifest: res.Manifest, Lock: lock, LockBytes: lockBytes,
+		CacheDir: cache, OutDir: out, Log: p.Logf,
+	})
+}
+
+func loadLock(lockFile, arch string) (*manifests.PackageLock, []byte, error) {
+	if lockFile == "" {
+		l, b, err := vmimages.DefaultLock("sandbox", arch)
+		if err != nil {
+			return nil, nil, usageErrorf("--arch takes amd64 or arm64, or pass --lock", "%v", err)
+		}
+		return l, b, nil
+	}
+	b, err := os.ReadFile(lockFile)
+	if err != nil {
+		return nil, nil, usageErrorf("", "reading package lock: %v", err)
+	}
+	l, err := manifests.ParsePackageLock(b)
+	if err != nil {
+		return nil, nil, usageErrorf("refresh it with `sealbench image lock`", "package lock %s: %v", lockFile, err)
+	}
+	return l, b, nil
+}
+
+func newImageLockCmd(g *global) *cobra.Command {
+	var arch, out, cache string
+	c := &cobra.Command{
+		Use:   "lock",
+		Short: "Resolve the Sandbox image's packages through apt and write the lock file",
+		Long: `Resolve the Sandbox image's packages (coreutils, dash, findutils, git and their
+dependencies, less what the cells never run) through apt as this machine
+configures it, in a private apt state directory, and write the exact versions
+and SHA-256 to a lock file. Building never resolves versions; this does.`,
+		Example: `  sealbench image lock --arch all
+  sealbench image lock --arch amd64 --out /tmp/locks --json`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			arches := []string{arch}
+			if arch == "all" {
+				arches = vmimages.Arches
+			}
+			if out == "" {
+				root, err := bundle.FindModuleRoot(".")
+				if err != nil {
+					return usageErrorf("pass --out", "%v", err)
+				}
+				out = filepath.Join(root, "vmimages", "locks")
+			}
+			p := newProgress(g.stderr, "image lock")
+			defer p.Close()
+			var written []string
+			for _, a := range arches {
+				l, err := vmimages.Lock(c.Context(), cache, "sandbox", a, vmimages.SandboxSpec, time.Now(), p.Logf)
+				if err != nil {
+					return err
+				}
+				b, err := l.Marshal()
+				if err != nil {
+					return err
+				}
+				path := filepath.Join(out, fmt.Sprintf("sandbox-%s.json", a))
+				if err := os.MkdirAll(out, 0o755); err != nil {
+					return err
+				}
+				if err := atomicfile.WriteFile(path, b, 0o644); err != nil {
+					return err
+				}
+				written = append(written, path)
+				p.Logf("wrote %s (%d packages)", path, len(l.Packages))
+			}
+			p.Close()
+			if g.json {
+				return writeJSON(g.stdout, map[string]any{"locks": written})
+			}
+			for _, w := range written {
+				fmt.Fprintln(g.stdout, w)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&arch, "arch", "all", "Debian architecture: amd64, arm64 or all")
+	c.Flags().StringVar(&out, "out", "", "directory for the lock files (default: vmimages/locks in the source tree)")
+	c.Flags().StringVar(&cache, "cache", vmimages.DefaultCacheDir(), "where apt state is cached")
+	return c
+}
