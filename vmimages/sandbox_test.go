@@ -359,3 +359,29 @@ func TestLayerBuilderRejectsEscapes(t *testing.T) {
 		t.Error("dropped")
 	}
 }
+
+// TestDockerLoadsSandboxImage: dockerd loads the docker save tar, reports
+// the image id sealbench computed, and runs the image with no network: the
+// bundle checks out with the image's own sha256sum.
+func TestDockerLoadsSandboxImage(t *testing.T) {
+	needApt(t)
+	docker := testenv.NeedDocker(t)
+	info := build(t, t.TempDir())
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(docker, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	run("load", "-i", info.Tar)
+	defer exec.Command(docker, "rmi", "--force", info.Ref).Run()
+	if id := run("image", "inspect", "--format", "{{.Id}}", info.Ref); id != info.ID.String() {
+		t.Errorf("docker reports image id %s, sealbench computed %s", id, info.ID)
+	}
+	out := run("run", "--rm", "--network", "none", info.Ref, "sh", "-c", "cd "+BundleMount+" && sha256sum -c --quiet SHA256SUMS && echo ok")
+	if out != "ok" {
+		t.Errorf("sha256sum -c inside the container: %q", out)
+	}
+}

@@ -92,3 +92,15 @@ func Tool(t testing.TB, name, env string) string {
 	}
 	return p
 }
+
+// NeedDocker skips unless the docker CLI is on PATH and a daemon answers it
+// (at $DOCKER_HOST, or the default socket; .ci/run starts one with
+// scripts/dockerd), and returns the CLI's path.
+func NeedDocker(t testing.TB) string {
+	t.Helper()
+	docker := NeedCommand(t, "docker")
+	if out, err := exec.Command(docker, "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
+		Skip(t, "needs a Docker daemon (start one with `scripts/dockerd start` and set DOCKER_HOST): %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return docker
+}
