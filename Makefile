@@ -12,6 +12,8 @@ FUZZTIME ?= 15s
 TEST_TIMEOUT ?= 40m
 # Debian packages the tests use; installed when missing (root only).
 TEST_PACKAGES := git coreutils dpkg apt skopeo umoci
+# What building and booting VM images needs (make vm-image, make test-vm).
+VM_PACKAGES := mmdebstrap e2fsprogs qemu-utils qemu-system-x86
 
 .DEFAULT_GOAL := help
 
@@ -32,7 +34,7 @@ deps: ## Install the Debian packages the tests need, when missing (as root)
 	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages:$$missing (run as root, or install them)"; exit 1; fi; \
-		echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+		echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
 .PHONY: tools
@@ -61,6 +63,16 @@ test-short: ## The quick tests only (no builds, no root-only tests)
 .PHONY: fuzz
 fuzz: ## Short fuzz runs of every parser (FUZZTIME=15s each)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseBundleManifest$$' -fuzztime $(FUZZTIME) ./manifests/
+
+.PHONY: vm-image
+vm-image: ## Build the amd64 VM disk, kernel and initrd for Lima (minutes; cached by lock)
+	@$(MAKE) --no-print-directory deps TEST_PACKAGES="$(VM_PACKAGES)"
+	$(GO) run ./cmd/sealbench image vm --arch amd64
+
+.PHONY: test-vm
+test-vm: ## Build the VM image and boot it under QEMU (TCG) to a login prompt
+	@$(MAKE) --no-print-directory deps TEST_PACKAGES="$(VM_PACKAGES)"
+	$(GO) test -count=1 -timeout 30m -tags vmtest -run 'TestVMImage' -v ./vmimages/
 
 .PHONY: bench
 bench: ## Verify throughput against sha256sum, and seal time with a warm cache

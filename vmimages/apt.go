@@ -105,23 +105,53 @@ func (a *apt) hasLists() bool {
 // stanza is one package record from apt-cache show.
 type stanza map[string]string
 
-// show returns the candidate record of a package, or nil when apt knows none.
-func (a *apt) show(ctx context.Context, name string) (stanza, error) {
-	out, err := a.run(ctx, a.root, "apt-cache", "show", "--no-all-versions", name)
-	if err != nil {
-		if strings.Contains(err.Error(), "No packages found") || strings.Contains(err.Error(), "Unable to locate") || strings.Contains(err.Error(), "has no installation candidate") {
-			return nil, nil
-		}
+// showAll returns the candidate record of each name apt has one for;
+// virtual and unknown names are absent from the result. One apt-cache call
+// for all of them: loading apt's cache dominates the cost of a call.
+func (a *apt) showAll(ctx context.Context, names []string) (map[string]stanza, error) {
+	res := map[string]stanza{}
+	if len(names) == 0 {
+		return res, nil
+	}
+	out, err := a.run(ctx, a.root, "apt-cache", append([]string{"show", "--no-all-versions"}, names...)...)
+	// apt-cache show fails when any name is virtual or unknown, but still
+	// prints the others; what it printed is what we take.
+	if err != nil && len(out) == 0 && !strings.Contains(err.Error(), "No packages found") && !strings.Contains(err.Error(), "Unable to locate") && !strings.Contains(err.Error(), "no installation candidate") {
 		return nil, err
 	}
-	st := parseStanza(out)
-	if st["Package"] == "" {
-		return nil, nil // a virtual package
+	for _, st := range parseStanzas(out) {
+		if n := st["Package"]; n != "" {
+			if _, dup := res[n]; !dup {
+				res[n] = st
+			}
+		}
 	}
-	return st, nil
+	return res, nil
 }
 
-func parseStanza(b []byte) stanza {
+// providers maps each virtual package name to the real packages that
+// provide it, from every record apt knows.
+func (a *apt) providers(ctx context.Context) (map[string][]string, error) {
+	out, err := a.run(ctx, a.root, "apt-cache", "dumpavail")
+	if err != nil {
+		return nil, err
+	}
+	prov := map[string][]string{}
+	for _, st := range parseStanzas(out) {
+		for _, group := range depNames(st["Provides"]) {
+			for _, v := range group {
+				prov[v] = append(prov[v], st["Package"])
+			}
+		}
+	}
+	for v := range prov {
+		sort.Strings(prov[v])
+	}
+	return prov, nil
+}
+
+func parseStanzas(b []byte) []stanza {
+	var all []stanza
 	st := stanza{}
 	var key string
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -130,7 +160,8 @@ func parseStanza(b []byte) stanza {
 		line := sc.Text()
 		if line == "" {
 			if len(st) > 0 {
-				break // only the first record
+				all = append(all, st)
+				st = stanza{}
 			}
 			continue
 		}
@@ -147,7 +178,10 @@ func parseStanza(b []byte) stanza {
 		key = k
 		st[k] = strings.TrimSpace(v)
 	}
-	return st
+	if len(st) > 0 {
+		all = append(all, st)
+	}
+	return all
 }
 
 // depNames parses a Depends field into groups of alternative package names.
@@ -172,74 +206,112 @@ func depNames(field string) [][]string {
 	return groups
 }
 
-// resolve walks Depends and Pre-Depends from the roots, taking the first
-// alternative apt has a candidate for, skipping excluded names, and returns
-// the closure as locked packages sorted by name.
+// resolve walks Depends and Pre-Depends from the roots, level by level,
+// taking the first alternative apt has a candidate for (or, for a virtual
+// package, its first provider), skipping excluded names, and returns the
+// closure as locked packages sorted by name.
 func (a *apt) resolve(ctx context.Context, spec manifests.PackageSpec) ([]manifests.LockedPackage, error) {
 	exclude := map[string]bool{}
 	for _, e := range spec.Exclude {
 		exclude[e] = true
 	}
-	records := map[string]stanza{}
-	lookup := func(name string) (stanza, error) {
-		if st, ok := records[name]; ok {
-			return st, nil
+	records := map[string]stanza{} // every name looked up; nil when virtual
+	lookup := func(names []string) error {
+		var fresh []string
+		for _, n := range names {
+			if _, ok := records[n]; !ok {
+				fresh = append(fresh, n)
+			}
 		}
-		st, err := a.show(ctx, name)
+		got, err := a.showAll(ctx, fresh)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		records[name] = st
-		return st, nil
+		for _, n := range fresh {
+			records[n] = got[n]
+		}
+		return nil
 	}
+	var prov map[string][]string
 	chosen := map[string]stanza{}
-	queue := append([]string{}, spec.Roots...)
+	if err := lookup(spec.Roots); err != nil {
+		return nil, err
+	}
 	for _, r := range spec.Roots {
-		st, err := lookup(r)
-		if err != nil {
-			return nil, err
-		}
-		if st == nil {
+		if records[r] == nil {
 			return nil, fmt.Errorf("package %q is not in the package lists for %s: check its name, or run with a mirror that has it", r, a.arch)
 		}
 	}
-	for len(queue) > 0 {
-		name := queue[0]
-		queue = queue[1:]
-		if chosen[name] != nil || exclude[name] {
-			continue
-		}
-		st, err := lookup(name)
-		if err != nil {
-			return nil, err
-		}
-		chosen[name] = st
-		for _, field := range []string{st["Pre-Depends"], st["Depends"]} {
-		groups:
-			for _, alts := range depNames(field) {
-				for _, alt := range alts {
-					if exclude[alt] {
-						continue groups
-					}
+	level := append([]string{}, spec.Roots...)
+	for len(level) > 0 {
+		var groups [][]string
+		var owners []string
+		for _, name := range level {
+			if chosen[name] != nil || exclude[name] {
+				continue
+			}
+			st := records[name]
+			chosen[name] = st
+			for _, field := range []string{st["Pre-Depends"], st["Depends"]} {
+				for _, g := range depNames(field) {
+					groups = append(groups, g)
+					owners = append(owners, name)
 				}
-				for _, alt := range alts {
-					if chosen[alt] != nil {
-						continue groups
-					}
-				}
-				for _, alt := range alts {
-					st, err := lookup(alt)
-					if err != nil {
-						return nil, err
-					}
-					if st != nil {
-						queue = append(queue, alt)
-						continue groups
-					}
-				}
-				return nil, fmt.Errorf("%s depends on %s, and apt has no candidate for any of them", name, strings.Join(alts, " | "))
 			}
 		}
+		var all []string
+		for _, g := range groups {
+			all = append(all, g...)
+		}
+		if err := lookup(all); err != nil {
+			return nil, err
+		}
+		next := map[string]bool{}
+	groups:
+		for i, alts := range groups {
+			for _, alt := range alts {
+				if exclude[alt] || chosen[alt] != nil || next[alt] {
+					continue groups
+				}
+			}
+			for _, alt := range alts {
+				if records[alt] != nil {
+					next[alt] = true
+					continue groups
+				}
+			}
+			// Only virtual packages: take a provider, one already chosen if any.
+			if prov == nil {
+				var err error
+				if prov, err = a.providers(ctx); err != nil {
+					return nil, err
+				}
+			}
+			var cands []string
+			for _, alt := range alts {
+				cands = append(cands, prov[alt]...)
+			}
+			for _, c := range cands {
+				if chosen[c] != nil || next[c] {
+					continue groups
+				}
+			}
+			if len(cands) == 0 {
+				return nil, fmt.Errorf("%s depends on %s, and apt has no candidate for any of them", owners[i], strings.Join(alts, " | "))
+			}
+			if err := lookup(cands[:1]); err != nil {
+				return nil, err
+			}
+			if records[cands[0]] == nil {
+				return nil, fmt.Errorf("%s depends on %s, provided by %s, which apt has no candidate for", owners[i], strings.Join(alts, " | "), cands[0])
+			}
+			next[cands[0]] = true
+		}
+		level = level[:0]
+		for n := range next {
+			level = append(level, n)
+		}
+		sort.Strings(level)
 	}
 	var pkgs []manifests.LockedPackage
 	for name, st := range chosen {

@@ -324,6 +324,15 @@ func TestFullDiskLeavesNothing(t *testing.T) {
 
 func TestDefaultLocksMatchSpec(t *testing.T) {
 	for _, arch := range Arches {
+		l, _, err := DefaultLock("vm", arch)
+		if err != nil {
+			t.Fatalf("vm %s: %v", arch, err)
+		}
+		if strings.Join(l.Spec.Roots, ",") != strings.Join(VMSpec(arch).Roots, ",") {
+			t.Errorf("the %s VM lock was resolved from another spec: refresh it with `sealbench image lock`", arch)
+		}
+	}
+	for _, arch := range Arches {
 		l, _, err := DefaultLock("sandbox", arch)
 		if err != nil {
 			t.Fatalf("%s: %v", arch, err)
@@ -383,5 +392,29 @@ func TestDockerLoadsSandboxImage(t *testing.T) {
 	out := run("run", "--rm", "--network", "none", info.Ref, "sh", "-c", "cd "+BundleMount+" && sha256sum -c --quiet SHA256SUMS && echo ok")
 	if out != "ok" {
 		t.Errorf("sha256sum -c inside the container: %q", out)
+	}
+}
+
+// TestVMImageVerifyDetectsChange: Lima does not re-hash a file it already
+// has, so a byte changed in a cached VM image file must be caught by us.
+func TestVMImageVerifyDetectsChange(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, VMKernel)
+	os.WriteFile(p, []byte("kernel"), 0o644)
+	_, d, err := hashPath(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := &VMImage{Dir: dir, Files: map[string]manifests.Digest{VMKernel: d}}
+	if err := img.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(p, []byte("kernel!"), 0o644)
+	if err := img.Verify(); err == nil || !strings.Contains(err.Error(), "changed") {
+		t.Errorf("Verify of a changed kernel: %v", err)
+	}
+	os.Remove(p)
+	if err := img.Verify(); err == nil {
+		t.Error("Verify of a missing kernel passed")
 	}
 }

@@ -68,7 +68,7 @@ machines, gives the same image id.`,
 	c.Flags().StringVar(&arch, "arch", "amd64", "Debian architecture of the image: amd64 or arm64")
 	c.Flags().StringVar(&lockFile, "lock", "", "package lock to build from (default: the one built into sealbench for --arch)")
 	c.Flags().StringVar(&cache, "cache", vmimages.DefaultCacheDir(), "where fetched packages and apt state are cached")
-	c.AddCommand(newImageLockCmd(g))
+	c.AddCommand(newImageLockCmd(g), newImageVMCmd(g))
 	return c
 }
 
@@ -113,14 +113,16 @@ func loadLock(lockFile, arch string) (*manifests.PackageLock, []byte, error) {
 }
 
 func newImageLockCmd(g *global) *cobra.Command {
-	var arch, out, cache string
+	var arch, out, cache, images string
 	c := &cobra.Command{
 		Use:   "lock",
-		Short: "Resolve the Sandbox image's packages through apt and write the lock file",
-		Long: `Resolve the Sandbox image's packages (coreutils, dash, findutils, git and their
-dependencies, less what the cells never run) through apt as this machine
-configures it, in a private apt state directory, and write the exact versions
-and SHA-256 to a lock file. Building never resolves versions; this does.`,
+		Short: "Resolve the images' packages through apt and write the lock files",
+		Long: `Resolve the images' packages through apt as this machine configures it, in a
+private apt state directory, and write the exact versions and SHA-256 to lock
+files: sandbox-<arch>.json (coreutils, dash, findutils, git and their
+dependencies, less what the cells never run) and vm-<arch>.json (a bootable
+Debian for Lima: Debian's required set, systemd, cloud-init, ssh, the cloud
+kernel, fuse3, git). Building never resolves versions; this does.`,
 		Example: `  sealbench image lock --arch all
   sealbench image lock --arch amd64 --out /tmp/locks --json`,
 		Args: cobra.NoArgs,
@@ -139,8 +141,26 @@ and SHA-256 to a lock file. Building never resolves versions; this does.`,
 			p := newProgress(g.stderr, "image lock")
 			defer p.Close()
 			var written []string
+			type job struct{ name, arch string }
+			var jobs []job
 			for _, a := range arches {
-				l, err := vmimages.Lock(c.Context(), cache, "sandbox", a, vmimages.SandboxSpec, time.Now(), p.Logf)
+				for _, n := range []string{"sandbox", "vm"} {
+					if images == "all" || images == n {
+						jobs = append(jobs, job{n, a})
+					}
+				}
+			}
+			if len(jobs) == 0 {
+				return usageErrorf("--images takes sandbox, vm or all", "no image named %q", images)
+			}
+			for _, j := range jobs {
+				var l *manifests.PackageLock
+				var err error
+				if j.name == "vm" {
+					l, err = vmimages.LockVM(c.Context(), cache, j.arch, time.Now(), p.Logf)
+				} else {
+					l, err = vmimages.Lock(c.Context(), cache, "sandbox", j.arch, vmimages.SandboxSpec, time.Now(), p.Logf)
+				}
 				if err != nil {
 					return err
 				}
@@ -148,7 +168,7 @@ and SHA-256 to a lock file. Building never resolves versions; this does.`,
 				if err != nil {
 					return err
 				}
-				path := filepath.Join(out, fmt.Sprintf("sandbox-%s.json", a))
+				path := filepath.Join(out, fmt.Sprintf("%s-%s.json", j.name, j.arch))
 				if err := os.MkdirAll(out, 0o755); err != nil {
 					return err
 				}
@@ -169,7 +189,62 @@ and SHA-256 to a lock file. Building never resolves versions; this does.`,
 		},
 	}
 	c.Flags().StringVar(&arch, "arch", "all", "Debian architecture: amd64, arm64 or all")
+	c.Flags().StringVar(&images, "images", "all", "which locks: sandbox, vm or all")
 	c.Flags().StringVar(&out, "out", "", "directory for the lock files (default: vmimages/locks in the source tree)")
 	c.Flags().StringVar(&cache, "cache", vmimages.DefaultCacheDir(), "where apt state is cached")
+	return c
+}
+
+func newImageVMCmd(g *global) *cobra.Command {
+	var arch, lockFile, cache, size string
+	c := &cobra.Command{
+		Use:   "vm",
+		Short: "Build the bootable VM disk (qcow2) with its kernel and initrd, for Lima",
+		Long: `Build a bootable Debian disk image for VM targets from the packages
+vmimages/locks/vm-<arch>.json pins: mmdebstrap installs exactly those .debs
+(from a local repository of the verified, cached packages; maintainer scripts
+run inside the new root, never on the host), the root filesystem is written
+straight onto the disk as ext4 (no partition table, no bootloader: Lima boots
+the kernel and initrd given beside it), and every file gets a SHA-256 recorded
+next to it. The result is cached by the lock's digest. Needs root, mmdebstrap,
+e2fsprogs and qemu-utils; takes a few minutes and a few hundred MB.`,
+		Example: `  sealbench image vm
+  sealbench image vm --arch amd64 --size 8G --json`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			var lock *manifests.PackageLock
+			var lb []byte
+			var err error
+			if lockFile == "" {
+				if lock, lb, err = vmimages.DefaultLock("vm", arch); err != nil {
+					return usageErrorf("--arch takes amd64 or arm64, or pass --lock", "%v", err)
+				}
+			} else if lb, err = os.ReadFile(lockFile); err != nil {
+				return usageErrorf("", "reading package lock: %v", err)
+			} else if lock, err = manifests.ParsePackageLock(lb); err != nil {
+				return usageErrorf("refresh it with `sealbench image lock`", "package lock %s: %v", lockFile, err)
+			}
+			p := newProgress(g.stderr, "image vm")
+			defer p.Close()
+			img, err := vmimages.BuildVM(c.Context(), vmimages.VMOptions{Lock: lock, LockBytes: lb, CacheDir: cache, DiskSize: size, Log: p.Logf})
+			p.Close()
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, img)
+			}
+			fmt.Fprintf(g.stdout, "VM image for %s in %s\n", img.Arch, img.Dir)
+			for _, n := range []string{vmimages.VMDisk, vmimages.VMKernel, vmimages.VMInitrd} {
+				fmt.Fprintf(g.stdout, "  %-11s %s\n", n, img.Files[n])
+			}
+			fmt.Fprintf(g.stdout, "  cmdline     %s\n", img.Cmdline)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&arch, "arch", "amd64", "Debian architecture: amd64 or arm64")
+	c.Flags().StringVar(&lockFile, "lock", "", "package lock to build from (default: the one built into sealbench)")
+	c.Flags().StringVar(&cache, "cache", vmimages.DefaultCacheDir(), "where packages and built VM images are cached")
+	c.Flags().StringVar(&size, "size", "4G", "the disk's virtual size")
 	return c
 }
