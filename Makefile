@@ -11,7 +11,7 @@ KEYS ?= $(OUT)/keys
 FUZZTIME ?= 15s
 TEST_TIMEOUT ?= 40m
 # Debian packages the tests use; installed when missing (root only).
-TEST_PACKAGES := git coreutils dpkg apt skopeo umoci
+TEST_PACKAGES := git coreutils dpkg apt skopeo umoci busybox-static
 # What building and booting VM images needs (make vm-image, make test-vm).
 VM_PACKAGES := mmdebstrap e2fsprogs qemu-utils qemu-system-x86
 
@@ -63,6 +63,12 @@ test-short: ## The quick tests only (no builds, no root-only tests)
 .PHONY: fuzz
 fuzz: ## Short fuzz runs of every parser (FUZZTIME=15s each)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseBundleManifest$$' -fuzztime $(FUZZTIME) ./manifests/
+	$(GO) test -run '^$$' -fuzz '^FuzzUnpackLayer$$' -fuzztime $(FUZZTIME) ./provision/standin/
+
+.PHONY: bench-exec
+bench-exec: ## Per-exec overhead through the stand-in (median, p95) for /bin/true (as root)
+	$(GO) test -count=1 -run '^$$' -bench ExecOverhead -benchtime 500x ./provision/standin/
+	$(GO) test -count=1 -run '^$$' -bench SandboxExec -benchtime 500x ./provision/standin/sandbox/
 
 .PHONY: vm-image
 vm-image: ## Build the amd64 VM disk, kernel and initrd for Lima (minutes; cached by lock)

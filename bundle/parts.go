@@ -21,6 +21,8 @@ var (
 	Parts = []Part{
 		// The runner is the sealbench binary itself.
 		{Name: "sealbench", Package: "./cmd/sealbench"},
+		// The Engine API stand-in: Sandboxes as namespaces, no Docker.
+		{Name: "standin", Package: "./cmd/standin"},
 	}
 	Platforms = []Platform{{"linux", "amd64"}, {"linux", "arm64"}}
 )

@@ -1,0 +1,221 @@
+// Package cli is the standin command line: `serve` runs the stand-in in
+// the foreground, `inventory` lists what a state directory holds for the
+// audit.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sealbench/sealbench/internal/version"
+	"github.com/sealbench/sealbench/provision/standin"
+)
+
+// Exit codes, stable and documented in the root command's help.
+const (
+	ExitOK        = 0 // success; serve: stopped cleanly by SIGTERM or SIGINT
+	ExitLeftovers = 1 // inventory: the state directory holds what a stopped stand-in must not leave
+	ExitUnusable  = 3 // unusable input: bad flags, an unsafe socket directory, a state directory in use
+	ExitFailed    = 4 // the operation failed for another reason
+)
+
+const exitCodesHelp = `Exit codes:
+  0    success (serve: stopped cleanly by SIGTERM or SIGINT)
+  1    inventory: leftovers found (containers, mounts, processes, or a running stand-in)
+  3    unusable input: bad flags, an unsafe socket directory, a state directory in use
+  4    the operation failed for another reason`
+
+type global struct {
+	json   bool
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// userError carries an exit code and a hint for the user.
+type userError struct {
+	code int
+	err  error
+	hint string
+}
+
+func (e *userError) Error() string { return e.err.Error() }
+func (e *userError) Unwrap() error { return e.err }
+
+// Main runs the command line and returns the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	g := &global{stdout: stdout, stderr: stderr}
+	root := newRoot(g)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code, hint := classify(err)
+	if g.json {
+		out := map[string]any{"error": err.Error(), "exitCode": code}
+		if hint != "" {
+			out["hint"] = hint
+		}
+		writeJSON(stdout, out)
+	}
+	fmt.Fprintf(stderr, "standin: %v\n", err)
+	if hint != "" {
+		fmt.Fprintf(stderr, "hint: %s\n", hint)
+	}
+	return code
+}
+
+func classify(err error) (int, string) {
+	var ue *userError
+	if errors.As(err, &ue) {
+		return ue.code, ue.hint
+	}
+	switch {
+	case errors.Is(err, standin.ErrUnsafeSocketDir):
+		return ExitUnusable, "give --socket a path in a directory of its own (it is created with mode 0700 when missing)"
+	case errors.Is(err, standin.ErrConflict):
+		return ExitUnusable, "another stand-in is using this state directory or socket; stop it, or pick other paths"
+	case errors.Is(err, standin.ErrBadInput):
+		return ExitUnusable, ""
+	}
+	msg := err.Error()
+	if strings.HasPrefix(msg, "unknown command") || strings.Contains(msg, "arg(s)") || strings.HasPrefix(msg, "unknown flag") || strings.Contains(msg, "required flag") {
+		return ExitUnusable, "see `standin --help`"
+	}
+	return ExitFailed, ""
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func newRoot(g *global) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "standin",
+		Short: "The Docker Engine API stand-in: Sandboxes as Linux namespaces, no Docker",
+		Long: `standin answers the Docker Engine API calls the sealbench runner makes (ping,
+version, info, image load/list/inspect/remove, containers, exec with the
+multiplexed stream) on a unix socket, and runs each Sandbox as mount, PID, UTS,
+IPC, network (loopback only) and cgroup namespaces over the image's layers.
+
+It listens on a unix socket only, never TCP; the socket's directory is 0700,
+the socket 0600, and connections from other users are refused.`,
+		Example: `  # Run in the foreground; SIGTERM stops it and every Sandbox cleanly
+  standin serve --socket /run/sealbench/standin.sock --state /var/lib/sealbench/standin
+
+  # Talk to it with the docker CLI
+  DOCKER_HOST=unix:///run/sealbench/standin.sock docker version
+
+  # After it stopped: what does the state directory hold?
+  standin inventory --state /var/lib/sealbench/standin --json`,
+		Version:       version.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetVersionTemplate("standin {{.Version}}\n")
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.PersistentFlags().BoolVar(&g.json, "json", false, "print machine-readable JSON on stdout instead of text")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &userError{code: ExitUnusable, err: err, hint: "see `" + c.CommandPath() + " --help`"}
+	})
+	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodesHelp + "\n")
+	root.AddCommand(newServe(g), newInventory(g), newVersion(g))
+	return root
+}
+
+func newServe(g *global) *cobra.Command {
+	var socket, state string
+	c := &cobra.Command{
+		Use:   "serve --socket PATH --state DIR",
+		Short: "Serve the Engine API on a unix socket, in the foreground",
+		Long: `serve runs the stand-in until SIGTERM or SIGINT, then stops every Sandbox
+(their processes, mounts and namespaces go with them), removes the containers'
+files and the socket, and exits 0. It is ready once the socket accepts
+connections; with --json it prints one JSON line then.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logf := func(format string, args ...any) {
+				fmt.Fprintf(g.stderr, "standin: "+format+"\n", args...)
+			}
+			return standin.Serve(cmd.Context(), standin.ServeOptions{
+				Socket:  socket,
+				Options: standin.Options{StateDir: state, Logf: logf},
+				Ready: func(sock string) {
+					if g.json {
+						json.NewEncoder(g.stdout).Encode(map[string]any{"ready": true, "socket": sock, "state": state, "pid": os.Getpid(), "version": version.Version})
+						return
+					}
+					logf("listening on unix://%s (state %s)", sock, state)
+				},
+			})
+		},
+	}
+	c.Flags().StringVar(&socket, "socket", "", "the unix socket to listen on (its directory is made 0700)")
+	c.Flags().StringVar(&state, "state", "", "the state directory: images, layers, Sandboxes' files")
+	c.MarkFlagRequired("socket")
+	c.MarkFlagRequired("state")
+	return c
+}
+
+func newInventory(g *global) *cobra.Command {
+	var state string
+	c := &cobra.Command{
+		Use:   "inventory --state DIR",
+		Short: "List what a state directory holds, and fail if a stopped stand-in left anything behind",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			inv, err := standin.ReadInventory(state)
+			if err != nil {
+				return err
+			}
+			left := inv.Leftovers()
+			if g.json {
+				writeJSON(g.stdout, map[string]any{"inventory": inv, "leftovers": left})
+			} else {
+				fmt.Fprintf(g.stdout, "state directory %s\n", inv.StateDir)
+				for _, im := range inv.Images {
+					fmt.Fprintf(g.stdout, "  image %s %s\n", im.ID, strings.Join(im.Tags, " "))
+				}
+				fmt.Fprintf(g.stdout, "  %d layers\n", len(inv.Layers))
+				for _, l := range left {
+					fmt.Fprintf(g.stdout, "  LEFT BEHIND: %s\n", l)
+				}
+			}
+			if len(left) > 0 {
+				return &userError{code: ExitLeftovers, err: fmt.Errorf("state directory %s: %d leftovers", inv.StateDir, len(left)),
+					hint: "stop the stand-in (SIGTERM) and run inventory again; anything still listed is a leak"}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&state, "state", "", "the state directory to list")
+	c.MarkFlagRequired("state")
+	return c
+}
+
+func newVersion(g *global) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if g.json {
+				return writeJSON(g.stdout, map[string]any{"version": version.Version, "apiVersion": standin.APIVersion})
+			}
+			fmt.Fprintf(g.stdout, "standin %s (Engine API %s)\n", version.Version, standin.APIVersion)
+			return nil
+		},
+	}
+}

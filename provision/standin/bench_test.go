@@ -1,0 +1,102 @@
+package standin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/sealbench/sealbench/internal/testenv"
+)
+
+// BenchmarkExecOverhead measures what one exec costs a client beyond the
+// command itself: the official client's create + start (the hijacked,
+// multiplexed stream, read to EOF) + inspect, minus the command's own run
+// time inside the Sandbox (fork to reap, as the init measured it).
+// Run a few hundred execs:
+//
+//	go test -run '^$' -bench ExecOverhead -benchtime 500x ./provision/standin/
+//
+// It reports the median and p95 of the overhead and of the whole round
+// trip. The goal is a median overhead of at most 1 ms and a round trip
+// under 2 ms.
+func BenchmarkExecOverhead(b *testing.B) {
+	testenv.NeedRoot(b)
+	s := newTestServer(b)
+	withBusybox(b, s, false)
+	id := s.run(b, &container.Config{Cmd: []string{"sleep", "100000"}}, nil)
+	ctx := context.Background()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", s.socket)
+	}}}
+	one := func() (wall, cmd time.Duration) {
+		t0 := time.Now()
+		created, err := s.cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: []string{"/bin/true"}, AttachStdout: true, AttachStderr: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		hr, err := s.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := stdcopy.StdCopy(io.Discard, io.Discard, hr.Reader); err != nil {
+			b.Fatal(err)
+		}
+		hr.Close()
+		insp, err := s.cli.ContainerExecInspect(ctx, created.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wall = time.Since(t0)
+		if insp.Running || insp.ExitCode != 0 {
+			b.Fatalf("exec of /bin/true: running %v, exit %d", insp.Running, insp.ExitCode)
+		}
+		// Untimed: the command's own time, a field only the stand-in sends.
+		resp, err := hc.Get("http://standin/exec/" + created.ID + "/json")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ej execJSON
+		err = json.NewDecoder(resp.Body).Decode(&ej)
+		resp.Body.Close()
+		if err != nil || ej.StandinCommandNanoseconds <= 0 {
+			b.Fatalf("reading the command's own time: %v (%d ns)", err, ej.StandinCommandNanoseconds)
+		}
+		return wall, time.Duration(ej.StandinCommandNanoseconds)
+	}
+	for range 20 { // warm up: connections, page cache, the init's threads
+		one()
+	}
+	walls := make([]time.Duration, 0, b.N)
+	overheads := make([]time.Duration, 0, b.N)
+	cmds := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		wall, cmd := one()
+		walls = append(walls, wall)
+		cmds = append(cmds, cmd)
+		overheads = append(overheads, wall-cmd)
+	}
+	b.StopTimer()
+	q := func(d []time.Duration, p float64) time.Duration {
+		s := append([]time.Duration(nil), d...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return s[int(p*float64(len(s)-1)+0.5)]
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(q(overheads, 0.5)), "overhead-median-ms")
+	b.ReportMetric(ms(q(overheads, 0.95)), "overhead-p95-ms")
+	b.ReportMetric(ms(q(walls, 0.5)), "roundtrip-median-ms")
+	b.ReportMetric(ms(q(walls, 0.95)), "roundtrip-p95-ms")
+	b.ReportMetric(ms(q(cmds, 0.5)), "command-median-ms")
+	b.Log(fmt.Sprintf("%d execs of /bin/true: overhead median %v p95 %v; round trip median %v p95 %v; command median %v",
+		len(walls), q(overheads, 0.5), q(overheads, 0.95), q(walls, 0.5), q(walls, 0.95), q(cmds, 0.5)))
+}

@@ -1,0 +1,152 @@
+package standin
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/storage"
+
+	"github.com/sealbench/sealbench/manifests"
+)
+
+func (s *Server) imageLoad(w http.ResponseWriter, r *http.Request) {
+	loaded, err := s.images.load(r.Body)
+	if err != nil {
+		s.fail(w, fmt.Errorf("loading image: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	for _, l := range loaded {
+		if len(l.Tags) == 0 {
+			enc.Encode(map[string]string{"stream": "Loaded image ID: " + l.ID.String() + "\n"})
+		}
+		for _, t := range l.Tags {
+			enc.Encode(map[string]string{"stream": "Loaded image: " + t + "\n"})
+		}
+	}
+}
+
+func created(rec *imageRecord) time.Time {
+	if rec.config.Created != nil {
+		return *rec.config.Created
+	}
+	return rec.Loaded
+}
+
+func (s *Server) imageList(w http.ResponseWriter, r *http.Request) {
+	args, err := filters.FromJSON(r.URL.Query().Get("filters"))
+	if err != nil {
+		s.fail(w, fmt.Errorf("%w: %v", ErrBadInput, err))
+		return
+	}
+	if err := args.Validate(map[string]bool{"reference": true, "label": true, "dangling": true}); err != nil {
+		s.fail(w, fmt.Errorf("%w: %v", ErrBadInput, err))
+		return
+	}
+	users := s.imageUsers()
+	out := []image.Summary{}
+	for _, rec := range s.images.list() {
+		if args.Contains("label") && !args.MatchKVList("label", rec.config.Config.Labels) {
+			continue
+		}
+		if args.Contains("dangling") && args.ExactMatch("dangling", "true") != (len(rec.RepoTags) == 0) {
+			continue
+		}
+		if args.Contains("reference") {
+			ok := false
+			for _, t := range rec.RepoTags {
+				if args.Match("reference", t) {
+					ok = true
+				}
+			}
+			if !ok {
+				continue
+			}
+		}
+		tags := rec.RepoTags
+		if tags == nil {
+			tags = []string{}
+		}
+		out = append(out, image.Summary{
+			ID: rec.ID.String(), RepoTags: tags, RepoDigests: []string{}, Created: created(rec).Unix(),
+			Size: rec.Size, Labels: rec.config.Config.Labels, Containers: int64(users[rec.ID]),
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// imageUsers counts the containers using each image.
+func (s *Server) imageUsers() map[manifests.Digest]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := map[manifests.Digest]int{}
+	for _, c := range s.containers {
+		n[c.image.ID]++
+	}
+	return n
+}
+
+func (s *Server) imageInspect(w http.ResponseWriter, name string) {
+	rec, err := s.images.resolve(name)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	cfg := rec.config
+	layers := make([]string, len(rec.DiffIDs))
+	for i, d := range rec.DiffIDs {
+		layers[i] = d.String()
+	}
+	tags := rec.RepoTags
+	if tags == nil {
+		tags = []string{}
+	}
+	resp := image.InspectResponse{
+		ID: rec.ID.String(), RepoTags: tags, RepoDigests: []string{}, Created: created(rec).Format(time.RFC3339Nano),
+		Config: &cfg.Config, Architecture: cfg.Architecture, Variant: cfg.Variant, Os: cfg.OS, OsVersion: cfg.OSVersion,
+		Author: cfg.Author, Size: rec.Size,
+		GraphDriver: storage.DriverData{Name: "overlay", Data: map[string]string{}},
+		RootFS:      image.RootFS{Type: "layers", Layers: layers},
+		Metadata:    image.Metadata{LastTagTime: rec.Loaded},
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) imageDelete(w http.ResponseWriter, r *http.Request, name string) {
+	force := boolParam(r, "force")
+	used := s.imageUsers()
+	res, err := s.images.remove(name, force, func(d manifests.Digest) bool { return used[d] > 0 })
+	if err != nil {
+		s.fail(w, fmt.Errorf("removing image %s: %w", name, err))
+		return
+	}
+	out := make([]image.DeleteResponse, 0, len(res))
+	for _, d := range res {
+		out = append(out, image.DeleteResponse{Untagged: d.Untagged, Deleted: d.Deleted})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func boolParam(r *http.Request, k string) bool {
+	switch r.URL.Query().Get(k) {
+	case "1", "true", "True", "TRUE", "yes":
+		return true
+	}
+	return false
+}
+
+// imageConfig is the container config an image carries.
+func imageConfig(rec *imageRecord) container.Config {
+	c := rec.config.Config
+	return container.Config{
+		Env: c.Env, Cmd: c.Cmd, Entrypoint: c.Entrypoint, WorkingDir: c.WorkingDir, User: c.User,
+		Labels: c.Labels, StopSignal: c.StopSignal,
+	}
+}

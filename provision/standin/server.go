@@ -1,0 +1,444 @@
+package standin
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/api/types/system"
+	"golang.org/x/sys/unix"
+
+	"github.com/sealbench/sealbench/internal/version"
+)
+
+// The Engine API versions the stand-in speaks: the official client it is
+// tested with (github.com/docker/docker v28.5) speaks APIVersion, and
+// clients negotiate down to the lower of theirs and this.
+const (
+	APIVersion    = "1.51"
+	MinAPIVersion = "1.24"
+)
+
+// Options configure a Server.
+type Options struct {
+	// StateDir holds images, layers and the Sandboxes' files. It must be
+	// on a filesystem overlayfs accepts as upper (not overlayfs itself),
+	// and its path may not contain ',' or ':'.
+	StateDir string
+	// Logf receives one line per notable event (a refused connection, a
+	// Sandbox that failed to stop). Nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Server answers the Engine API. It is an http.Handler; Close stops every
+// Sandbox it started and removes their files.
+type Server struct {
+	state  string
+	logf   func(string, ...any)
+	images *imageStore
+	id     string
+	start  time.Time
+	lock   *os.File // flock on state/lock: one stand-in per state directory
+
+	mu         sync.Mutex
+	closed     bool
+	containers map[string]*containerRec // by full ID
+	execs      map[string]*execRec
+	hijacked   map[net.Conn]struct{}
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New opens (creating it if needed) the state directory and returns a
+// Server. Containers are not kept across restarts: whatever a previous
+// stand-in left under containers/ is removed; images are kept.
+func New(opts Options) (*Server, error) {
+	if opts.StateDir == "" {
+		return nil, fmt.Errorf("%w: no state directory given", ErrBadInput)
+	}
+	dir, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if strings.ContainsAny(dir, ",:\n") {
+		return nil, fmt.Errorf("%w: state directory %q contains ',' or ':', which overlayfs mount options cannot carry", ErrBadInput, dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating state directory %q: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("restricting state directory %q to its owner: %w", dir, err)
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err == nil && sfs.Type == unix.OVERLAYFS_SUPER_MAGIC {
+		return nil, fmt.Errorf("%w: state directory %q is on overlayfs, which cannot hold a Sandbox's upper layer", ErrBadInput, dir)
+	}
+	lock, err := lockState(dir)
+	if err != nil {
+		return nil, err
+	}
+	images, err := openImageStore(dir)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	cdir := filepath.Join(dir, "containers")
+	if err := os.MkdirAll(cdir, 0o700); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("creating %q: %w", cdir, err)
+	}
+	if err := clearDir(cdir); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	return &Server{
+		state: dir, logf: logf, images: images, id: stateID(dir), start: time.Now(), lock: lock,
+		containers: map[string]*containerRec{}, execs: map[string]*execRec{}, hijacked: map[net.Conn]struct{}{},
+	}, nil
+}
+
+// stateID is the engine's ID, kept in the state directory so it survives restarts.
+func stateID(dir string) string {
+	p := filepath.Join(dir, "engine-id")
+	if b, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b))
+	}
+	id := randomHex(16)
+	os.WriteFile(p, []byte(id+"\n"), 0o600)
+	return id
+}
+
+// Close stops every Sandbox (SIGKILL to its init, which ends its PID
+// namespace and with it its mounts), waits for them, closes hijacked
+// connections and removes the containers' files. Every step runs; the
+// errors are joined.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	var cs []*containerRec
+	for _, c := range s.containers {
+		cs = append(cs, c)
+	}
+	conns := make([]net.Conn, 0, len(s.hijacked))
+	for c := range s.hijacked {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, c := range cs {
+		if err := s.removeContainer(c, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	s.mu.Lock()
+	if s.lock != nil {
+		s.lock.Close()
+		s.lock = nil
+	}
+	s.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+var versionPrefix = regexp.MustCompile(`^/v([0-9]+)\.([0-9]+)(/|$)`)
+
+func versionLess(a, b string) bool {
+	am, an, _ := strings.Cut(a, ".")
+	bm, bn, _ := strings.Cut(b, ".")
+	x, _ := strconv.Atoi(am)
+	y, _ := strconv.Atoi(bm)
+	if x != y {
+		return x < y
+	}
+	x, _ = strconv.Atoi(an)
+	y, _ = strconv.Atoi(bn)
+	return x < y
+}
+
+// ServeHTTP routes an Engine API request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	if m := versionPrefix.FindStringSubmatch(p); m != nil {
+		v := m[1] + "." + m[2]
+		if versionLess(v, MinAPIVersion) {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("client version %s is too old. Minimum supported API version is %s, please upgrade your client to a newer version", v, MinAPIVersion))
+			return
+		}
+		if versionLess(APIVersion, v) {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("client version %s is too new. Maximum supported API version is %s", v, APIVersion))
+			return
+		}
+		p = "/" + strings.TrimPrefix(p[len(m[0]):], "/")
+	}
+	w.Header().Set("Api-Version", APIVersion)
+	w.Header().Set("Server", "sealbench-standin/"+version.Version+" ("+runtime.GOOS+")")
+	w.Header().Set("Ostype", runtime.GOOS)
+	w.Header().Set("Docker-Experimental", "false")
+	s.route(w, r, p)
+}
+
+func (s *Server) route(w http.ResponseWriter, r *http.Request, p string) {
+	m := r.Method
+	seg := strings.Split(strings.Trim(p, "/"), "/")
+	switch {
+	case p == "/_ping" && (m == http.MethodGet || m == http.MethodHead):
+		s.ping(w, r)
+		return
+	case p == "/version" && m == http.MethodGet:
+		s.version(w)
+		return
+	case p == "/info" && m == http.MethodGet:
+		s.info(w)
+		return
+	case p == "/images/load" && m == http.MethodPost:
+		s.imageLoad(w, r)
+		return
+	case p == "/images/json" && m == http.MethodGet:
+		s.imageList(w, r)
+		return
+	case seg[0] == "images" && len(seg) >= 3 && seg[len(seg)-1] == "json" && m == http.MethodGet:
+		s.imageInspect(w, strings.Join(seg[1:len(seg)-1], "/"))
+		return
+	case seg[0] == "images" && len(seg) >= 2 && m == http.MethodDelete:
+		s.imageDelete(w, r, strings.Join(seg[1:], "/"))
+		return
+	case p == "/containers/create" && m == http.MethodPost:
+		s.containerCreate(w, r)
+		return
+	case p == "/containers/json" && m == http.MethodGet:
+		s.containerList(w, r)
+		return
+	case seg[0] == "containers" && len(seg) == 2 && m == http.MethodDelete:
+		s.containerDelete(w, r, seg[1])
+		return
+	case seg[0] == "containers" && len(seg) == 3:
+		id, op := seg[1], seg[2]
+		switch {
+		case op == "json" && m == http.MethodGet:
+			s.containerInspect(w, id)
+			return
+		case op == "start" && m == http.MethodPost:
+			s.containerStart(w, id)
+			return
+		case op == "stop" && m == http.MethodPost:
+			s.containerStop(w, r, id)
+			return
+		case op == "kill" && m == http.MethodPost:
+			s.containerKill(w, r, id)
+			return
+		case op == "wait" && m == http.MethodPost:
+			s.containerWait(w, r, id)
+			return
+		case op == "attach" && m == http.MethodPost:
+			s.containerAttach(w, r, id)
+			return
+		case op == "logs" && m == http.MethodGet:
+			s.containerLogs(w, r, id)
+			return
+		case op == "exec" && m == http.MethodPost:
+			s.execCreate(w, r, id)
+			return
+		}
+	case seg[0] == "exec" && len(seg) == 3:
+		id, op := seg[1], seg[2]
+		switch {
+		case op == "start" && m == http.MethodPost:
+			s.execStart(w, r, id)
+			return
+		case op == "json" && m == http.MethodGet:
+			s.execInspect(w, id)
+			return
+		}
+	}
+	if knownAPIArea[seg[0]] {
+		writeError(w, http.StatusNotImplemented, fmt.Sprintf("the sealbench stand-in does not implement %s %s", m, p))
+		return
+	}
+	writeError(w, http.StatusNotFound, fmt.Sprintf("page not found: %s %s", m, p))
+}
+
+// knownAPIArea lists the Engine API's top-level paths: a request there that
+// the stand-in does not serve is a 501, anything else a 404.
+var knownAPIArea = map[string]bool{
+	"_ping": true, "version": true, "info": true, "events": true, "system": true, "auth": true,
+	"images": true, "containers": true, "exec": true, "build": true, "commit": true,
+	"networks": true, "volumes": true, "plugins": true, "swarm": true, "nodes": true,
+	"services": true, "tasks": true, "secrets": true, "configs": true, "distribution": true,
+	"session": true, "grpc": true,
+}
+
+// writeError answers in the Engine API's error shape.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"message": msg})
+}
+
+// fail maps an error to its status code.
+func (s *Server) fail(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, ErrConflict):
+		code = http.StatusConflict
+	case errors.Is(err, ErrBadInput), errors.Is(err, ErrUnsafeLayer):
+		code = http.StatusBadRequest
+	case errors.Is(err, errNotImplemented):
+		code = http.StatusNotImplemented
+	}
+	msg := err.Error()
+	for _, e := range []error{ErrNotFound, ErrConflict, ErrBadInput, errNotImplemented} {
+		msg = strings.ReplaceAll(msg, e.Error()+": ", "")
+	}
+	writeError(w, code, msg)
+}
+
+var errNotImplemented = errors.New("not implemented")
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) ping(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-cache, no-store, must-revalidate")
+	w.Header().Set("Pragma", "no-cache")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodGet {
+		w.Write([]byte("OK"))
+	}
+}
+
+func uname() (kernel, machine string) {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return "", runtime.GOARCH
+	}
+	return unix.ByteSliceToString(u.Release[:]), unix.ByteSliceToString(u.Machine[:])
+}
+
+func (s *Server) version(w http.ResponseWriter) {
+	kernel, _ := uname()
+	v := types.Version{
+		Version: version.Version, APIVersion: APIVersion, MinAPIVersion: MinAPIVersion,
+		GitCommit: version.Version, GoVersion: runtime.Version(), Os: runtime.GOOS, Arch: runtime.GOARCH,
+		KernelVersion: kernel,
+	}
+	v.Platform.Name = "sealbench stand-in"
+	v.Components = []types.ComponentVersion{{
+		Name: "Engine", Version: version.Version,
+		Details: map[string]string{
+			"ApiVersion": APIVersion, "MinAPIVersion": MinAPIVersion, "GitCommit": version.Version,
+			"GoVersion": runtime.Version(), "Os": runtime.GOOS, "Arch": runtime.GOARCH, "KernelVersion": kernel,
+		},
+	}}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func osRelease() string {
+	b, err := os.ReadFile("/etc/os-release")
+	if err != nil {
+		return "Linux"
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return "Linux"
+}
+
+func (s *Server) info(w http.ResponseWriter) {
+	kernel, machine := uname()
+	var si syscall.Sysinfo_t
+	syscall.Sysinfo(&si)
+	host, _ := os.Hostname()
+	s.mu.Lock()
+	var running, stopped int
+	for _, c := range s.containers {
+		if c.state == stateRunning {
+			running++
+		} else {
+			stopped++
+		}
+	}
+	n := len(s.containers)
+	s.mu.Unlock()
+	info := system.Info{
+		ID: s.id, Containers: n, ContainersRunning: running, ContainersStopped: stopped,
+		Images: len(s.images.list()), Driver: "overlay", LoggingDriver: "standin", CgroupDriver: "none",
+		KernelVersion: kernel, OperatingSystem: osRelease(), OSType: runtime.GOOS, Architecture: machine,
+		NCPU: runtime.NumCPU(), MemTotal: int64(si.Totalram) * int64(si.Unit), DockerRootDir: s.state,
+		Name: host, ServerVersion: version.Version, DefaultRuntime: "standin",
+		SecurityOptions: []string{"name=seccomp,profile=standin", "name=no-new-privileges"},
+		Labels:          []string{"org.sealbench.standin=true"},
+	}
+	info.Swarm.LocalNodeState = swarm.LocalNodeStateInactive
+	writeJSON(w, http.StatusOK, info)
+}
+
+// hijack takes over the connection for a raw stream, answering 101 when
+// the client asked for an upgrade (the official client always does).
+func (s *Server) hijack(w http.ResponseWriter, r *http.Request, contentType string) (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("the connection cannot be hijacked")
+	}
+	conn, rw, err := hj.Hijack()
+	if err != nil {
+		return nil, nil, fmt.Errorf("hijacking the connection: %w", err)
+	}
+	if r.Header.Get("Upgrade") != "" {
+		fmt.Fprintf(rw, "HTTP/1.1 101 UPGRADED\r\nContent-Type: %s\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nApi-Version: %s\r\n\r\n", contentType, APIVersion)
+	} else {
+		fmt.Fprintf(rw, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nApi-Version: %s\r\n\r\n", contentType, APIVersion)
+	}
+	if err := rw.Flush(); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		conn.Close()
+		return nil, nil, errors.New("the stand-in is stopping")
+	}
+	s.hijacked[conn] = struct{}{}
+	s.mu.Unlock()
+	return conn, rw, nil
+}
+
+// endHijack half-closes the stream, so the client reads EOF, and forgets it.
+func (s *Server) endHijack(conn net.Conn) {
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	conn.Close()
+	s.mu.Lock()
+	delete(s.hijacked, conn)
+	s.mu.Unlock()
+}
