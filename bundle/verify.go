@@ -26,6 +26,9 @@ import (
 var (
 	ErrSignature = errors.New("signature missing or untrusted")
 	ErrUnusable  = errors.New("unusable input")
+	// ErrNotPinned marks a validly signed bundle that is not the one the
+	// caller pinned (an older one offered in its place, say).
+	ErrNotPinned = errors.New("not the pinned bundle")
 )
 
 // SignatureVerifier checks a manifest.sig file's contents against the manifest.
@@ -69,6 +72,9 @@ type VerifyOptions struct {
 	Verifier SignatureVerifier
 	// Workers hash files in parallel (directories only); 0 means the number of CPUs.
 	Workers int
+	// Expect, when set, pins the bundle: a validly signed bundle with
+	// another name (build-linux-<hash>) is refused with ErrNotPinned.
+	Expect string
 }
 
 // VerifyResult describes a verified bundle.
@@ -120,6 +126,9 @@ func checkSignature(opts VerifyOptions, mb, sig []byte, haveSig bool) (*manifest
 	m, err := manifests.ParseBundleManifest(mb)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the manifest is signed but unusable: %v", ErrUnusable, err)
+	}
+	if got := manifests.BundleName(mb); opts.Expect != "" && got != opts.Expect {
+		return nil, fmt.Errorf("%w: the signature is valid, but this is %s and %s was pinned", ErrNotPinned, got, opts.Expect)
 	}
 	return m, nil
 }

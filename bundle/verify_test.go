@@ -388,3 +388,19 @@ func TestVerifyStopsAtDeclaredSize(t *testing.T) {
 	_, err = VerifyDir(context.Background(), bigDir, VerifyOptions{Verifier: k.verifier})
 	checkOutcome(t, nil, err, outcome{path: "cells/C01.sh", kind: "size"})
 }
+
+// TestVerifyPinnedName: a validly signed bundle that is not the pinned one
+// (an older bundle offered in its place) is refused.
+func TestVerifyPinnedName(t *testing.T) {
+	k := newKeys(t)
+	old := makeBundle(t, k, map[string]string{"cells/C01.sh": "echo old\n"})
+	cur := makeBundle(t, k, testFiles)
+	for _, p := range []string{old.Dir, old.Tar} {
+		if _, err := Verify(context.Background(), p, VerifyOptions{Verifier: k.verifier, Expect: cur.Name}); !errors.Is(err, ErrNotPinned) || !strings.Contains(err.Error(), cur.Name) {
+			t.Errorf("Verify(%s) pinned to %s: %v, want ErrNotPinned", p, cur.Name, err)
+		}
+	}
+	if _, err := Verify(context.Background(), cur.Tar, VerifyOptions{Verifier: k.verifier, Expect: cur.Name}); err != nil {
+		t.Errorf("the pinned bundle itself: %v", err)
+	}
+}

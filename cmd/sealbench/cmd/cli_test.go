@@ -82,6 +82,12 @@ func TestSealAndVerifyCLI(t *testing.T) {
 	if code, _, _ := run(t, "verify", "--bundle", sealed.Dir, "--key", filepath.Join(other, "sealbench.pub")); code != ExitSignature {
 		t.Errorf("verify with another key: exit %d, want %d", code, ExitSignature)
 	}
+	if code, _, stderr := run(t, "verify", "--bundle", sealed.Dir, "--key", pub, "--id", "build-linux-000000000000"); code != ExitSignature || !strings.Contains(stderr, "pinned") {
+		t.Errorf("verify pinned to another bundle: exit %d, want %d: %s", code, ExitSignature, stderr)
+	}
+	if code, _, _ := run(t, "verify", "--bundle", sealed.Dir, "--key", pub, "--id", sealed.Name); code != ExitOK {
+		t.Errorf("verify pinned to itself: exit %d", code)
+	}
 	if code, _, _ := run(t, "verify", "--bundle", sealed.Dir, "--key", filepath.Join(other, "absent.pub")); code != ExitSignature {
 		t.Errorf("verify with no key: exit %d, want %d", code, ExitSignature)
 	}

@@ -28,6 +28,8 @@ func classifyHost(err error) (int, string, bool) {
 	switch {
 	case errors.As(err, &ce):
 		return ExitMismatch, "the bundle was changed after it was sealed: do not use it; seal again or fetch a clean copy", true
+	case errors.Is(err, bundle.ErrNotPinned):
+		return ExitSignature, "check --id: this bundle is validly signed but is not the one you pinned", true
 	case errors.Is(err, bundle.ErrSignature):
 		return ExitSignature, "check --key names the public key of whoever sealed the bundle", true
 	case errors.Is(err, sign.ErrKey):

@@ -8,15 +8,17 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/manifests"
 )
 
 func newVerifyCmd(g *global) *cobra.Command {
-	var bundlePath, key string
+	var bundlePath, key, expect string
 	c := &cobra.Command{
 		Use:   "verify",
 		Short: "Check a bundle's signature, then every file",
@@ -28,7 +30,8 @@ bundle directory and on its tar. Every difference is listed, each naming the
 file and what differs.`,
 		Example: `  sealbench verify --bundle out/build-linux-0123456789ab
   sealbench verify --bundle out/build-linux-0123456789ab.tar --key ./keys/sealbench.pub
-  sealbench verify --bundle out/build-linux-0123456789ab --json; echo "exit $?"`,
+  sealbench verify --bundle out/build-linux-0123456789ab --json; echo "exit $?"
+  sealbench verify --bundle /mnt/usb/bundle.tar --id build-linux-0123456789ab   # refuse any other bundle`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if bundlePath == "" {
@@ -38,7 +41,10 @@ file and what differs.`,
 			if err != nil {
 				return err
 			}
-			res, err := bundle.Verify(c.Context(), bundlePath, bundle.VerifyOptions{Verifier: v})
+			if expect != "" && !strings.HasPrefix(expect, manifests.BundleNamePrefix) {
+				return usageErrorf("--id takes a bundle name such as build-linux-0123456789ab", "--id %q is not a bundle name", expect)
+			}
+			res, err := bundle.Verify(c.Context(), bundlePath, bundle.VerifyOptions{Verifier: v, Expect: expect})
 			if err != nil {
 				var ce *bundle.ContentError
 				if errors.As(err, &ce) {
@@ -62,6 +68,7 @@ file and what differs.`,
 		},
 	}
 	c.Flags().StringVar(&bundlePath, "bundle", "", "bundle directory or tar to verify (required)")
+	c.Flags().StringVar(&expect, "id", "", "pin the bundle: refuse a validly signed bundle with another name (build-linux-<hash>)")
 	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to check the signature with")
 	return c
 }
