@@ -66,8 +66,10 @@ fuzz: ## Short fuzz runs of every parser (FUZZTIME=15s each)
 	$(GO) test -run '^$$' -fuzz '^FuzzUnpackLayer$$' -fuzztime $(FUZZTIME) ./provision/standin/
 
 .PHONY: bench-exec
-bench-exec: ## Per-exec overhead through the stand-in (median, p95) for /bin/true (as root)
+bench-exec: ## Per-exec overhead: the stand-in, and beside it dockerd (scripts/dockerd start), as root
 	$(GO) test -count=1 -run '^$$' -bench ExecOverhead -benchtime 500x ./provision/standin/
+	DOCKER_HOST=$${DOCKER_HOST:-unix:///run/sealbench-dockerd/docker.sock} \
+		$(GO) test -count=1 -run '^$$' -bench ExecStandinVsDockerd -benchtime 300x ./provision/standin/
 	$(GO) test -count=1 -run '^$$' -bench SandboxExec -benchtime 500x ./provision/standin/sandbox/
 
 .PHONY: vm-image
