@@ -4,27 +4,25 @@ package cmd
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/internal/version"
 )
 
 // Exit codes, stable and documented in the root command's help and README.md.
 const (
-	ExitOK          = 0   // success
-	ExitMismatch    = 1   // verification failed: contents differ from the signed manifest
-	ExitSignature   = 2   // signature missing or untrusted
-	ExitUnusable    = 3   // unusable input: bad flags or arguments, not a bundle, a bad key or password
-	ExitFailed      = 4   // the operation failed for another reason: a build, I/O, the environment
-	ExitInterrupted = 130 // interrupted (Ctrl-C or SIGTERM)
+	ExitOK          = cliutil.ExitOK
+	ExitMismatch    = 1 // verification failed: contents differ from the signed manifest
+	ExitSignature   = 2 // signature missing or untrusted
+	ExitUnusable    = cliutil.ExitUnusable
+	ExitFailed      = cliutil.ExitFailed
+	ExitInterrupted = cliutil.ExitInterrupted
 )
 
 const exitCodesHelp = `Exit codes:
@@ -42,50 +40,19 @@ type global struct {
 	stderr io.Writer
 }
 
-// userError is an error meant for the user: it carries its exit code and,
-// where there is one, a hint at what to do next.
-type userError struct {
-	code int
-	err  error
-	hint string
-}
-
-func (e *userError) Error() string { return e.err.Error() }
-func (e *userError) Unwrap() error { return e.err }
+// userError is an error meant for the user, with its exit code and a hint.
+type userError = cliutil.UserError
 
 func usageErrorf(hint, format string, args ...any) error {
-	return &userError{code: ExitUnusable, err: fmt.Errorf(format, args...), hint: hint}
+	return cliutil.Usagef(hint, format, args...)
 }
+
+func writeJSON(w io.Writer, v any) error { return cliutil.WriteJSON(w, v) }
 
 // Main runs the command line and returns the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g := &global{stdout: stdout, stderr: stderr}
-	root := newRoot(g)
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return ExitOK
-	}
-	code, hint := classify(ctx, err)
-	if g.json {
-		out := map[string]any{"error": err.Error(), "exitCode": code}
-		if hint != "" {
-			out["hint"] = hint
-		}
-		var d interface{ jsonDetail() (string, any) }
-		if errors.As(err, &d) {
-			k, v := d.jsonDetail()
-			out[k] = v
-		}
-		writeJSON(stdout, out)
-	}
-	fmt.Fprintf(stderr, "sealbench: %v\n", err)
-	if hint != "" {
-		fmt.Fprintf(stderr, "hint: %s\n", hint)
-	}
-	return code
+	return cliutil.Run(ctx, newRoot(g), args, stdout, stderr, &g.json, classifyHost)
 }
 
 func newRoot(g *global) *cobra.Command {
@@ -103,48 +70,15 @@ reports, and tears everything down.` + buildNote,
   SEALBENCH_PASSWORD= sealbench seal --out out
   sealbench verify --bundle out/build-linux-0123456789ab
   sealbench verify --bundle out/build-linux-0123456789ab.tar --json`,
-		Version:       version.Version,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		Version: version.Version,
 	}
 	root.SetVersionTemplate("sealbench {{.Version}}" + versionNote + "\n")
-	root.CompletionOptions.DisableDefaultCmd = true
-	root.PersistentFlags().BoolVar(&g.json, "json", false, "print machine-readable JSON on stdout instead of text")
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageErrorf("see `"+c.CommandPath()+" --help`", "%v", err)
-	})
-	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodesHelp + "\n")
+	cliutil.Prepare(root, &g.json, exitCodesHelp)
 	for _, c := range hostCommands(g) {
 		root.AddCommand(c)
 	}
 	root.AddCommand(newVersionCmd(g))
 	return root
-}
-
-// classify maps an error to its exit code and hint.
-func classify(ctx context.Context, err error) (int, string) {
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
-		return ExitInterrupted, ""
-	}
-	var ue *userError
-	if errors.As(err, &ue) {
-		return ue.code, ue.hint
-	}
-	if code, hint, ok := classifyHost(err); ok {
-		return code, hint
-	}
-	// cobra's own argument errors ("unknown command", "accepts 0 arg(s)").
-	if msg := err.Error(); strings.HasPrefix(msg, "unknown command") || strings.Contains(msg, "arg(s)") || strings.HasPrefix(msg, "unknown flag") {
-		return ExitUnusable, "see `sealbench --help`"
-	}
-	return ExitFailed, ""
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
 }
 
 // defaultKeyDir is where keygen writes and seal and verify look by default.

@@ -78,7 +78,7 @@ type problemsError struct{ *bundle.ContentError }
 
 func (e *problemsError) Unwrap() error { return e.ContentError }
 
-func (e *problemsError) jsonDetail() (string, any) { return "problems", e.Problems }
+func (e *problemsError) JSONDetail() (string, any) { return "problems", e.Problems }
 
 // loadVerifier loads the public key to verify bundles with; no key at all
 // is a signature failure (exit 2), an unusable key file is exit 3.
@@ -86,8 +86,8 @@ func loadVerifier(key string) (*sign.Verifier, error) {
 	v, err := sign.LoadPublicKey(key)
 	if err != nil {
 		if _, statErr := os.Stat(key); errors.Is(statErr, fs.ErrNotExist) {
-			return nil, &userError{code: ExitSignature, err: fmt.Errorf("no public key at %s to check the signature against", key),
-				hint: "pass --key with the public key of whoever sealed the bundle"}
+			return nil, &userError{Code: ExitSignature, Err: fmt.Errorf("no public key at %s to check the signature against", key),
+				Hint: "pass --key with the public key of whoever sealed the bundle"}
 		}
 		return nil, err
 	}

@@ -14,16 +14,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/internal/version"
 	"github.com/sealbench/sealbench/provision/standin"
 )
 
 // Exit codes, stable and documented in the root command's help.
 const (
-	ExitOK        = 0 // success; serve: stopped cleanly by SIGTERM or SIGINT
-	ExitLeftovers = 1 // inventory: the state directory holds what a stopped stand-in must not leave
-	ExitUnusable  = 3 // unusable input: bad flags, an unsafe socket directory, a state directory in use
-	ExitFailed    = 4 // the operation failed for another reason
+	ExitOK        = cliutil.ExitOK // success; serve: stopped cleanly by SIGTERM or SIGINT
+	ExitLeftovers = 1              // inventory: the state directory holds what a stopped stand-in must not leave
+	ExitUnusable  = cliutil.ExitUnusable
+	ExitFailed    = cliutil.ExitFailed
 )
 
 const exitCodesHelp = `Exit codes:
@@ -38,67 +39,26 @@ type global struct {
 	stderr io.Writer
 }
 
-// userError carries an exit code and a hint for the user.
-type userError struct {
-	code int
-	err  error
-	hint string
-}
+type userError = cliutil.UserError
 
-func (e *userError) Error() string { return e.err.Error() }
-func (e *userError) Unwrap() error { return e.err }
+func writeJSON(w io.Writer, v any) error { return cliutil.WriteJSON(w, v) }
 
 // Main runs the command line and returns the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g := &global{stdout: stdout, stderr: stderr}
-	root := newRoot(g)
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return ExitOK
-	}
-	code, hint := classify(err)
-	if g.json {
-		out := map[string]any{"error": err.Error(), "exitCode": code}
-		if hint != "" {
-			out["hint"] = hint
-		}
-		writeJSON(stdout, out)
-	}
-	fmt.Fprintf(stderr, "standin: %v\n", err)
-	if hint != "" {
-		fmt.Fprintf(stderr, "hint: %s\n", hint)
-	}
-	return code
+	return cliutil.Run(ctx, newRoot(g), args, stdout, stderr, &g.json, classify)
 }
 
-func classify(err error) (int, string) {
-	var ue *userError
-	if errors.As(err, &ue) {
-		return ue.code, ue.hint
-	}
+func classify(err error) (int, string, bool) {
 	switch {
 	case errors.Is(err, standin.ErrUnsafeSocketDir):
-		return ExitUnusable, "give --socket a path in a directory of its own (it is created with mode 0700 when missing)"
+		return ExitUnusable, "give --socket a path in a directory of its own (it is created with mode 0700 when missing)", true
 	case errors.Is(err, standin.ErrConflict):
-		return ExitUnusable, "another stand-in is using this state directory or socket; stop it, or pick other paths"
+		return ExitUnusable, "another stand-in is using this state directory or socket; stop it, or pick other paths", true
 	case errors.Is(err, standin.ErrBadInput):
-		return ExitUnusable, ""
+		return ExitUnusable, "", true
 	}
-	msg := err.Error()
-	if strings.HasPrefix(msg, "unknown command") || strings.Contains(msg, "arg(s)") || strings.HasPrefix(msg, "unknown flag") || strings.Contains(msg, "required flag") {
-		return ExitUnusable, "see `standin --help`"
-	}
-	return ExitFailed, ""
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	return 0, "", false
 }
 
 func newRoot(g *global) *cobra.Command {
@@ -120,17 +80,10 @@ the socket 0600, and connections from other users are refused.`,
 
   # After it stopped: what does the state directory hold?
   standin inventory --state /var/lib/sealbench/standin --json`,
-		Version:       version.Version,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		Version: version.Version,
 	}
 	root.SetVersionTemplate("standin {{.Version}}\n")
-	root.CompletionOptions.DisableDefaultCmd = true
-	root.PersistentFlags().BoolVar(&g.json, "json", false, "print machine-readable JSON on stdout instead of text")
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &userError{code: ExitUnusable, err: err, hint: "see `" + c.CommandPath() + " --help`"}
-	})
-	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodesHelp + "\n")
+	cliutil.Prepare(root, &g.json, exitCodesHelp)
 	root.AddCommand(newServe(g), newInventory(g), newVersion(g))
 	return root
 }
@@ -194,8 +147,8 @@ func newInventory(g *global) *cobra.Command {
 				}
 			}
 			if len(left) > 0 {
-				return &userError{code: ExitLeftovers, err: fmt.Errorf("state directory %s: %d leftovers", inv.StateDir, len(left)),
-					hint: "stop the stand-in (SIGTERM) and run inventory again; anything still listed is a leak"}
+				return &userError{Code: ExitLeftovers, Err: fmt.Errorf("state directory %s: %d leftovers", inv.StateDir, len(left)),
+					Hint: "stop the stand-in (SIGTERM) and run inventory again; anything still listed is a leak"}
 			}
 			return nil
 		},
