@@ -20,7 +20,7 @@ const (
 )
 
 func hostCommands(g *global) []*cobra.Command {
-	return []*cobra.Command{newKeygenCmd(g), newSealCmd(g), newVerifyCmd(g), newImageCmd(g)}
+	return []*cobra.Command{newKeygenCmd(g), newSealCmd(g), newVerifyCmd(g), newImageCmd(g), newReportCmd(g)}
 }
 
 func classifyHost(err error) (int, string, bool) {

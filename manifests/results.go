@@ -1,0 +1,610 @@
+package manifests
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The results formats: a run directory holds PinsFile (one RunPins) and
+// SamplesFile (one Sample per line, JSON Lines, appended as samples finish).
+const (
+	// ResultsFormatVersion is the version of both results formats that this
+	// code writes and reads. Every sample line and the pins carry it.
+	ResultsFormatVersion = 1
+	// RunPinsKind is the pins file's "kind" field.
+	RunPinsKind = "sealbench.pins"
+
+	SamplesFile = "samples.jsonl"
+	PinsFile    = "pins.json"
+
+	// MaxSampleLine bounds one line of a samples file.
+	MaxSampleLine = 1 << 20
+	// MaxPinsSize bounds a pins file.
+	MaxPinsSize = 1 << 20
+)
+
+// SampleStatus says whether a sample's cell ran and passed its verifier.
+type SampleStatus string
+
+// The sample statuses. A failed or ineligible sample is kept as such, never
+// retried silently, and always says why in Reason.
+const (
+	StatusOK         SampleStatus = "ok"         // ran, and the verifier passed
+	StatusFailed     SampleStatus = "failed"     // a step failed, or the verifier did
+	StatusIneligible SampleStatus = "ineligible" // the target cannot run this cell
+)
+
+// VerifierResult is the outcome of a cell's verifier.
+type VerifierResult string
+
+// The verifier results.
+const (
+	VerifierPass   VerifierResult = "pass"
+	VerifierFail   VerifierResult = "fail"
+	VerifierNotRun VerifierResult = "notRun" // the cell did not get as far as verifying
+)
+
+// Engine kinds: what serves the Engine API on a target.
+const (
+	EngineDockerd = "dockerd"
+	EngineStandin = "standin"
+)
+
+// Store profiles (LayerFS SQLite settings).
+const (
+	StoreDurable    = "durable"    // WAL, synchronous=FULL
+	StoreFast       = "fast"       // WAL, synchronous=NORMAL
+	StoreDisposable = "disposable" // WAL, synchronous=OFF
+)
+
+// Sample is one timed execution of one cell on one target, with everything
+// recorded about it. Durations are integer nanoseconds: CommandNs on the
+// Sandbox's own clock, the others on the runner's.
+type Sample struct {
+	FormatVersion int    `json:"formatVersion"`
+	RunID         string `json:"runId"`
+	BundleID      string `json:"bundleId"` // build-linux-<hash12>
+	Target        string `json:"target"`
+	Cell          string `json:"cell"`  // C01..C12
+	Round         int    `json:"round"` // 0..N-1: which of the N samples of this target and cell
+	Order         int    `json:"order"` // position in the run's interleaved order, from 0
+
+	Status SampleStatus `json:"status"`
+	Reason string       `json:"reason,omitempty"` // why, when Status is not ok
+
+	CommandNs      int64 `json:"commandNs"`      // the body's time on the Sandbox clock
+	ExecWallNs     int64 `json:"execWallNs"`     // the exec call's wall time on the runner side
+	ExecOverheadNs int64 `json:"execOverheadNs"` // ExecWallNs - CommandNs
+	MountNs        int64 `json:"mountNs"`
+	UnmountNs      int64 `json:"unmountNs"`
+	CommitNs       int64 `json:"commitNs"`
+	// NativeNs is the same body's time on a plain directory in the same
+	// Sandbox, with no LayerFS; present only when a native reference was asked for.
+	NativeNs *int64 `json:"nativeNs,omitempty"`
+
+	Verifier       VerifierResult `json:"verifier"`
+	VerifierDetail string         `json:"verifierDetail,omitempty"`
+
+	// Exact counts: equal across targets when the targets did the same work.
+	FUSERequests map[string]int64 `json:"fuseRequests"` // by opcode: LOOKUP, GETATTR, ...
+	Statements   int64            `json:"statements"`   // SQLite statements
+	StoreBytes   int64            `json:"storeBytes"`
+	OverlayBytes int64            `json:"overlayBytes"`
+	Files        int64            `json:"files"` // regular files the verifier saw
+	Bytes        int64            `json:"bytes"` // their total size
+
+	Load1      float64   `json:"load1"` // the host's 1-minute load average at the start
+	LockWaitNs int64     `json:"lockWaitNs"`
+	Start      time.Time `json:"start"`
+	End        time.Time `json:"end"`
+}
+
+// FUSETotal is the sum of the FUSE request counts over all opcodes.
+func (s *Sample) FUSETotal() int64 {
+	var n int64
+	for _, v := range s.FUSERequests {
+		n += v
+	}
+	return n
+}
+
+// FillDefaults derives what a writer may leave out: the per-exec overhead
+// from the two exec times, and an empty FUSE count map.
+func (s *Sample) FillDefaults() {
+	if s.ExecOverheadNs == 0 && s.ExecWallNs > 0 {
+		s.ExecOverheadNs = s.ExecWallNs - s.CommandNs
+	}
+	if s.FUSERequests == nil {
+		s.FUSERequests = map[string]int64{}
+	}
+	if s.Verifier == "" && s.Status == StatusIneligible {
+		s.Verifier = VerifierNotRun
+	}
+}
+
+var (
+	runIDRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	targetRE   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+	cellNameRE = regexp.MustCompile(`^C[0-9]{2}$`)
+	opcodeRE   = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
+)
+
+// Validate reports every problem with s, each naming its field.
+func (s *Sample) Validate() error {
+	p := &problems{doc: "sample"}
+	s.validate(p, "")
+	return p.err()
+}
+
+func (s *Sample) validate(p *problems, prefix string) {
+	f := func(name string) string { return prefix + name }
+	if s.FormatVersion != ResultsFormatVersion {
+		p.addf(f("formatVersion"), "is %d, want %d", s.FormatVersion, ResultsFormatVersion)
+	}
+	if !runIDRE.MatchString(s.RunID) {
+		p.addf(f("runId"), "%q is not a run id (letters, digits, '.', '_', '-')", s.RunID)
+	}
+	if err := ValidateBundleID(s.BundleID); err != nil {
+		p.addf(f("bundleId"), "%v", err)
+	}
+	if !targetRE.MatchString(s.Target) {
+		p.addf(f("target"), "%q is not a target name (lowercase letters, digits, '-')", s.Target)
+	}
+	if !cellNameRE.MatchString(s.Cell) {
+		p.addf(f("cell"), "%q is not a cell name (C01, C02, ...)", s.Cell)
+	}
+	if s.Round < 0 {
+		p.addf(f("round"), "is negative")
+	}
+	if s.Order < 0 {
+		p.addf(f("order"), "is negative")
+	}
+	switch s.Status {
+	case StatusOK:
+		if s.Reason != "" {
+			p.addf(f("reason"), "must be empty when status is ok")
+		}
+		if s.Verifier != VerifierPass {
+			p.addf(f("verifier"), "is %q, but status ok means the verifier passed", s.Verifier)
+		}
+		if s.CommandNs <= 0 {
+			p.addf(f("commandNs"), "must be positive when status is ok")
+		}
+		if s.ExecWallNs <= 0 {
+			p.addf(f("execWallNs"), "must be positive when status is ok")
+		}
+	case StatusFailed, StatusIneligible:
+		if strings.TrimSpace(s.Reason) == "" {
+			p.addf(f("reason"), "missing: a %s sample says why", s.Status)
+		}
+		if s.Verifier == VerifierPass && s.Status == StatusIneligible {
+			p.addf(f("verifier"), "is pass, but an ineligible cell never runs")
+		}
+	case "":
+		p.addf(f("status"), "missing")
+	default:
+		p.addf(f("status"), "%q is not ok, failed or ineligible", s.Status)
+	}
+	switch s.Verifier {
+	case VerifierPass, VerifierNotRun:
+	case VerifierFail:
+		if s.Status == StatusOK {
+			break // reported above
+		}
+		if s.VerifierDetail == "" {
+			p.addf(f("verifierDetail"), "missing: a failed verifier says what it found")
+		}
+	case "":
+		p.addf(f("verifier"), "missing")
+	default:
+		p.addf(f("verifier"), "%q is not pass, fail or notRun", s.Verifier)
+	}
+	for _, d := range []struct {
+		name string
+		v    int64
+	}{
+		{"commandNs", s.CommandNs}, {"execWallNs", s.ExecWallNs}, {"mountNs", s.MountNs},
+		{"unmountNs", s.UnmountNs}, {"commitNs", s.CommitNs}, {"lockWaitNs", s.LockWaitNs},
+		{"statements", s.Statements}, {"storeBytes", s.StoreBytes}, {"overlayBytes", s.OverlayBytes},
+		{"files", s.Files}, {"bytes", s.Bytes},
+	} {
+		if d.v < 0 {
+			p.addf(f(d.name), "is negative")
+		}
+	}
+	if s.ExecWallNs > 0 && s.ExecOverheadNs != s.ExecWallNs-s.CommandNs {
+		p.addf(f("execOverheadNs"), "is %d, but execWallNs - commandNs is %d", s.ExecOverheadNs, s.ExecWallNs-s.CommandNs)
+	}
+	if s.NativeNs != nil && *s.NativeNs <= 0 {
+		p.addf(f("nativeNs"), "must be positive when present")
+	}
+	ops := make([]string, 0, len(s.FUSERequests))
+	for op := range s.FUSERequests {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	for _, op := range ops {
+		if !opcodeRE.MatchString(op) {
+			p.addf(f("fuseRequests"), "%q is not a FUSE opcode name (upper case, such as LOOKUP)", op)
+		}
+		if s.FUSERequests[op] < 0 {
+			p.addf(f("fuseRequests."+op), "is negative")
+		}
+	}
+	if math.IsNaN(s.Load1) || math.IsInf(s.Load1, 0) || s.Load1 < 0 {
+		p.addf(f("load1"), "%v is not a load average", s.Load1)
+	}
+	if s.Start.IsZero() {
+		p.addf(f("start"), "missing")
+	}
+	if s.End.IsZero() {
+		p.addf(f("end"), "missing")
+	} else if s.End.Before(s.Start) {
+		p.addf(f("end"), "is before start")
+	}
+}
+
+// ValidateBundleID checks a bundle name: build-linux-<12 lowercase hex>.
+func ValidateBundleID(id string) error {
+	hx, ok := strings.CutPrefix(id, BundleNamePrefix)
+	if !ok || !isHex(hx, 12) {
+		return fmt.Errorf("%q is not a bundle id (%s<12 lowercase hex>)", id, BundleNamePrefix)
+	}
+	return nil
+}
+
+// MarshalLine encodes s as one line of a samples file: compact JSON and a
+// newline. Appending whole lines is what lets a reader tell a complete file
+// from one cut off mid-write.
+func (s *Sample) MarshalLine() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return nil, fmt.Errorf("encoding sample %s/%s round %d: %w", s.Target, s.Cell, s.Round, err)
+	}
+	return b.Bytes(), nil
+}
+
+// SamplesError is a problem at one line of a samples file.
+type SamplesError struct {
+	Line int // from 1
+	Err  error
+}
+
+func (e *SamplesError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+func (e *SamplesError) Unwrap() error { return e.Err }
+
+// ErrTruncated says that a samples file ends inside a line: the writer was
+// stopped while appending.
+var ErrTruncated = errors.New("the last line is cut off (no newline at the end): the run was interrupted while writing it")
+
+// ReadSamples reads a samples file strictly, line by line: every line one
+// complete sample of this format version, no unknown fields, no blank
+// lines, each Loaded, FillDefaulted and Validated. All samples must share one
+// run id and one bundle id, and no target, cell and round may appear twice.
+// Every error names its line.
+func ReadSamples(r io.Reader) ([]Sample, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var out []Sample
+	seen := map[string]int{}
+	for line := 1; ; line++ {
+		b, err := readLine(br)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, &SamplesError{Line: line, Err: err}
+		}
+		s, err := parseSampleLine(b)
+		if err != nil {
+			return nil, &SamplesError{Line: line, Err: err}
+		}
+		if len(out) > 0 {
+			first := out[0]
+			if s.RunID != first.RunID {
+				return nil, &SamplesError{Line: line, Err: fmt.Errorf("run id %q differs from %q on line 1: a samples file holds one run", s.RunID, first.RunID)}
+			}
+			if s.BundleID != first.BundleID {
+				return nil, &SamplesError{Line: line, Err: fmt.Errorf("bundle id %s differs from %s on line 1: one run uses one bundle, so these samples measured different code", s.BundleID, first.BundleID)}
+			}
+		}
+		key := fmt.Sprintf("%s/%s round %d", s.Target, s.Cell, s.Round)
+		if prev, ok := seen[key]; ok {
+			return nil, &SamplesError{Line: line, Err: fmt.Errorf("%s appears again (first on line %d)", key, prev)}
+		}
+		seen[key] = line
+		out = append(out, *s)
+	}
+}
+
+// readLine returns the next line without its newline, io.EOF at a clean
+// end, and ErrTruncated for a last line with no newline.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > MaxSampleLine {
+			return nil, fmt.Errorf("line is longer than %d bytes", MaxSampleLine)
+		}
+		switch {
+		case err == nil:
+			return line[:len(line)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF && len(line) == 0:
+			return nil, io.EOF
+		case err == io.EOF:
+			return nil, ErrTruncated
+		default:
+			return nil, fmt.Errorf("reading: %w", err)
+		}
+	}
+}
+
+func parseSampleLine(b []byte) (*Sample, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, errors.New("blank line: every line is one sample")
+	}
+	var head struct {
+		FormatVersion *int `json:"formatVersion"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, fmt.Errorf("parsing sample: %w", err)
+	}
+	switch {
+	case head.FormatVersion == nil:
+		return nil, errors.New("no formatVersion: not a sealbench sample")
+	case *head.FormatVersion != ResultsFormatVersion:
+		return nil, fmt.Errorf("format version %d; this sealbench reads version %d", *head.FormatVersion, ResultsFormatVersion)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var s Sample
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("parsing sample: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("more than one JSON value on the line")
+	}
+	s.FillDefaults()
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// RunPins pins the identities a run measured with: the same on every
+// sample of the run, so they are written once, next to the samples.
+type RunPins struct {
+	FormatVersion int    `json:"formatVersion"`
+	Kind          string `json:"kind"`
+	RunID         string `json:"runId"`
+	BundleID      string `json:"bundleId"`
+	ImageID       Digest `json:"imageId"` // the Sandbox image
+	RunnerSHA256  Digest `json:"runnerSha256"`
+	StandinSHA256 Digest `json:"standinSha256"`
+	// Targets in the order they were asked for; the first is the default
+	// baseline of a report.
+	Targets []TargetPins `json:"targets"`
+
+	StoreProfile        string            `json:"storeProfile"`        // durable, fast or disposable
+	ConstructionWorkers int               `json:"constructionWorkers"` // LAYERFS_CONSTRUCTION_WORKERS
+	Tools               map[string]string `json:"tools"`               // tool name to version: go, git, docker, limactl...
+	Cells               []string          `json:"cells"`
+	Native              bool              `json:"native"` // whether a native reference ran beside each sample
+	Seed                uint64            `json:"seed"`   // of the interleaved order and the bootstrap
+	Samples             int               `json:"samples"`
+	Start               time.Time         `json:"start"`
+	End                 time.Time         `json:"end,omitzero"` // zero while the run is going, or if it was interrupted
+}
+
+// TargetPins is what a run pinned about one target.
+type TargetPins struct {
+	Name        string `json:"name"`
+	Engine      string `json:"engine"` // dockerd or standin
+	Kernel      string `json:"kernel"` // uname -r inside the target
+	CPUs        int    `json:"cpus"`
+	MemoryBytes int64  `json:"memoryBytes"`
+	// Emulated is true where the target's CPU is emulated (QEMU TCG): its
+	// timings describe the emulator, so it is a pass/fail and counts target.
+	Emulated bool `json:"emulated"`
+}
+
+// ReadRunPins reads a pins file: Load (strictly, bounded), FillDefaults,
+// Validate.
+func ReadRunPins(r io.Reader) (*RunPins, error) {
+	b, err := io.ReadAll(io.LimitReader(r, MaxPinsSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading run pins: %w", err)
+	}
+	if len(b) > MaxPinsSize {
+		return nil, fmt.Errorf("run pins are more than %d bytes", MaxPinsSize)
+	}
+	var head struct {
+		FormatVersion int `json:"formatVersion"`
+	}
+	if err := json.Unmarshal(b, &head); err == nil && head.FormatVersion != 0 && head.FormatVersion != ResultsFormatVersion {
+		return nil, fmt.Errorf("run pins have format version %d; this sealbench reads version %d", head.FormatVersion, ResultsFormatVersion)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var p RunPins
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("parsing run pins: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("parsing run pins: trailing data after the JSON document")
+	}
+	p.FillDefaults()
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// FillDefaults sets what a writer may leave out: the kind, one sample,
+// and empty lists and maps.
+func (p *RunPins) FillDefaults() {
+	if p.Kind == "" {
+		p.Kind = RunPinsKind
+	}
+	if p.Samples == 0 {
+		p.Samples = 1
+	}
+	if p.Tools == nil {
+		p.Tools = map[string]string{}
+	}
+	if p.Cells == nil {
+		p.Cells = []string{}
+	}
+}
+
+// Validate reports every problem with p, each naming its field.
+func (p *RunPins) Validate() error {
+	ps := &problems{doc: "run pins"}
+	if p.FormatVersion != ResultsFormatVersion {
+		ps.addf("formatVersion", "is %d, want %d", p.FormatVersion, ResultsFormatVersion)
+	}
+	if p.Kind != RunPinsKind {
+		ps.addf("kind", "is %q, want %q", p.Kind, RunPinsKind)
+	}
+	if !runIDRE.MatchString(p.RunID) {
+		ps.addf("runId", "%q is not a run id (letters, digits, '.', '_', '-')", p.RunID)
+	}
+	if err := ValidateBundleID(p.BundleID); err != nil {
+		ps.addf("bundleId", "%v", err)
+	}
+	for _, d := range []struct {
+		name string
+		d    Digest
+	}{{"imageId", p.ImageID}, {"runnerSha256", p.RunnerSHA256}, {"standinSha256", p.StandinSHA256}} {
+		if err := d.d.Validate(); err != nil {
+			ps.addf(d.name, "%v", err)
+		}
+	}
+	if len(p.Targets) == 0 {
+		ps.addf("targets", "missing: a run has at least one target")
+	}
+	names := map[string]bool{}
+	for i, t := range p.Targets {
+		f := fmt.Sprintf("targets[%d]", i)
+		if !targetRE.MatchString(t.Name) {
+			ps.addf(f+".name", "%q is not a target name (lowercase letters, digits, '-')", t.Name)
+		} else if names[t.Name] {
+			ps.addf(f+".name", "%q is listed twice", t.Name)
+		}
+		names[t.Name] = true
+		if t.Engine != EngineDockerd && t.Engine != EngineStandin {
+			ps.addf(f+".engine", "%q is not %s or %s", t.Engine, EngineDockerd, EngineStandin)
+		}
+		if t.Kernel == "" {
+			ps.addf(f+".kernel", "missing")
+		}
+		if t.CPUs <= 0 {
+			ps.addf(f+".cpus", "must be positive")
+		}
+		if t.MemoryBytes <= 0 {
+			ps.addf(f+".memoryBytes", "must be positive")
+		}
+	}
+	switch p.StoreProfile {
+	case StoreDurable, StoreFast, StoreDisposable:
+	default:
+		ps.addf("storeProfile", "%q is not %s, %s or %s", p.StoreProfile, StoreDurable, StoreFast, StoreDisposable)
+	}
+	if p.ConstructionWorkers <= 0 {
+		ps.addf("constructionWorkers", "must be positive")
+	}
+	tools := make([]string, 0, len(p.Tools))
+	for k := range p.Tools {
+		tools = append(tools, k)
+	}
+	sort.Strings(tools)
+	for _, k := range tools {
+		if k == "" || p.Tools[k] == "" {
+			ps.addf("tools", "entry %q=%q: both the tool and its version are required", k, p.Tools[k])
+		}
+	}
+	if len(p.Cells) == 0 {
+		ps.addf("cells", "missing")
+	}
+	cells := map[string]bool{}
+	for i, c := range p.Cells {
+		if !cellNameRE.MatchString(c) {
+			ps.addf(fmt.Sprintf("cells[%d]", i), "%q is not a cell name (C01, C02, ...)", c)
+		} else if cells[c] {
+			ps.addf(fmt.Sprintf("cells[%d]", i), "%q is listed twice", c)
+		}
+		cells[c] = true
+	}
+	if p.Samples <= 0 {
+		ps.addf("samples", "must be positive")
+	}
+	if p.Start.IsZero() {
+		ps.addf("start", "missing")
+	}
+	if !p.End.IsZero() && p.End.Before(p.Start) {
+		ps.addf("end", "is before start")
+	}
+	return ps.err()
+}
+
+// Target returns the pins of the named target.
+func (p *RunPins) Target(name string) (TargetPins, bool) {
+	for _, t := range p.Targets {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return TargetPins{}, false
+}
+
+// CheckSamples reports every way samples do not belong to the run p pins:
+// another run or bundle, a target or cell the run did not have, a round
+// beyond its sample count. Each problem names the sample by index.
+func (p *RunPins) CheckSamples(samples []Sample) error {
+	ps := &problems{doc: "samples for run " + p.RunID}
+	cells := map[string]bool{}
+	for _, c := range p.Cells {
+		cells[c] = true
+	}
+	for i, s := range samples {
+		f := fmt.Sprintf("samples[%d]", i)
+		if s.RunID != p.RunID {
+			ps.addf(f+".runId", "is %q, but the pins are for run %q", s.RunID, p.RunID)
+		}
+		if s.BundleID != p.BundleID {
+			ps.addf(f+".bundleId", "is %s, but the run pinned %s", s.BundleID, p.BundleID)
+		}
+		if _, ok := p.Target(s.Target); !ok {
+			ps.addf(f+".target", "%q is not among the run's targets", s.Target)
+		}
+		if !cells[s.Cell] {
+			ps.addf(f+".cell", "%q is not among the run's cells", s.Cell)
+		}
+		if s.Round >= p.Samples {
+			ps.addf(f+".round", "is %d, but the run took %d sample(s) per cell", s.Round, p.Samples)
+		}
+	}
+	return ps.err()
+}
+
+// Marshal returns the pins as indented JSON with a trailing newline.
+func (p *RunPins) Marshal() ([]byte, error) {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding run pins: %w", err)
+	}
+	return append(b, '\n'), nil
+}

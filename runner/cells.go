@@ -1,0 +1,216 @@
+package runner
+
+import (
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// CellTimeout bounds every cell body, and each verifier check.
+const CellTimeout = 2 * time.Minute
+
+// Cell is one workload of the twelve: its body, its base and its verifier.
+type Cell struct {
+	Name  string // C01..C12
+	Title string // what the body does, in a few words
+	Body  string // the body's file name under cells/ in the source tree and the bundle
+	// Base is "" for an empty base, or BaseFile: the cell's base Layer then
+	// holds the 64 MiB base file (see BaseReader).
+	Base   string
+	checks func() []Check
+}
+
+// Verifier returns the cell's verifier. Its expected digests are computed
+// on first use, which for C09-C11 means generating the base file once.
+func (c *Cell) Verifier() Verifier {
+	return Verifier{Cell: c.Name, Checks: c.checks()}
+}
+
+// Cells is the registry of the twelve cells, by name.
+var Cells = map[string]*Cell{
+	"C01": {Name: "C01", Title: "create 1,000 files", Body: "C01.sh", checks: numberedFiles},
+	"C02": {Name: "C02", Title: "create 1,000, stat 1,000", Body: "C02.sh", checks: numberedFiles},
+	"C03": {Name: "C03", Title: "create 1,000, remove them", Body: "C03.sh", checks: func() []Check {
+		return []Check{{Name: "empty directory", Script: `find . -mindepth 1 | wc -l`, Want: "0"}}
+	}},
+	"C04": {Name: "C04", Title: "100 directories, 1,000 files", Body: "C04.sh", checks: tree},
+	"C05": {Name: "C05", Title: "that tree, then find", Body: "C05.sh", checks: func() []Check {
+		return append(tree(),
+			Check{Name: "find printed 1,100 entries", Script: `wc -l`, Want: "1100"},
+			Check{Name: "find printed the tree", Script: `LC_ALL=C sort | sha256sum | cut -c1-64`, Want: treeListDigest()},
+		)
+	}},
+	"C06": {Name: "C06", Title: "write 64 MiB", Body: "C06.sh", checks: func() []Check {
+		return []Check{fileCount(1), sizeAndDigest("out.bin", ZerosDigest().Hex)}
+	}},
+	"C07": {Name: "C07", Title: "write 64 MiB, copy it", Body: "C07.sh", checks: func() []Check {
+		return []Check{fileCount(2), sizeAndDigest("out.bin", ZerosDigest().Hex), sizeAndDigest("copy.bin", ZerosDigest().Hex)}
+	}},
+	"C08": {Name: "C08", Title: "write 64 MiB, read it", Body: "C08.sh", checks: func() []Check {
+		return []Check{fileCount(1), sizeAndDigest("out.bin", ZerosDigest().Hex)}
+	}},
+	"C09": {Name: "C09", Title: "read a 64 MiB base file", Body: "C09.sh", Base: BaseFile, checks: func() []Check {
+		return []Check{
+			fileCount(1), sizeAndDigest(BaseFile, BaseDigest().Hex),
+			{Name: "printed SHA-256 is the base file's", Script: `cat`, Want: BaseDigest().Hex + "  " + BaseFile},
+		}
+	}},
+	"C10": {Name: "C10", Title: "copy a 64 MiB base file", Body: "C10.sh", Base: BaseFile, checks: func() []Check {
+		return []Check{fileCount(2), sizeAndDigest(BaseFile, BaseDigest().Hex), sizeAndDigest("copy.bin", BaseDigest().Hex)}
+	}},
+	"C11": {Name: "C11", Title: "overwrite a 64 MiB base file", Body: "C11.sh", Base: BaseFile, checks: func() []Check {
+		return []Check{fileCount(1), sizeAndDigest(BaseFile, ZerosDigest().Hex)}
+	}},
+	"C12": {Name: "C12", Title: "git init, 100 files, add, commit", Body: "C12.sh", checks: gitRepo},
+}
+
+// Names returns the cell names in order.
+func Names() []string {
+	names := make([]string, 0, len(Cells))
+	for n := range Cells {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// UnknownCellError names a cell that is not in the registry.
+type UnknownCellError struct{ Name string }
+
+func (e *UnknownCellError) Error() string {
+	return fmt.Sprintf("unknown cell %q (the cells are %s..%s)", e.Name, Names()[0], Names()[len(Cells)-1])
+}
+
+// Lookup returns the named cell, or an *UnknownCellError.
+func Lookup(name string) (*Cell, error) {
+	c, ok := Cells[name]
+	if !ok {
+		return nil, &UnknownCellError{Name: name}
+	}
+	return c, nil
+}
+
+// ParseCells parses a comma-separated list of cell names ("C01,C09"),
+// refusing unknown and repeated names; "" or "all" is every cell.
+func ParseCells(s string) ([]string, error) {
+	if s == "" || s == "all" {
+		return Names(), nil
+	}
+	var out []string
+	for _, n := range strings.Split(s, ",") {
+		n = strings.ToUpper(strings.TrimSpace(n))
+		if _, err := Lookup(n); err != nil {
+			return nil, err
+		}
+		if slices.Contains(out, n) {
+			return nil, fmt.Errorf("cell %s is listed twice", n)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// The checks the cells share.
+
+// inventoryScript prints the number of regular files under the workspace
+// and their total size: what a sample records as files and bytes.
+const inventoryScript = `find . -type f -exec stat -c %s {} + | { n=0; b=0; while read -r s; do n=$((n+1)); b=$((b+s)); done; echo "$n $b"; }`
+
+func fileCount(n int) Check {
+	return Check{Name: fmt.Sprintf("regular files: %d", n), Script: `find . -type f | wc -l`, Want: fmt.Sprint(n)}
+}
+
+// sizeAndDigest checks one file's size and SHA-256.
+func sizeAndDigest(name, hexDigest string) Check {
+	return Check{
+		Name:   name + " size and SHA-256",
+		Script: fmt.Sprintf(`printf '%%s %%s\n' "$(stat -c %%s %s)" "$(sha256sum <%s | cut -c1-64)"`, name, name),
+		Want:   fmt.Sprintf("%d %s", BaseSize, hexDigest),
+	}
+}
+
+// numberedFiles checks C01 and C02's result: f1..f1000 and nothing else,
+// each holding "file N".
+func numberedFiles() []Check {
+	return []Check{
+		fileCount(1000),
+		{Name: "no directories", Script: `find . -mindepth 1 -type d | wc -l`, Want: "0"},
+		{
+			Name:   "f1..f1000 hold \"file N\"",
+			Script: `set --; i=1; while [ "$i" -le 1000 ]; do set -- "$@" "f$i"; i=$((i+1)); done; cat -- "$@" | sha256sum | cut -c1-64`,
+			Want:   numberedContentsDigest(1000),
+		},
+	}
+}
+
+func numberedContentsDigest(n int) string {
+	h := sha256.New()
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(h, "file %d\n", i)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// tree checks C04 and C05's tree: d1..d100, each with empty f1..f10.
+func tree() []Check {
+	return []Check{
+		{Name: "100 directories", Script: `find . -mindepth 1 -type d | wc -l`, Want: "100"},
+		fileCount(1000),
+		{Name: "every file empty", Script: `find . -type f ! -size 0 | wc -l`, Want: "0"},
+		{Name: "the tree's names", Script: `find . -mindepth 1 | LC_ALL=C sort | sha256sum | cut -c1-64`, Want: treeListDigest()},
+	}
+}
+
+// treeListDigest is the SHA-256 of what `find . -mindepth 1 | LC_ALL=C
+// sort` prints for the C04 tree.
+func treeListDigest() string {
+	var names []string
+	for d := 1; d <= 100; d++ {
+		names = append(names, fmt.Sprintf("./d%d", d))
+		for f := 1; f <= 10; f++ {
+			names = append(names, fmt.Sprintf("./d%d/f%d", d, f))
+		}
+	}
+	sort.Strings(names) // byte order, as LC_ALL=C sort
+	return hex.EncodeToString(sha256Of(strings.Join(names, "\n") + "\n"))
+}
+
+// gitRepo checks C12: one commit whose tree is exactly f1..f100 holding
+// "file N", and a clean work tree.
+func gitRepo() []Check {
+	const git = `git -c safe.directory='*' `
+	return []Check{
+		{Name: "one commit", Script: git + `rev-list --count HEAD`, Want: "1"},
+		{Name: "100 tracked files", Script: git + `ls-files | wc -l`, Want: "100"},
+		{Name: "committed contents", Script: git + `ls-tree -r HEAD | sha256sum | cut -c1-64`, Want: gitTreeListDigest(100)},
+		{Name: "clean work tree", Script: git + `status --porcelain | wc -l`, Want: "0"},
+	}
+}
+
+// gitTreeListDigest is the SHA-256 of what `git ls-tree -r HEAD` prints for
+// f1..fn holding "file N": one line per blob, by name in byte order, with
+// the blob's git object id.
+func gitTreeListDigest(n int) string {
+	var names []string
+	for i := 1; i <= n; i++ {
+		names = append(names, fmt.Sprintf("f%d", i))
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, name := range names {
+		content := "file " + strings.TrimPrefix(name, "f") + "\n"
+		oid := sha1.Sum([]byte(fmt.Sprintf("blob %d\x00%s", len(content), content)))
+		fmt.Fprintf(&b, "100644 blob %x\t%s\n", oid, name)
+	}
+	return hex.EncodeToString(sha256Of(b.String()))
+}
+
+func sha256Of(s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	return sum[:]
+}

@@ -1,0 +1,338 @@
+package report
+
+import (
+	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Write renders r in format: "md", "html", "json" or "csv".
+func Write(w io.Writer, r *Report, format string) error {
+	bw := bufio.NewWriter(w)
+	var err error
+	switch format {
+	case "md", "markdown":
+		err = writeMarkdown(bw, r)
+	case "html":
+		err = writeHTML(bw, r)
+	case "json":
+		enc := json.NewEncoder(bw)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		err = enc.Encode(r)
+	case "csv":
+		err = writeCSV(bw, r)
+	default:
+		return fmt.Errorf("%w %q (want one of %s)", ErrFormat, format, strings.Join(Formats, ", "))
+	}
+	if err != nil {
+		return fmt.Errorf("writing the %s report: %w", format, err)
+	}
+	return bw.Flush()
+}
+
+// ms formats nanoseconds as milliseconds with three significant digits or
+// more.
+func ms(ns float64) string {
+	m := ns / 1e6
+	a := m
+	if a < 0 {
+		a = -a
+	}
+	switch {
+	case a >= 100:
+		return strconv.FormatFloat(m, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(m, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(m, 'f', 2, 64)
+	}
+}
+
+func ratio(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) }
+
+// ratioText is "1.04" or, with an interval, "1.04 [0.98, 1.10]"; "" when
+// there is no ratio.
+func ratioText(v TimingValue) string {
+	if v.Ratio == nil {
+		return ""
+	}
+	s := ratio(*v.Ratio)
+	if v.CI != nil {
+		s += " [" + ratio(v.CI.Low) + ", " + ratio(v.CI.High) + "]"
+	}
+	return s
+}
+
+func medianText(v TimingValue) string {
+	if v.MedianNs == nil {
+		return "—"
+	}
+	return ms(*v.MedianNs)
+}
+
+func summaryText(s Summary, f func(float64) string) string {
+	if s.Value == nil {
+		return "—"
+	}
+	return f(*s.Value)
+}
+
+// grouped writes an integer count with thousands separators; other values
+// as they are.
+func grouped(v string) string {
+	if v == "" {
+		return "—"
+	}
+	parts := strings.Split(v, " / ")
+	for i, p := range parts {
+		if n, err := strconv.ParseInt(p, 10, 64); err == nil && n >= 1000 {
+			s := strconv.FormatInt(n, 10)
+			var b strings.Builder
+			for j, c := range s {
+				if j > 0 && (len(s)-j)%3 == 0 {
+					b.WriteByte(',')
+				}
+				b.WriteRune(c)
+			}
+			parts[i] = b.String()
+		}
+	}
+	return strings.Join(parts, " / ")
+}
+
+func gib(b int64) string {
+	return strconv.FormatFloat(float64(b)/(1<<30), 'f', -1, 64) + " GiB"
+}
+
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func short(d string) string {
+	if alg, hx, ok := strings.Cut(d, ":"); ok && len(hx) > 12 {
+		return alg + ":" + hx[:12] + "…"
+	}
+	if d == "" {
+		return "—"
+	}
+	return d
+}
+
+func mdEscape(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func writeMarkdown(w *bufio.Writer, r *Report) error {
+	names := r.TargetNames()
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	row := func(cells ...string) {
+		for i, c := range cells {
+			if c != "---" {
+				cells[i] = mdEscape(c)
+			}
+		}
+		p("| %s |\n", strings.Join(cells, " | "))
+	}
+	sep := func(n int) { row(strings.Split(strings.Repeat("---,", n-1)+"---", ",")...) }
+
+	p("# sealbench report\n\n")
+	p("Targets: %s. Baseline: **%s**. Cells: %d.", strings.Join(names, ", "), r.Baseline, len(r.Cells))
+	if r.Multi() {
+		p(" Several samples per cell: values are medians, intervals are bootstrap %g%% (seed %d).", r.Level*100, r.Seed)
+	}
+	p("\n\n## Provenance\n\n")
+	row("run", "bundle", "Sandbox image", "runner", "stand-in", "Store", "workers", "samples", "seed", "start", "end", "lock wait max (ms)", "load 1m")
+	sep(13)
+	for _, run := range r.Runs {
+		row(run.RunID, run.BundleID, short(run.ImageID), short(run.RunnerSHA256), short(run.StandinSHA256), dash(run.StoreProfile),
+			dashInt(run.ConstructionWorkers), dashInt(run.SamplesPerCell), strconv.FormatUint(run.Seed, 10), when(run.Start), when(run.End),
+			ms(float64(run.LockWaitMaxNs)), fmt.Sprintf("%.2f–%.2f", run.Load1Min, run.Load1Max))
+	}
+	p("\n")
+	row("target", "run", "engine", "kernel", "CPUs", "memory", "emulated", "samples")
+	sep(8)
+	for _, t := range r.Targets {
+		mem := "—"
+		if t.MemoryBytes > 0 {
+			mem = gib(t.MemoryBytes)
+		}
+		row(t.Name, t.RunID, dash(t.Engine), dash(t.Kernel), dashInt(t.CPUs), mem, strconv.FormatBool(t.Emulated), strconv.Itoa(t.Samples))
+	}
+	for _, run := range r.Runs {
+		if len(run.Tools) > 0 {
+			p("\nTools (%s): %s\n", run.RunID, toolList(run.Tools))
+		}
+	}
+
+	p("\n## 1. Same work: exact counts\n\n")
+	if len(r.Differences) == 0 {
+		p("Every count is equal across all targets in every cell, so the timings below compare the same work.\n\n")
+	} else {
+		p("**%d difference(s)** between targets (or between one target's samples), marked ✗ and listed below: the timings of those cells do not compare the same work.\n\n", len(r.Differences))
+	}
+	row(append(append([]string{"cell", "count"}, names...), "")...)
+	sep(len(names) + 3)
+	for _, c := range r.Counts {
+		mark := ""
+		if c.Differs {
+			mark = "✗"
+		}
+		vals := make([]string, len(c.Values))
+		for i, v := range c.Values {
+			vals[i] = grouped(v)
+		}
+		row(append(append([]string{c.Cell, CountTitle(c.Count)}, vals...), mark)...)
+	}
+	if len(r.Differences) > 0 {
+		p("\nDifferences:\n\n")
+		for _, d := range r.Differences {
+			p("- %s %s: %s\n", d.Cell, CountTitle(d.Count), differenceValues(d, names))
+		}
+	}
+	if len(r.Problems) > 0 {
+		p("\nFailed and ineligible samples (kept, never retried):\n\n")
+		for _, pr := range r.Problems {
+			p("- %s %s round %d: %s: %s", pr.Target, pr.Cell, pr.Round, pr.Status, mdEscape(pr.Reason))
+			if pr.Detail != "" {
+				p(" (%s)", mdEscape(pr.Detail))
+			}
+			p("\n")
+		}
+	}
+
+	p("\n## 2. Timings\n")
+	for _, tm := range r.Timings {
+		p("\n### %s (ms; ratio to %s)\n\n", tm.Title, r.Baseline)
+		head := []string{"cell"}
+		for _, n := range names {
+			head = append(head, n)
+			if n != r.Baseline {
+				head = append(head, "ratio")
+			}
+		}
+		row(head...)
+		sep(len(head))
+		for _, tr := range tm.Rows {
+			cells := []string{tr.Cell}
+			for i, n := range names {
+				cells = append(cells, medianText(tr.Values[i]))
+				if n != r.Baseline {
+					cells = append(cells, ratioText(tr.Values[i]))
+				}
+			}
+			row(cells...)
+		}
+		gm := []string{"geometric mean of ratios"}
+		md := []string{"median over cells"}
+		for i, n := range names {
+			gm = append(gm, "")
+			md = append(md, summaryText(tm.MedianOverCells[i], ms))
+			if n != r.Baseline {
+				gm = append(gm, summaryText(tm.GeoMean[i], ratio))
+				md = append(md, "")
+			}
+		}
+		row(gm...)
+		row(md...)
+	}
+	if len(r.Notes) > 0 {
+		p("\n## Notes\n\n")
+		for _, n := range r.Notes {
+			p("- %s\n", n)
+		}
+	}
+	return nil
+}
+
+func differenceValues(d Difference, names []string) string {
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, n+" "+grouped(d.Values[n]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func toolList(tools map[string]string) string {
+	keys := make([]string, 0, len(tools))
+	for k := range tools {
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, k+" "+tools[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func dashInt(n int) string {
+	if n == 0 {
+		return "—"
+	}
+	return strconv.Itoa(n)
+}
+
+// writeCSV writes one tidy table: a row per count and per timing value.
+func writeCSV(w io.Writer, r *Report) error {
+	cw := csv.NewWriter(w)
+	names := r.TargetNames()
+	rec := func(fields ...string) { cw.Write(fields) }
+	rec("kind", "cell", "target", "metric", "value", "n", "ratio", "ci_low", "ci_high", "differs", "baseline")
+	base := r.Baseline
+	for _, c := range r.Counts {
+		for i, n := range names {
+			rec("count", c.Cell, n, c.Count, c.Values[i], "", "", "", "", strconv.FormatBool(c.Differs), base)
+		}
+	}
+	for _, d := range r.Differences {
+		if !strings.HasPrefix(d.Count, "fuseRequests.") {
+			continue // the count rows above carry them
+		}
+		for _, n := range names {
+			rec("count", d.Cell, n, d.Count, d.Values[n], "", "", "", "", "true", base)
+		}
+	}
+	f := func(p *float64, prec int) string {
+		if p == nil {
+			return ""
+		}
+		return strconv.FormatFloat(*p, 'f', prec, 64)
+	}
+	for _, tm := range r.Timings {
+		for _, tr := range tm.Rows {
+			for i, n := range names {
+				v := tr.Values[i]
+				lo, hi := "", ""
+				if v.CI != nil {
+					lo, hi = strconv.FormatFloat(v.CI.Low, 'f', 4, 64), strconv.FormatFloat(v.CI.High, 'f', 4, 64)
+				}
+				rec("timing", tr.Cell, n, tm.Metric, f(v.MedianNs, 0), strconv.Itoa(v.N), f(v.Ratio, 4), lo, hi, "", base)
+			}
+		}
+		for i, n := range names {
+			rec("geomean", "", n, tm.Metric, "", strconv.Itoa(tm.GeoMean[i].Cells), f(tm.GeoMean[i].Value, 4), "", "", "", base)
+			rec("median_over_cells", "", n, tm.Metric, f(tm.MedianOverCells[i].Value, 0), strconv.Itoa(tm.MedianOverCells[i].Cells), "", "", "", "", base)
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func sortStrings(s []string) { sort.Strings(s) }

@@ -1,0 +1,165 @@
+// Package stats holds the few statistics the runner and the report use:
+// medians, geometric means, ratios to a baseline, seeded bootstrap
+// confidence intervals of a paired ratio of medians, and the seeded random
+// order in which a run interleaves its targets and cells.
+//
+// Everything random here is seeded and uses a generator whose output is
+// defined by its algorithm (PCG-DXSM, with our own bounded draws and
+// shuffle), so a seed gives the same order and the same intervals on every
+// machine and every Go release.
+package stats
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+)
+
+// Median returns the median of xs (the mean of the two middle values for an
+// even count), or NaN for none. xs is not modified.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	return (s[m-1] + s[m]) / 2
+}
+
+// GeoMean returns the geometric mean of xs, or NaN when xs is empty or
+// holds a value that is not positive.
+func GeoMean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	var sum float64
+	for _, x := range xs {
+		if !(x > 0) || math.IsInf(x, 0) {
+			return math.NaN()
+		}
+		sum += math.Log(x)
+	}
+	return math.Exp(sum / float64(len(xs)))
+}
+
+// Ratio returns x/base, or NaN when base is not positive.
+func Ratio(x, base float64) float64 {
+	if !(base > 0) {
+		return math.NaN()
+	}
+	return x / base
+}
+
+// DefaultResamples is how many bootstrap resamples an interval uses unless
+// told otherwise.
+const DefaultResamples = 10000
+
+// Interval is a confidence interval.
+type Interval struct {
+	Low, High float64
+}
+
+// BootstrapRatio returns the bootstrap percentile confidence interval, at
+// level (0.95 for 95%), of median(xs)/median(base), where xs[i] and base[i]
+// are paired (taken in the same round of an interleaved run): each resample
+// draws pairs with replacement. It is deterministic given seed.
+func BootstrapRatio(xs, base []float64, level float64, resamples int, seed uint64) (Interval, error) {
+	switch {
+	case len(xs) != len(base):
+		return Interval{}, fmt.Errorf("bootstrap: %d values paired with %d", len(xs), len(base))
+	case len(xs) < 2:
+		return Interval{}, errors.New("bootstrap: needs at least two pairs")
+	case !(level > 0 && level < 1):
+		return Interval{}, fmt.Errorf("bootstrap: level %v is not between 0 and 1", level)
+	case resamples < 100:
+		return Interval{}, fmt.Errorf("bootstrap: %d resamples are too few", resamples)
+	}
+	rng := newRand(seed)
+	n := len(xs)
+	a, b := make([]float64, n), make([]float64, n)
+	ratios := make([]float64, 0, resamples)
+	for range resamples {
+		for i := range n {
+			j := rng.intN(n)
+			a[i], b[i] = xs[j], base[j]
+		}
+		if r := Ratio(Median(a), Median(b)); !math.IsNaN(r) {
+			ratios = append(ratios, r)
+		}
+	}
+	if len(ratios) == 0 {
+		return Interval{}, errors.New("bootstrap: the baseline's median is never positive")
+	}
+	sort.Float64s(ratios)
+	alpha := (1 - level) / 2
+	return Interval{Low: quantile(ratios, alpha), High: quantile(ratios, 1-alpha)}, nil
+}
+
+// quantile returns the q-quantile of sorted s by linear interpolation
+// between closest ranks.
+func quantile(s []float64, q float64) float64 {
+	pos := q * float64(len(s)-1)
+	i := int(math.Floor(pos))
+	if i+1 >= len(s) {
+		return s[len(s)-1]
+	}
+	return s[i] + (pos-float64(i))*(s[i+1]-s[i])
+}
+
+// Slot is one timed execution in a run's order.
+type Slot struct {
+	Round  int    // 0..n-1
+	Target string // a target name
+	Cell   string // a cell name
+}
+
+// Interleave returns the order of a run with n samples of every target and
+// cell: round by round, each round every (target, cell) pair once, in a
+// seeded random order of its own. Keeping rounds whole keeps each round's
+// samples of different targets close in time, so that they pair.
+func Interleave(targets, cells []string, n int, seed uint64) []Slot {
+	rng := newRand(seed)
+	out := make([]Slot, 0, n*len(targets)*len(cells))
+	for r := range n {
+		round := make([]Slot, 0, len(targets)*len(cells))
+		for _, t := range targets {
+			for _, c := range cells {
+				round = append(round, Slot{Round: r, Target: t, Cell: c})
+			}
+		}
+		// Fisher-Yates, from the end.
+		for i := len(round) - 1; i > 0; i-- {
+			j := rng.intN(i + 1)
+			round[i], round[j] = round[j], round[i]
+		}
+		out = append(out, round...)
+	}
+	return out
+}
+
+// pcg draws from PCG-DXSM, whose output is fixed by its definition.
+type pcg struct{ src *rand.PCG }
+
+func newRand(seed uint64) *pcg {
+	return &pcg{src: rand.NewPCG(seed, 0x5ea1be4c5ea1be4c)}
+}
+
+// intN returns a uniform int in [0, n) by rejection, so the result
+// depends only on the generator's outputs.
+func (p *pcg) intN(n int) int {
+	un := uint64(n)
+	limit := math.MaxUint64 - math.MaxUint64%un
+	for {
+		v := p.src.Uint64()
+		if v < limit {
+			return int(v % un)
+		}
+	}
+}

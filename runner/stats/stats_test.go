@@ -1,0 +1,137 @@
+package stats
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+func TestMedian(t *testing.T) {
+	for _, tt := range []struct {
+		in   []float64
+		want float64
+	}{
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{7}, 7},
+		{[]float64{5, 5, 1, 9, 5}, 5},
+	} {
+		in := fmt.Sprint(tt.in)
+		if got := Median(tt.in); got != tt.want {
+			t.Errorf("Median(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+		if fmt.Sprint(tt.in) != in {
+			t.Errorf("Median changed its input to %v", tt.in)
+		}
+	}
+	if !math.IsNaN(Median(nil)) {
+		t.Error("Median(nil) is not NaN")
+	}
+}
+
+func TestGeoMeanAndRatio(t *testing.T) {
+	if got := GeoMean([]float64{1, 4, 16}); !near(got, 4) {
+		t.Errorf("GeoMean(1,4,16) = %v, want 4", got)
+	}
+	if got := GeoMean([]float64{0.5, 2}); !near(got, 1) {
+		t.Errorf("GeoMean(0.5,2) = %v, want 1", got)
+	}
+	for _, bad := range [][]float64{nil, {1, 0}, {1, -2}, {math.NaN()}} {
+		if !math.IsNaN(GeoMean(bad)) {
+			t.Errorf("GeoMean(%v) is not NaN", bad)
+		}
+	}
+	if Ratio(3, 2) != 1.5 || !math.IsNaN(Ratio(1, 0)) {
+		t.Error("Ratio")
+	}
+}
+
+func TestBootstrapRatio(t *testing.T) {
+	// Every pair in exactly the ratio 2: every resample's ratio is 2.
+	base := []float64{10, 12, 11, 13, 9}
+	xs := []float64{20, 24, 22, 26, 18}
+	iv, err := BootstrapRatio(xs, base, 0.95, 2000, 1)
+	if err != nil || !near(iv.Low, 2) || !near(iv.High, 2) {
+		t.Errorf("constant ratio: %+v, %v", iv, err)
+	}
+
+	xs = []float64{21, 23, 25, 24, 19, 22, 30}
+	base = []float64{10, 12, 11, 13, 9, 10, 12}
+	a, err := BootstrapRatio(xs, base, 0.95, DefaultResamples, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := BootstrapRatio(xs, base, 0.95, DefaultResamples, 42)
+	if a != b {
+		t.Errorf("same seed, different intervals: %+v, %+v", a, b)
+	}
+	point := Median(xs) / Median(base)
+	if !(a.Low <= point && point <= a.High && a.Low < a.High) {
+		t.Errorf("interval %+v does not hold the point estimate %v", a, point)
+	}
+	// Pinned, so that a change to the generator or the method shows.
+	if got := fmt.Sprintf("%.6f %.6f", a.Low, a.High); got != pinnedInterval {
+		t.Errorf("interval = %s, want %s", got, pinnedInterval)
+	}
+	narrow, _ := BootstrapRatio(xs, base, 0.5, DefaultResamples, 42)
+	if !(narrow.Low >= a.Low && narrow.High <= a.High) {
+		t.Errorf("50%% interval %+v is not inside the 95%% one %+v", narrow, a)
+	}
+
+	for _, bad := range []struct {
+		xs, base []float64
+		level    float64
+		n        int
+	}{
+		{[]float64{1, 2}, []float64{1}, 0.95, 1000},
+		{[]float64{1}, []float64{1}, 0.95, 1000},
+		{[]float64{1, 2}, []float64{1, 2}, 1, 1000},
+		{[]float64{1, 2}, []float64{1, 2}, 0.95, 10},
+		{[]float64{1, 2}, []float64{0, 0}, 0.95, 1000},
+	} {
+		if _, err := BootstrapRatio(bad.xs, bad.base, bad.level, bad.n, 1); err == nil {
+			t.Errorf("BootstrapRatio(%v, %v, %v, %d) accepted it", bad.xs, bad.base, bad.level, bad.n)
+		}
+	}
+}
+
+const pinnedInterval = "1.916667 2.272727"
+
+func TestInterleave(t *testing.T) {
+	targets := []string{"local", "docker"}
+	cells := []string{"C01", "C02", "C03"}
+	order := Interleave(targets, cells, 3, 7)
+	if len(order) != 18 {
+		t.Fatalf("%d slots, want 18", len(order))
+	}
+	for r := range 3 {
+		seen := map[string]bool{}
+		for _, s := range order[r*6 : r*6+6] {
+			if s.Round != r {
+				t.Errorf("slot %+v in round %d", s, r)
+			}
+			seen[s.Target+"/"+s.Cell] = true
+		}
+		if len(seen) != 6 {
+			t.Errorf("round %d has %d distinct pairs, want 6", r, len(seen))
+		}
+	}
+	var got []string
+	for _, s := range order[:6] {
+		got = append(got, s.Target+"/"+s.Cell)
+	}
+	if strings.Join(got, " ") != pinnedOrder {
+		t.Errorf("round 0 = %s, want %s", strings.Join(got, " "), pinnedOrder)
+	}
+	if fmt.Sprint(Interleave(targets, cells, 3, 7)) != fmt.Sprint(order) {
+		t.Error("same seed, different order")
+	}
+	if fmt.Sprint(Interleave(targets, cells, 3, 8)) == fmt.Sprint(order) {
+		t.Error("another seed gave the same order")
+	}
+}
+
+const pinnedOrder = "docker/C03 local/C03 docker/C02 local/C02 docker/C01 local/C01"
