@@ -63,6 +63,7 @@ test-short: ## The quick tests only (no builds, no root-only tests)
 .PHONY: fuzz
 fuzz: ## Short fuzz runs of every parser (FUZZTIME=15s each)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseBundleManifest$$' -fuzztime $(FUZZTIME) ./manifests/
+	$(GO) test -run '^$$' -fuzz '^FuzzReadSamples$$' -fuzztime $(FUZZTIME) ./manifests/
 	$(GO) test -run '^$$' -fuzz '^FuzzUnpackLayer$$' -fuzztime $(FUZZTIME) ./provision/standin/
 
 .PHONY: bench-exec
