@@ -20,7 +20,8 @@ const (
 )
 
 func hostCommands(g *global) []*cobra.Command {
-	return []*cobra.Command{newKeygenCmd(g), newSealCmd(g), newVerifyCmd(g), newImageCmd(g), newReportCmd(g)}
+	return []*cobra.Command{newKeygenCmd(g), newSealCmd(g), newVerifyCmd(g), newImageCmd(g), newReportCmd(g),
+		newProvisionCmd(g), newTeardownCmd(g), newAuditCmd(g), newDoctorCmd(g)}
 }
 
 func classifyHost(err error) (int, string, bool) {

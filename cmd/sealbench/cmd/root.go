@@ -18,7 +18,7 @@ import (
 // Exit codes, stable and documented in the root command's help and README.md.
 const (
 	ExitOK          = cliutil.ExitOK
-	ExitMismatch    = 1 // verification failed: contents differ from the signed manifest
+	ExitMismatch    = 1 // verification failed: contents differ from the signed manifest; audit: leftovers
 	ExitSignature   = 2 // signature missing or untrusted
 	ExitUnusable    = cliutil.ExitUnusable
 	ExitFailed      = cliutil.ExitFailed
@@ -27,7 +27,8 @@ const (
 
 const exitCodesHelp = `Exit codes:
   0    success
-  1    verification failed: the bundle's contents differ from its signed manifest
+  1    verification failed: the bundle's contents differ from its signed manifest;
+       audit: something a run created is still there
   2    signature missing or untrusted (no key, wrong key, bad signature)
   3    unusable input: bad flags or arguments, not a bundle, a bad key or password
   4    the operation failed for another reason (a build, I/O, the environment)

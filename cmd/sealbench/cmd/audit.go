@@ -1,0 +1,116 @@
+//go:build !sealbench_bundle
+
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+)
+
+// ExitLeftovers is audit's exit code when something is left.
+const ExitLeftovers = 1
+
+func newAuditCmd(g *global) *cobra.Command {
+	var target, runID string
+	var fix bool
+	c := &cobra.Command{
+		Use:   "audit [--target local|docker] [--run ID] [--fix]",
+		Short: "Prove nothing of sealbench is left, or list what is (exit 1)",
+		Long: `Ask every backend for anything sealbench made that is still there: each run's
+ledger entries whose resource still exists (processes, containers, the images
+the run loaded, volumes, sockets, stand-in state, directories), the containers
+and volumes labelled sealbench.run on your dockerd, FUSE and other mounts under
+the run directories (/proc/self/mountinfo), processes running from a run
+directory, and directories under runs/ without a ledger (a run stopped before it
+could record anything). A target left up by ` + "`sealbench provision`" + ` counts: audit is
+the check that nothing is.
+
+Exit codes for audit: 0 nothing left; 1 something is left (each listed).
+--fix tears down what it finds (every run through its ledger, then what no
+ledger names) and exits 0 only if nothing is left afterwards.`,
+		Example: `  sealbench audit
+  sealbench audit --target docker --json
+  sealbench audit --run 20261129T085500-3f9a1c
+  sealbench audit --fix            # after a crash: remove what was left`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts := provision.AuditOptions{StateDir: provision.DefaultStateDir(), Run: runID}
+			if runID != "" {
+				if err := manifests.ValidateRunID(runID); err != nil {
+					return usageErrorf("run ids look like 20261129T085500-3f9a1c", "--run: %v", err)
+				}
+			}
+			switch target {
+			case "":
+			case provision.TargetLocal, provision.TargetDocker:
+				opts.Targets = []string{target}
+			default:
+				return usageErrorf("--target takes local or docker", "no target named %q to audit", target)
+			}
+			var res *provision.AuditResult
+			var fixErr error
+			if fix {
+				p := newProgress(g.stderr, "audit --fix")
+				res, fixErr = provision.Fix(c.Context(), opts, p.Logf)
+				p.Close()
+			} else {
+				var err error
+				if res, err = provision.Audit(c.Context(), opts); err != nil {
+					return err
+				}
+			}
+			if res == nil {
+				return fixErr
+			}
+			if res.Leftovers == nil {
+				res.Leftovers = []provision.Resource{}
+			}
+			if g.json && len(res.Leftovers) == 0 && fixErr == nil {
+				return writeJSON(g.stdout, res)
+			}
+			if !g.json {
+				for _, n := range res.Notes {
+					fmt.Fprintf(g.stderr, "note: %s\n", n)
+				}
+				for _, r := range res.Leftovers {
+					fmt.Fprintf(g.stdout, "left: %s\n", r)
+				}
+				if len(res.Leftovers) == 0 {
+					fmt.Fprintf(g.stdout, "nothing left (state directory %s)\n", opts.StateDir)
+				}
+			}
+			if fixErr != nil {
+				return &detailError{&userError{Code: ExitLeftovers, Err: fmt.Errorf("audit --fix: %w", fixErr),
+					Hint: "fix the causes above and run `sealbench audit --fix` again"}, "leftovers", res.Leftovers}
+			}
+			if len(res.Leftovers) > 0 {
+				hint := "run `sealbench teardown --run ID` for each run listed, or `sealbench audit --fix`"
+				if fix {
+					hint = "these resisted --fix; remove them by hand"
+				}
+				return &detailError{&userError{Code: ExitLeftovers, Err: fmt.Errorf("%d leftovers", len(res.Leftovers)), Hint: hint}, "leftovers", res.Leftovers}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&target, "target", "", "audit only this target: local or docker (default: all)")
+	c.Flags().BoolVar(&fix, "fix", false, "tear down what is found")
+	c.Flags().StringVar(&runID, "run", "", "audit (and fix) only this run")
+	return c
+}
+
+// detailError adds one field to the --json error output (the leftovers
+// of an audit, the results of a teardown), keeping the error's exit code.
+type detailError struct {
+	err   error
+	key   string
+	value any
+}
+
+func (e *detailError) Error() string             { return e.err.Error() }
+func (e *detailError) Unwrap() error             { return e.err }
+func (e *detailError) JSONDetail() (string, any) { return e.key, e.value }

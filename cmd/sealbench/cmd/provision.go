@@ -1,0 +1,211 @@
+//go:build !sealbench_bundle
+
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/spf13/cobra"
+
+	"github.com/sealbench/sealbench/bundle"
+	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/docker"
+	"github.com/sealbench/sealbench/provision/local"
+	"github.com/sealbench/sealbench/vmimages"
+)
+
+// notYetTargets are the targets DESIGN.md names whose provisioners are not
+// written yet.
+var notYetTargets = map[string]string{
+	"lima":         "a Lima VM under QEMU",
+	"apple":        "an Apple Container VM (macOS only)",
+	"microsandbox": "a microsandbox microVM",
+}
+
+func newProvisionCmd(g *global) *cobra.Command {
+	var bundlePath, key, expect string
+	c := &cobra.Command{
+		Use:   "provision local|docker --bundle B",
+		Short: "Bring up a target from a verified bundle and leave it up",
+		Long: `Verify the bundle (signature, then every file), take its Sandbox image from
+<bundle>.image/ (what seal writes; built from the pinned packages when it is
+missing), bring the target up, load the image into its Engine, and leave it up.
+Prints the run id, the Engine endpoint (for DOCKER_HOST) and the target's
+identity: kernel, CPUs, memory, engine.
+
+  local    the Engine API stand-in on this host, run from the bundle's own
+           binary (copied into the run and checked against the manifest), its
+           socket in a private directory of the run. Needs root.
+  docker   the dockerd you have (DOCKER_HOST or the default socket).
+  lima, apple, microsandbox: not yet.
+
+Every resource is recorded in the run's ledger before it is created, in the
+run directory under $SEALBENCH_STATE_DIR (default /var/lib/sealbench as root,
+~/.local/state/sealbench otherwise). ` + "`sealbench teardown --run ID`" + ` takes it all
+down; ` + "`sealbench audit`" + ` proves nothing is left.`,
+		Example: `  sudo sealbench provision local --bundle out/build-linux-0123456789ab
+  sealbench provision docker --bundle out/build-linux-0123456789ab --key keys/sealbench.pub --json
+  sealbench provision local --bundle /mnt/usb/build-linux-0123456789ab --id build-linux-0123456789ab
+
+  # Then drive its Engine with the docker CLI, and take it down:
+  DOCKER_HOST=unix:///var/lib/sealbench/runs/<run>/local/sock/standin.sock docker images
+  sealbench teardown --run <run>`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			target := args[0]
+			if what, ok := notYetTargets[target]; ok {
+				return usageErrorf("provision local or docker for now; run `sealbench doctor` to see what this host can run",
+					"provisioning %s (%s) is not written yet: only local and docker are", target, what)
+			}
+			if target != local.Name && target != docker.Name {
+				return usageErrorf("targets: local, docker (lima, apple, microsandbox: not yet)", "no target named %q", target)
+			}
+			if bundlePath == "" {
+				return usageErrorf("pass --bundle out/build-linux-<hash> (the bundle directory)", "--bundle is required")
+			}
+			if target == local.Name && os.Geteuid() != 0 {
+				return usageErrorf("run it as root (sudo); `sealbench doctor` says what this host can run",
+					"the local target needs root: the stand-in runs Sandboxes as mount, PID and network namespaces")
+			}
+			if expect != "" && !strings.HasPrefix(expect, manifests.BundleNamePrefix) {
+				return usageErrorf("--id takes a bundle name such as build-linux-0123456789ab", "--id %q is not a bundle name", expect)
+			}
+			if fi, err := os.Stat(bundlePath); err == nil && !fi.IsDir() {
+				return usageErrorf("extract it (tar -xf "+bundlePath+") and pass the directory", "--bundle %s is a file: provision runs the bundle's binaries, so it takes the bundle directory", bundlePath)
+			}
+			p := newProgress(g.stderr, "provision")
+			defer p.Close()
+			out, err := provisionTarget(c.Context(), p, target, bundlePath, key, expect)
+			p.Close()
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, out)
+			}
+			id := out.Identity
+			fmt.Fprintf(g.stdout, "%s is up (run %s)\n  endpoint  %s\n  engine    %s %s\n  kernel    %s (%s)\n  cpus      %d\n  memory    %s\n  image     %s %s\n  run dir   %s\n\n  export DOCKER_HOST=%s\n  sealbench teardown --run %s   # when done\n",
+				target, out.Run, out.Endpoint, id.Engine, id.EngineVersion, id.Kernel, id.Arch, id.CPUs, humanBytes(id.MemoryBytes),
+				out.Image.Ref, out.Image.ID, out.RunDir, out.Endpoint, out.Run)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&bundlePath, "bundle", "", "verified bundle directory (required)")
+	c.Flags().StringVar(&expect, "id", "", "pin the bundle: refuse a validly signed bundle with another name (build-linux-<hash>)")
+	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to check the bundle's signature with")
+	return c
+}
+
+type provisioned struct {
+	Run      string              `json:"run"`
+	RunDir   string              `json:"runDir"`
+	Target   string              `json:"target"`
+	Endpoint string              `json:"endpoint"`
+	Identity *provision.Identity `json:"identity"`
+	Bundle   string              `json:"bundle"`
+	Image    provision.Image     `json:"image"`
+}
+
+// provisionTarget verifies the bundle, finds its image, and provisions
+// target in a new run. On failure, what it made is torn down again.
+func provisionTarget(ctx context.Context, p *progress, target, bundlePath, key, expect string) (_ *provisioned, err error) {
+	v, err := loadVerifier(key)
+	if err != nil {
+		return nil, err
+	}
+	res, err := bundle.Verify(ctx, bundlePath, bundle.VerifyOptions{Verifier: v, Expect: expect})
+	if err != nil {
+		var ce *bundle.ContentError
+		if errors.As(err, &ce) {
+			return nil, &problemsError{ce}
+		}
+		return nil, err
+	}
+	p.Logf("verified %s (key %s)", res.Name, v.KeyID())
+	img, err := sandboxImage(ctx, p, bundlePath, key, res)
+	if err != nil {
+		return nil, err
+	}
+	state := provision.DefaultStateDir()
+	run, err := provision.NewRun(state)
+	if err != nil {
+		return nil, fmt.Errorf("starting a run in %s (set %s to use another directory): %w", state, provision.StateDirEnv, err)
+	}
+	defer run.Close()
+	p.Logf("run %s in %s", run.ID, run.Dir)
+	defer func() {
+		if err == nil {
+			return
+		}
+		// Rollback on failure only: take down what this run made.
+		if _, terr := provision.Teardown(context.WithoutCancel(ctx), run.Dir, provision.TeardownOptions{Log: p.Logf}); terr != nil {
+			err = multierror.Append(err, fmt.Errorf("and tearing the failed run down: %w (run `sealbench teardown --run %s`)", terr, run.ID))
+		}
+	}()
+	var t provision.Target
+	switch target {
+	case local.Name:
+		f, ok := res.Manifest.File(local.StandinBundlePath())
+		if !ok {
+			return nil, usageErrorf("seal a bundle with the stand-in (sealbench seal)", "bundle %s has no %s", res.Name, local.StandinBundlePath())
+		}
+		t, err = local.New(local.Options{Run: run, Bundle: bundlePath, Standin: f.Digest, Log: p.Logf})
+	case docker.Name:
+		t, err = docker.New(docker.Options{Run: run, Log: p.Logf})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Create(ctx); err != nil {
+		return nil, fmt.Errorf("bringing up %s: %w", target, err)
+	}
+	p.Logf("%s is up at %s; loading %s", target, t.Endpoint(), img.Ref)
+	if err := t.InstallImage(ctx, img); err != nil {
+		return nil, fmt.Errorf("installing the Sandbox image into %s: %w", target, err)
+	}
+	id, err := t.Identity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &provisioned{Run: run.ID, RunDir: run.Dir, Target: target, Endpoint: t.Endpoint(), Identity: id, Bundle: res.Name, Image: img}, nil
+}
+
+// sandboxImage takes the bundle's Sandbox image from <bundle>.image/, or
+// builds it there when it is missing.
+func sandboxImage(ctx context.Context, p *progress, bundlePath, key string, res *bundle.VerifyResult) (provision.Image, error) {
+	dir := filepath.Clean(bundlePath) + ".image"
+	b, err := os.ReadFile(filepath.Join(dir, vmimages.SandboxInfo))
+	if errors.Is(err, fs.ErrNotExist) {
+		p.Logf("no Sandbox image in %s: building it from the pinned packages", dir)
+		info, err := buildImage(ctx, p, bundlePath, key, dir, runtime.GOARCH, "", vmimages.DefaultCacheDir())
+		if err != nil {
+			return provision.Image{}, fmt.Errorf("building the Sandbox image (or run `sealbench image --bundle %s`): %w", bundlePath, err)
+		}
+		return provision.Image{Tar: filepath.Join(dir, vmimages.SandboxTar), Ref: info.Ref, ID: info.ID}, nil
+	}
+	if err != nil {
+		return provision.Image{}, fmt.Errorf("reading the Sandbox image's identity: %w", err)
+	}
+	var info vmimages.ImageInfo
+	if err := json.Unmarshal(b, &info); err != nil {
+		return provision.Image{}, usageErrorf("rebuild it with `sealbench image --bundle "+bundlePath+"`", "%s: %v", filepath.Join(dir, vmimages.SandboxInfo), err)
+	}
+	if info.Bundle != "" && info.Bundle != res.Name {
+		return provision.Image{}, usageErrorf("rebuild it with `sealbench image --bundle "+bundlePath+"`", "the Sandbox image in %s was built from %s, not %s", dir, info.Bundle, res.Name)
+	}
+	if err := info.ID.Validate(); err != nil {
+		return provision.Image{}, usageErrorf("rebuild it with `sealbench image --bundle "+bundlePath+"`", "%s: image id: %v", filepath.Join(dir, vmimages.SandboxInfo), err)
+	}
+	return provision.Image{Tar: filepath.Join(dir, vmimages.SandboxTar), Ref: info.Ref, ID: info.ID}, nil
+}

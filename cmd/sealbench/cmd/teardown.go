@@ -1,0 +1,94 @@
+//go:build !sealbench_bundle
+
+package cmd
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/spf13/cobra"
+
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+)
+
+func newTeardownCmd(g *global) *cobra.Command {
+	var runID string
+	var all bool
+	c := &cobra.Command{
+		Use:   "teardown --run ID | --all",
+		Short: "Remove everything a run created, from its ledger",
+		Long: `Remove every resource the run's ledger names, newest first: the Sandbox
+containers, the images the run loaded, the stand-in process (only if it is
+still the process the ledger names: its binary and argv, never a recycled pid),
+its socket, state and mounts, and finally the run directory itself.
+
+Teardown keeps going past a failure and reports every failure at the end, each
+naming its resource; the run directory (with the ledger) is then kept, so you
+can fix the cause and run teardown again. A run that is gone already is done:
+teardown is safe to run twice. Run directories live under $SEALBENCH_STATE_DIR
+(default /var/lib/sealbench as root, ~/.local/state/sealbench otherwise).`,
+		Example: `  sealbench teardown --run 20261129T085500-3f9a1c
+  sealbench teardown --all --json
+  sealbench teardown --all && sealbench audit`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if (runID == "") == !all {
+				return usageErrorf("name one run with --run ID (ids are the directories in "+provision.RunsDir(provision.DefaultStateDir())+"), or pass --all",
+					"teardown needs exactly one of --run and --all")
+			}
+			state := provision.DefaultStateDir()
+			ids := []string{runID}
+			if all {
+				var err error
+				if ids, err = provision.ListRuns(state); err != nil {
+					return err
+				}
+			} else if err := manifests.ValidateRunID(runID); err != nil {
+				return usageErrorf("run ids look like 20261129T085500-3f9a1c", "--run: %v", err)
+			}
+			p := newProgress(g.stderr, "teardown")
+			defer p.Close()
+			var results []*provision.TeardownResult
+			var errs *multierror.Error
+			for _, id := range ids {
+				res, err := provision.Teardown(c.Context(), filepath.Join(provision.RunsDir(state), id), provision.TeardownOptions{Log: p.Logf})
+				results = append(results, res)
+				if err != nil {
+					errs = multierror.Append(errs, fmt.Errorf("run %s: %w", id, err))
+				}
+			}
+			p.Close()
+			if g.json && errs.ErrorOrNil() == nil {
+				if results == nil {
+					results = []*provision.TeardownResult{}
+				}
+				return writeJSON(g.stdout, map[string]any{"runs": results})
+			}
+			if !g.json {
+				for _, r := range results {
+					switch {
+					case len(r.Kept) > 0:
+						fmt.Fprintf(g.stdout, "run %s: %d removed; kept %s, because of the failures below\n", r.Run, len(r.Removed), r.Kept[0])
+					case len(r.Removed) == 0:
+						fmt.Fprintf(g.stdout, "run %s: nothing left to remove\n", r.Run)
+					default:
+						fmt.Fprintf(g.stdout, "run %s: removed %d resources\n", r.Run, len(r.Removed))
+					}
+				}
+				if all && len(ids) == 0 {
+					fmt.Fprintf(g.stdout, "no runs in %s\n", provision.RunsDir(state))
+				}
+			}
+			if err := errs.ErrorOrNil(); err != nil {
+				return &detailError{&userError{Code: ExitFailed, Err: err,
+					Hint: "fix the causes above and run teardown again (it resumes); `sealbench audit` lists what is left"}, "runs", results}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&runID, "run", "", "the run to tear down (its id, as provision printed it)")
+	c.Flags().BoolVar(&all, "all", false, "tear down every run in the state directory")
+	return c
+}

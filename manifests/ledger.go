@@ -1,0 +1,309 @@
+package manifests
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// The ledger format: a run directory holds LedgerFile, one LedgerEntry per
+// line (JSON Lines), appended and fsync'd BEFORE the resource it names is
+// created, so that a crash at any point leaves a ledger that names
+// everything that may exist. Teardown walks it in reverse.
+const (
+	// LedgerFormatVersion is the ledger line format this code writes and reads.
+	LedgerFormatVersion = 1
+	// LedgerFile is the ledger's name in a run directory.
+	LedgerFile = "ledger.jsonl"
+	// RunLabel is the label every labelled resource of a run carries, with
+	// the run id as its value: sealbench.run=<run id>.
+	RunLabel = "sealbench.run"
+	// MaxLedgerLine bounds one ledger line.
+	MaxLedgerLine = 64 << 10
+	// MaxLedgerEntries bounds how many lines a ledger may have.
+	MaxLedgerEntries = 1 << 16
+)
+
+// ResourceKind says what a ledger entry names, and so how its key is read
+// and how teardown removes it.
+type ResourceKind string
+
+// The resource kinds. Path kinds have an absolute path as their key.
+const (
+	ResourceDir       ResourceKind = "dir"       // a directory we made (the run directory, say); key: its path
+	ResourceStateDir  ResourceKind = "stateDir"  // a stand-in's state directory; key: its path
+	ResourceSocket    ResourceKind = "socket"    // a unix socket; key: its path
+	ResourceStore     ResourceKind = "store"     // a LayerFS Store; key: its directory
+	ResourceMount     ResourceKind = "mount"     // a mount (FUSE or other); key: the mount point
+	ResourceProcess   ResourceKind = "process"   // a process of ours; key: a unique argument in its argv
+	ResourceContainer ResourceKind = "container" // a container; key: its name; engine: its endpoint
+	ResourceImage     ResourceKind = "image"     // an image the run loaded; key: its id (sha256:...); engine: its endpoint
+	ResourceVolume    ResourceKind = "volume"    // a volume; key: its name; engine: its endpoint
+)
+
+// ResourceKinds lists every kind, in the order of the constants.
+var ResourceKinds = []ResourceKind{
+	ResourceDir, ResourceStateDir, ResourceSocket, ResourceStore, ResourceMount,
+	ResourceProcess, ResourceContainer, ResourceImage, ResourceVolume,
+}
+
+// IsPath reports whether the kind's key is a filesystem path.
+func (k ResourceKind) IsPath() bool {
+	switch k {
+	case ResourceDir, ResourceStateDir, ResourceSocket, ResourceStore, ResourceMount:
+		return true
+	}
+	return false
+}
+
+// OnEngine reports whether the resource lives in an Engine (dockerd or
+// the stand-in), named by the entry's Engine endpoint.
+func (k ResourceKind) OnEngine() bool {
+	return k == ResourceContainer || k == ResourceImage || k == ResourceVolume
+}
+
+func (k ResourceKind) valid() bool {
+	for _, v := range ResourceKinds {
+		if k == v {
+			return true
+		}
+	}
+	return false
+}
+
+// LedgerEntry is one resource a run creates, recorded before it exists.
+type LedgerEntry struct {
+	FormatVersion int          `json:"formatVersion"`
+	RunID         string       `json:"runId"`
+	Seq           int          `json:"seq"` // from 1, one more on every line
+	Time          time.Time    `json:"time"`
+	Target        string       `json:"target,omitempty"` // local, docker...; empty for the run's own directory
+	Kind          ResourceKind `json:"kind"`
+	Key           string       `json:"key"`
+	// Engine is the Engine API endpoint (unix:///..., tcp://...) holding a
+	// container, image or volume.
+	Engine string `json:"engine,omitempty"`
+	// Exe is, for a process, the path of the binary it runs: teardown
+	// matches a process by its argv (Exe first, Key among the rest), never
+	// by a pid alone.
+	Exe string `json:"exe,omitempty"`
+	// Labels are the labels the resource is created with, where the
+	// backend has labels; they include RunLabel.
+	Labels map[string]string `json:"labels,omitempty"`
+	Detail string            `json:"detail,omitempty"` // what it is for, in words
+}
+
+// Name is how messages name the entry's resource: "process <key>".
+func (e *LedgerEntry) Name() string { return string(e.Kind) + " " + e.Key }
+
+var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidateRunID checks a run id: letters, digits, '.', '_', '-', at most 64.
+func ValidateRunID(id string) error {
+	if !runIDPattern.MatchString(id) {
+		return fmt.Errorf("%q is not a run id (letters, digits, '.', '_', '-'; at most 64)", id)
+	}
+	return nil
+}
+
+// FillDefaults sets what an entry may leave out: the format version, and
+// the run label on labelled kinds.
+func (e *LedgerEntry) FillDefaults() {
+	if e.FormatVersion == 0 {
+		e.FormatVersion = LedgerFormatVersion
+	}
+	if (e.Kind == ResourceContainer || e.Kind == ResourceVolume) && e.Labels == nil {
+		e.Labels = map[string]string{RunLabel: e.RunID}
+	}
+}
+
+// Validate reports every problem with the entry, each naming its field.
+func (e *LedgerEntry) Validate() error {
+	p := &problems{doc: "ledger entry"}
+	e.validate(p)
+	return p.err()
+}
+
+func (e *LedgerEntry) validate(p *problems) {
+	if e.FormatVersion != LedgerFormatVersion {
+		p.addf("formatVersion", "is %d, want %d", e.FormatVersion, LedgerFormatVersion)
+	}
+	if err := ValidateRunID(e.RunID); err != nil {
+		p.addf("runId", "%v", err)
+	}
+	if e.Seq < 1 {
+		p.addf("seq", "is %d, want 1 or more", e.Seq)
+	}
+	if e.Time.IsZero() {
+		p.addf("time", "missing")
+	}
+	if e.Target != "" && !runIDPattern.MatchString(e.Target) {
+		p.addf("target", "%q is not a target name", e.Target)
+	}
+	if !e.Kind.valid() {
+		p.addf("kind", "%q is not a resource kind (one of %v)", e.Kind, ResourceKinds)
+	}
+	switch {
+	case e.Key == "":
+		p.addf("key", "missing")
+	case strings.ContainsAny(e.Key, "\x00\n"):
+		p.addf("key", "contains a NUL or a newline")
+	case e.Kind.IsPath() && (!filepath.IsAbs(e.Key) || filepath.Clean(e.Key) != e.Key || e.Key == "/"):
+		p.addf("key", "%q: a %s is named by an absolute, clean path other than /", e.Key, e.Kind)
+	case e.Kind == ResourceImage:
+		if _, err := ParseDigest(e.Key); err != nil {
+			p.addf("key", "an image is named by its id: %v", err)
+		}
+	case e.Kind == ResourceProcess && len(e.Key) < 8:
+		p.addf("key", "%q: a process marker must be unique on the host (8 characters or more)", e.Key)
+	}
+	if e.Kind.OnEngine() {
+		if !strings.HasPrefix(e.Engine, "unix:///") && !strings.HasPrefix(e.Engine, "tcp://") {
+			p.addf("engine", "%q: a %s needs its Engine endpoint (unix:///... or tcp://...)", e.Engine, e.Kind)
+		}
+	} else if e.Engine != "" {
+		p.addf("engine", "set on a %s, which does not live in an Engine", e.Kind)
+	}
+	if e.Kind == ResourceProcess {
+		if !filepath.IsAbs(e.Exe) {
+			p.addf("exe", "%q: a process needs the absolute path of its binary", e.Exe)
+		}
+	} else if e.Exe != "" {
+		p.addf("exe", "set on a %s", e.Kind)
+	}
+	if e.Kind == ResourceContainer || e.Kind == ResourceVolume {
+		if got := e.Labels[RunLabel]; got != e.RunID {
+			p.addf("labels", "a %s must carry %s=%s (has %q)", e.Kind, RunLabel, e.RunID, got)
+		}
+	}
+}
+
+// MarshalLine encodes e as one ledger line: compact JSON and a newline.
+func (e *LedgerEntry) MarshalLine() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil {
+		return nil, fmt.Errorf("encoding ledger entry %s: %w", e.Name(), err)
+	}
+	if b.Len() > MaxLedgerLine {
+		return nil, fmt.Errorf("ledger entry %s is longer than %d bytes", e.Name(), MaxLedgerLine)
+	}
+	return b.Bytes(), nil
+}
+
+// LedgerError is a problem at one line of a ledger.
+type LedgerError struct {
+	Line int // from 1
+	Err  error
+}
+
+func (e *LedgerError) Error() string { return fmt.Sprintf("ledger line %d: %v", e.Line, e.Err) }
+func (e *LedgerError) Unwrap() error { return e.Err }
+
+// ErrLedgerTruncated is the warning ReadLedger gives for a last line cut
+// off mid-write: the process writing it was stopped (a crash, kill -9).
+// The resource of that line was never created, since creation waits for
+// the fsync'd line.
+var ErrLedgerTruncated = errors.New("the last line is cut off (no newline at the end): the run was stopped while recording a resource, which was therefore never created")
+
+// ReadLedger reads a ledger strictly: every line one complete entry of
+// this format version, no unknown fields, Loaded, FillDefaulted and
+// Validated; one run id throughout; Seq increasing. A cut-off last line is
+// not an error: it is dropped and reported in warnings (wrapping
+// ErrLedgerTruncated). Every error names its line.
+func ReadLedger(r io.Reader) (entries []LedgerEntry, warnings []error, err error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for line := 1; ; line++ {
+		b, err := readLedgerLine(br)
+		if err == io.EOF {
+			return entries, warnings, nil
+		}
+		if errors.Is(err, ErrLedgerTruncated) {
+			return entries, append(warnings, &LedgerError{Line: line, Err: err}), nil
+		}
+		if err != nil {
+			return nil, nil, &LedgerError{Line: line, Err: err}
+		}
+		if line > MaxLedgerEntries {
+			return nil, nil, &LedgerError{Line: line, Err: fmt.Errorf("more than %d entries", MaxLedgerEntries)}
+		}
+		e, err := ParseLedgerLine(b)
+		if err != nil {
+			return nil, nil, &LedgerError{Line: line, Err: err}
+		}
+		if len(entries) > 0 {
+			prev := entries[len(entries)-1]
+			if e.RunID != prev.RunID {
+				return nil, nil, &LedgerError{Line: line, Err: fmt.Errorf("run id %q differs from %q: a ledger holds one run", e.RunID, prev.RunID)}
+			}
+			if e.Seq <= prev.Seq {
+				return nil, nil, &LedgerError{Line: line, Err: fmt.Errorf("seq %d does not follow %d", e.Seq, prev.Seq)}
+			}
+		}
+		entries = append(entries, *e)
+	}
+}
+
+// ParseLedgerLine reads one ledger line (without its newline).
+func ParseLedgerLine(b []byte) (*LedgerEntry, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, errors.New("blank line: every line is one entry")
+	}
+	var head struct {
+		FormatVersion *int `json:"formatVersion"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, fmt.Errorf("parsing ledger entry: %w", err)
+	}
+	switch {
+	case head.FormatVersion == nil:
+		return nil, errors.New("no formatVersion: not a sealbench ledger entry")
+	case *head.FormatVersion != LedgerFormatVersion:
+		return nil, fmt.Errorf("format version %d; this sealbench reads version %d", *head.FormatVersion, LedgerFormatVersion)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var e LedgerEntry
+	if err := dec.Decode(&e); err != nil {
+		return nil, fmt.Errorf("parsing ledger entry: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("more than one JSON value on the line")
+	}
+	e.FillDefaults()
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+func readLedgerLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > MaxLedgerLine+1 {
+			return nil, fmt.Errorf("line is longer than %d bytes", MaxLedgerLine)
+		}
+		switch {
+		case err == nil:
+			return line[:len(line)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF && len(line) == 0:
+			return nil, io.EOF
+		case err == io.EOF:
+			return nil, ErrLedgerTruncated
+		default:
+			return nil, fmt.Errorf("reading: %w", err)
+		}
+	}
+}

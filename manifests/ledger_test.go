@@ -1,0 +1,125 @@
+package manifests
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sampleLedger() []LedgerEntry {
+	at := func(s int) time.Time { return time.Date(2026, 11, 29, 9, 0, s, 0, time.UTC) }
+	const run = "20261129T090000-3f9a1c"
+	const dir = "/var/lib/sealbench/runs/" + run
+	const engine = "unix://" + dir + "/local/sock/standin.sock"
+	return []LedgerEntry{
+		{RunID: run, Seq: 1, Time: at(0), Kind: ResourceDir, Key: dir, Detail: "the run directory"},
+		{RunID: run, Seq: 2, Time: at(1), Target: "local", Kind: ResourceDir, Key: dir + "/local"},
+		{RunID: run, Seq: 3, Time: at(1), Target: "local", Kind: ResourceStateDir, Key: dir + "/local/state"},
+		{RunID: run, Seq: 4, Time: at(1), Target: "local", Kind: ResourceSocket, Key: dir + "/local/sock/standin.sock"},
+		{RunID: run, Seq: 5, Time: at(2), Target: "local", Kind: ResourceProcess, Key: dir + "/local/state", Exe: dir + "/local/bin/standin", Detail: "standin serve"},
+		{RunID: run, Seq: 6, Time: at(3), Target: "local", Kind: ResourceImage, Key: "sha256:" + strings.Repeat("ab", 32), Engine: engine, Detail: "sealbench/sandbox:build-linux-0123456789ab"},
+		{RunID: run, Seq: 7, Time: at(4), Target: "docker", Kind: ResourceContainer, Key: "sealbench-" + run + "-c01", Engine: "unix:///run/docker.sock"},
+		{RunID: run, Seq: 8, Time: at(5), Target: "local", Kind: ResourceMount, Key: dir + "/local/ws/c01"},
+	}
+}
+
+func TestLedgerGolden(t *testing.T) {
+	var b bytes.Buffer
+	for _, e := range sampleLedger() {
+		e.FillDefaults()
+		if err := e.Validate(); err != nil {
+			t.Fatalf("entry %d: %v", e.Seq, err)
+		}
+		line, err := e.MarshalLine()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(line)
+	}
+	golden(t, "ledger.golden.jsonl", b.Bytes())
+
+	got, warnings, err := ReadLedger(bytes.NewReader(b.Bytes()))
+	if err != nil || len(warnings) != 0 {
+		t.Fatalf("ReadLedger: %v, warnings %v", err, warnings)
+	}
+	if len(got) != 8 || got[6].Labels[RunLabel] != got[6].RunID {
+		t.Errorf("read back %d entries; container labels %v", len(got), got[6].Labels)
+	}
+}
+
+func TestLedgerTruncatedLastLineIsAWarning(t *testing.T) {
+	var b bytes.Buffer
+	for _, e := range sampleLedger()[:3] {
+		e.FillDefaults()
+		line, _ := e.MarshalLine()
+		b.Write(line)
+	}
+	b.WriteString(`{"formatVersion":1,"runId":"20261129T090000-3f9a1c","seq":4,"ti`)
+	got, warnings, err := ReadLedger(&b)
+	if err != nil {
+		t.Fatalf("a cut-off last line must not be an error: %v", err)
+	}
+	if len(got) != 3 || len(warnings) != 1 || !errors.Is(warnings[0], ErrLedgerTruncated) || !strings.Contains(warnings[0].Error(), "line 4") {
+		t.Errorf("got %d entries, warnings %v", len(got), warnings)
+	}
+}
+
+func TestLedgerValidateNamesEveryField(t *testing.T) {
+	e := LedgerEntry{FormatVersion: 7, RunID: "bad id", Kind: "teapot", Engine: "http://x", Exe: "rel"}
+	err := e.Validate()
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Validate: %v", err)
+	}
+	fields := map[string]bool{}
+	for _, p := range ve.Problems {
+		fields[p.Field] = true
+	}
+	for _, f := range []string{"formatVersion", "runId", "seq", "time", "kind", "key", "engine", "exe"} {
+		if !fields[f] {
+			t.Errorf("no problem named %s in:\n%v", f, err)
+		}
+	}
+
+	for name, bad := range map[string]LedgerEntry{
+		"relative path":       {Kind: ResourceDir, Key: "runs/x"},
+		"unclean path":        {Kind: ResourceMount, Key: "/a/../b"},
+		"root":                {Kind: ResourceStateDir, Key: "/"},
+		"image not a digest":  {Kind: ResourceImage, Key: "busybox", Engine: "unix:///s"},
+		"container no label":  {Kind: ResourceContainer, Key: "c", Engine: "unix:///s", Labels: map[string]string{"x": "y"}},
+		"container no engine": {Kind: ResourceContainer, Key: "c"},
+		"short marker":        {Kind: ResourceProcess, Key: "abc", Exe: "/bin/x"},
+	} {
+		bad.RunID, bad.Seq, bad.Time = "r1", 1, time.Unix(1, 0)
+		bad.FillDefaults()
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%s: Validate accepted %+v", name, bad)
+		}
+	}
+}
+
+func TestLedgerReadRejects(t *testing.T) {
+	line := func(e LedgerEntry) string {
+		e.FillDefaults()
+		b, _ := e.MarshalLine()
+		return string(b)
+	}
+	s := sampleLedger()
+	for name, in := range map[string]string{
+		"unknown field":  `{"formatVersion":1,"runId":"r","seq":1,"time":"2026-01-01T00:00:00Z","kind":"dir","key":"/x","extra":1}` + "\n",
+		"other version":  `{"formatVersion":2}` + "\n",
+		"blank line":     line(s[0]) + "\n",
+		"seq goes back":  line(s[1]) + line(s[0]),
+		"two runs":       line(s[0]) + strings.Replace(line(s[1]), s[1].RunID, "other", 1),
+		"not json":       "hello\n",
+		"invalid middle": line(s[0]) + `{"formatVersion":1,"runId":"r","seq":2}` + "\n" + line(s[2]),
+	} {
+		if _, _, err := ReadLedger(strings.NewReader(in)); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if !strings.Contains(err.Error(), "ledger line") {
+			t.Errorf("%s: error does not name the line: %v", name, err)
+		}
+	}
+}

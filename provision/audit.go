@@ -1,0 +1,404 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision/ledger"
+	"github.com/sealbench/sealbench/provision/standin"
+)
+
+// Targets the audit knows how to ask.
+const (
+	TargetLocal  = "local"
+	TargetDocker = "docker"
+)
+
+// AuditOptions says where to look.
+type AuditOptions struct {
+	StateDir string
+	// Targets limits the audit to these targets (local, docker); empty
+	// means all. Host leftovers without a ledger count as local.
+	Targets []string
+	// DockerHost is the user's dockerd; empty means DefaultDockerHost.
+	DockerHost string
+	// Run limits the audit (and Fix) to one run; empty means every run,
+	// and what belongs to no run.
+	Run string
+}
+
+func (o AuditOptions) wants(target string) bool {
+	if len(o.Targets) == 0 || target == "" {
+		return true
+	}
+	for _, t := range o.Targets {
+		if t == target {
+			return true
+		}
+	}
+	return false
+}
+
+// AuditResult is what the audit found.
+type AuditResult struct {
+	Leftovers []Resource `json:"leftovers"`
+	// Notes say what could not be checked, and why.
+	Notes []string `json:"notes"`
+}
+
+type auditor struct {
+	opts    AuditOptions
+	runs    string
+	res     *AuditResult
+	seen    map[string]bool
+	seenPid map[int]bool
+}
+
+func (a *auditor) add(r Resource) {
+	if a.opts.Run != "" && r.Run != a.opts.Run {
+		return
+	}
+	k := r.Target + "\x00" + string(r.Kind) + "\x00" + r.Key
+	if a.seen[k] {
+		return
+	}
+	a.seen[k] = true
+	a.res.Leftovers = append(a.res.Leftovers, r)
+}
+
+// Audit asks every source it knows for what sealbench left: each run's
+// ledger (every entry whose resource still exists), directories under runs/
+// that are not runs with a ledger, stand-in state directories
+// (standin.ReadInventory), mounts under runs/ (/proc/self/mountinfo),
+// processes whose argv names a path under runs/, and the containers and
+// volumes carrying the sealbench.run label on the user's dockerd. Nothing
+// left means an empty Leftovers.
+func Audit(ctx context.Context, opts AuditOptions) (*AuditResult, error) {
+	abs, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	a := &auditor{opts: opts, runs: RunsDir(abs), res: &AuditResult{}, seen: map[string]bool{}, seenPid: map[int]bool{}}
+	ents, err := os.ReadDir(a.runs)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("listing runs: %w", err)
+	}
+	for _, e := range ents {
+		p := filepath.Join(a.runs, e.Name())
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || manifests.ValidateRunID(e.Name()) != nil {
+			if a.opts.wants(TargetLocal) {
+				a.add(Resource{Target: TargetLocal, Kind: manifests.ResourceDir, Key: p, Detail: "not a run directory: left by a run stopped before its ledger existed"})
+			}
+			continue
+		}
+		a.run(ctx, e.Name(), p)
+	}
+	if a.opts.wants(TargetLocal) {
+		ms, err := MountsUnder(a.runs)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			a.add(Resource{Target: TargetLocal, Run: runOf(a.runs, m.Point), Kind: manifests.ResourceMount, Key: m.Point, Detail: m.FSType + " mount"})
+		}
+		for _, p := range FindProcs(argvUnder(a.runs)) {
+			if !a.seenPid[p.Pid] {
+				a.add(Resource{Target: TargetLocal, Run: runOf(a.runs, argUnder(p.Argv, a.runs)), Kind: manifests.ResourceProcess, Key: "pid " + strconv.Itoa(p.Pid), Detail: strings.Join(p.Argv, " ")})
+			}
+		}
+	}
+	if a.opts.wants(TargetDocker) {
+		if err := a.docker(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if a.res.Leftovers == nil {
+		a.res.Leftovers = []Resource{}
+	}
+	if a.res.Notes == nil {
+		a.res.Notes = []string{}
+	}
+	sort.SliceStable(a.res.Leftovers, func(i, j int) bool { return a.res.Leftovers[i].Run < a.res.Leftovers[j].Run })
+	return a.res, nil
+}
+
+// run audits one run directory through its ledger.
+func (a *auditor) run(ctx context.Context, id, dir string) {
+	entries, _, err := ledger.Read(dir)
+	if err != nil {
+		if a.opts.wants(TargetLocal) {
+			a.add(Resource{Target: TargetLocal, Run: id, Kind: manifests.ResourceDir, Key: dir, Detail: fmt.Sprintf("run directory with an unreadable ledger: %v", err)})
+		}
+		return
+	}
+	held := false
+	for _, e := range entries {
+		if e.Target == "" || !a.opts.wants(e.Target) {
+			continue
+		}
+		exists, detail, err := Exists(ctx, dir, e)
+		if err != nil {
+			// Not proven gone, so not gone.
+			exists, detail = true, fmt.Sprintf("cannot check: %v", err)
+		}
+		if e.Kind == manifests.ResourceProcess {
+			for _, p := range FindProcs(MarkedBy(e.Exe, e.Key)) {
+				a.seenPid[p.Pid] = true
+			}
+		}
+		if exists {
+			held = true
+			a.add(Resource{Target: e.Target, Run: id, Kind: e.Kind, Key: e.Key, Detail: detail})
+		}
+	}
+	// The run's own entries (its directory) count whenever the run is in
+	// scope: with no --target, or when one of its targets still holds
+	// something.
+	for _, e := range entries {
+		if e.Target != "" || (len(a.opts.Targets) > 0 && !held) {
+			continue
+		}
+		if exists, detail, err := Exists(ctx, dir, e); err == nil && exists {
+			a.add(Resource{Run: id, Kind: e.Kind, Key: e.Key, Detail: detail})
+		}
+	}
+}
+
+// Exists reports whether the resource of e is still there, with a few
+// words about it.
+func Exists(ctx context.Context, runDir string, e manifests.LedgerEntry) (bool, string, error) {
+	switch e.Kind {
+	case manifests.ResourceMount:
+		ms, err := MountsUnder(e.Key)
+		if err != nil {
+			return false, "", err
+		}
+		for _, m := range ms {
+			if m.Point == e.Key {
+				return true, m.FSType + " mount", nil
+			}
+		}
+		return false, "", nil
+	case manifests.ResourceStateDir:
+		if _, err := os.Lstat(e.Key); err != nil {
+			return false, "", nil
+		}
+		inv, err := standin.ReadInventory(e.Key)
+		if err != nil {
+			return true, "stand-in state directory (unreadable: " + err.Error() + ")", nil
+		}
+		d := fmt.Sprintf("stand-in state directory: %d images, %d layers", len(inv.Images), len(inv.Layers))
+		if left := inv.Leftovers(); len(left) > 0 {
+			d += "; " + strings.Join(left, "; ")
+		}
+		return true, d, nil
+	case manifests.ResourceDir, manifests.ResourceStore, manifests.ResourceSocket:
+		fi, err := os.Lstat(e.Key)
+		if err != nil {
+			return false, "", nil
+		}
+		switch {
+		case fi.IsDir():
+			return true, "directory", nil
+		case fi.Mode().Type() == fs.ModeSocket:
+			return true, "socket", nil
+		}
+		return true, "file", nil
+	case manifests.ResourceProcess:
+		ps := FindProcs(MarkedBy(e.Exe, e.Key))
+		if len(ps) == 0 {
+			return false, "", nil
+		}
+		var pids []string
+		for _, p := range ps {
+			pids = append(pids, strconv.Itoa(p.Pid))
+		}
+		return true, "running as pid " + strings.Join(pids, ", "), nil
+	case manifests.ResourceContainer, manifests.ResourceImage, manifests.ResourceVolume:
+		sock, local := runLocalEngine(runDir, e.Engine)
+		if local {
+			if _, err := os.Stat(sock); err != nil {
+				return false, "", nil
+			}
+		}
+		cli, err := NewClient(e.Engine)
+		if err != nil {
+			return false, "", err
+		}
+		defer cli.Close()
+		switch e.Kind {
+		case manifests.ResourceContainer:
+			_, err = cli.ContainerInspect(ctx, e.Key)
+		case manifests.ResourceImage:
+			_, err = cli.ImageInspect(ctx, e.Key)
+		case manifests.ResourceVolume:
+			_, err = cli.VolumeInspect(ctx, e.Key)
+		}
+		switch {
+		case err == nil:
+			return true, "on " + e.Engine, nil
+		case cerrdefs.IsNotFound(err), local && engineGone(err):
+			return false, "", nil
+		}
+		return false, "", err
+	}
+	return false, "", fmt.Errorf("unknown resource kind %q", e.Kind)
+}
+
+// docker lists the labelled containers and volumes on the user's dockerd.
+// A dockerd that does not answer is a note, unless docker was asked for by
+// name: then the audit cannot prove anything and fails.
+func (a *auditor) docker(ctx context.Context) error {
+	host := a.opts.DockerHost
+	if host == "" {
+		host = DefaultDockerHost()
+	}
+	cli, err := NewClient(host)
+	if err == nil {
+		defer cli.Close()
+		_, err = cli.Ping(ctx)
+	}
+	if err == nil {
+		var rs []Resource
+		if rs, err = Labelled(ctx, cli, TargetDocker, a.opts.Run); err == nil {
+			for _, r := range rs {
+				r.Detail = strings.TrimSpace(r.Detail + " on " + host + ", labelled " + manifests.RunLabel)
+				a.add(r)
+			}
+			return nil
+		}
+	}
+	if len(a.opts.Targets) > 0 {
+		return fmt.Errorf("cannot audit docker: dockerd at %s: %w (start it, or set DOCKER_HOST to the dockerd the runs used)", host, err)
+	}
+	a.res.Notes = append(a.res.Notes, fmt.Sprintf("docker: dockerd at %s not checked: %v", host, err))
+	return nil
+}
+
+// argvUnder matches a process with an argument naming a path under dir.
+func argvUnder(dir string) func([]string) bool {
+	return func(argv []string) bool { return argUnder(argv, dir) != "" }
+}
+
+func argUnder(argv []string, dir string) string {
+	for _, a := range argv {
+		if strings.HasPrefix(a, dir+"/") {
+			return a
+		}
+	}
+	return ""
+}
+
+// runOf names the run a path under runs belongs to.
+func runOf(runs, p string) string {
+	rel, err := filepath.Rel(runs, p)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return ""
+	}
+	return strings.Split(rel, string(filepath.Separator))[0]
+}
+
+// Fix tears down what the audit finds: every run through its ledger
+// (Teardown), then what no ledger names (processes, mounts, directories
+// under runs/, labelled containers and volumes). It returns the audit
+// after fixing, and every failure.
+func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*AuditResult, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	abs, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	runs := RunsDir(abs)
+	var errs *multierror.Error
+	ids, err := ListRuns(abs)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if opts.Run != "" && id != opts.Run {
+			continue
+		}
+		dir := filepath.Join(runs, id)
+		if _, _, err := ledger.Read(dir); err != nil {
+			continue // no usable ledger: handled as a plain directory below
+		}
+		if _, err := Teardown(ctx, dir, TeardownOptions{Targets: opts.Targets, Log: logf}); err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("run %s: %w", id, err))
+		}
+	}
+	found, err := Audit(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	host := opts.DockerHost
+	if host == "" {
+		host = DefaultDockerHost()
+	}
+	// Processes first, then mounts, then directories: nothing is removed
+	// while something still uses it.
+	order := map[manifests.ResourceKind]int{manifests.ResourceProcess: 0, manifests.ResourceContainer: 1, manifests.ResourceVolume: 2, manifests.ResourceMount: 3}
+	sort.SliceStable(found.Leftovers, func(i, j int) bool {
+		oi, ok := order[found.Leftovers[i].Kind]
+		if !ok {
+			oi = 9
+		}
+		oj, ok := order[found.Leftovers[j].Kind]
+		if !ok {
+			oj = 9
+		}
+		return oi < oj
+	})
+	for _, r := range found.Leftovers {
+		var err error
+		switch {
+		case r.Kind == manifests.ResourceProcess && strings.HasPrefix(r.Key, "pid "):
+			pid, _ := strconv.Atoi(strings.TrimPrefix(r.Key, "pid "))
+			if p, ok := readProc(pid); ok {
+				err = Kill(ctx, p, argvUnder(runs), ProcessGrace)
+			}
+		case r.Kind == manifests.ResourceMount:
+			err = unmountUnder(r.Key)
+		case r.Kind == manifests.ResourceDir && within(r.Key, runs) && r.Key != runs:
+			if _, _, lerr := ledger.Read(r.Key); lerr == nil && r.Run != "" {
+				continue // a run whose teardown failed: its error is above
+			}
+			for _, p := range FindProcs(argvUnder(r.Key)) {
+				if kerr := Kill(ctx, p, argvUnder(r.Key), ProcessGrace); kerr != nil {
+					errs = multierror.Append(errs, kerr)
+				}
+			}
+			if kerr := killSandboxInits(ctx, r.Key, ProcessGrace); kerr != nil {
+				errs = multierror.Append(errs, kerr)
+			}
+			err = removeTree(r.Key)
+		case (r.Kind == manifests.ResourceContainer || r.Kind == manifests.ResourceVolume) && r.Target == TargetDocker:
+			e := manifests.LedgerEntry{Kind: r.Kind, Key: r.Key, Engine: host}
+			err = removeOnEngine(ctx, "/nonexistent", e)
+		default:
+			continue
+		}
+		if err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("%s: %w", r, err))
+		} else {
+			logf("removed %s", r)
+		}
+	}
+	after, err := Audit(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return after, errs.ErrorOrNil()
+}

@@ -1,0 +1,94 @@
+package docker_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+
+	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/docker"
+	"github.com/sealbench/sealbench/provision/provisiontest"
+)
+
+func TestMain(m *testing.M) { provisiontest.Main(m) }
+
+func TestConformance(t *testing.T) {
+	testenv.NeedDocker(t)
+	b := provisiontest.GetBundle(t)
+	provisiontest.Run(t, &provisiontest.Suite{
+		New: func(t *testing.T, run *provision.Run) provision.Target {
+			d, err := docker.New(docker.Options{Run: run, Log: t.Logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		},
+		Image:  b.Image,
+		Engine: provision.EngineDockerd,
+	})
+}
+
+// TestAuditFindsLabelledOrphans: a container carrying sealbench.run that
+// no ledger names (its run directory is gone) is a leftover on docker, and
+// audit --fix removes it.
+func TestAuditFindsLabelledOrphans(t *testing.T) {
+	testenv.NeedDocker(t)
+	b := provisiontest.GetBundle(t)
+	ctx := context.Background()
+	state := t.TempDir()
+	run, err := provision.NewRun(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := docker.New(docker.Options{Run: run})
+	if err := d.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.InstallImage(ctx, b.Image); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := provision.NewClient(d.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := provision.CreateSandbox(ctx, run, docker.Name, d.Endpoint(), cli, b.Image, "orphan", []string{"true"}); err != nil {
+		t.Fatal(err)
+	}
+	// Lose the ledger, as if the run directory were deleted by hand: only
+	// the label still says the container is ours.
+	run.Close()
+	if err := os.RemoveAll(run.Dir); err != nil {
+		t.Fatal(err)
+	}
+	name := provision.SandboxName(run.ID, "orphan")
+	t.Cleanup(func() { cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}) })
+	t.Cleanup(func() { cli.ImageRemove(ctx, b.Image.ID.String(), image.RemoveOptions{}) })
+
+	// Only this run: the dockerd may be shared with other tests.
+	opts := provision.AuditOptions{StateDir: state, Targets: []string{docker.Name}, Run: run.ID}
+	res, err := provision.Audit(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range res.Leftovers {
+		found = found || r.Key == name && r.Run == run.ID
+	}
+	if !found {
+		t.Fatalf("audit does not list the labelled container %s: %v", name, res.Leftovers)
+	}
+	after, err := provision.Fix(ctx, opts, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range after.Leftovers {
+		if r.Key == name {
+			t.Errorf("after --fix: %s", r)
+		}
+	}
+}

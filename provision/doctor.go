@@ -1,0 +1,208 @@
+package provision
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Check is one thing the doctor looked at on this host.
+type Check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"` // what to do when it is not OK
+}
+
+// TargetReadiness says whether a target can run here, and why not.
+type TargetReadiness struct {
+	Target string   `json:"target"`
+	Ready  bool     `json:"ready"`
+	Note   string   `json:"note,omitempty"`
+	Needs  []string `json:"needs"` // the checks it needs
+}
+
+// DoctorReport is what the doctor found.
+type DoctorReport struct {
+	Checks  []Check           `json:"checks"`
+	Targets []TargetReadiness `json:"targets"`
+}
+
+// Doctor looks at what this host can run: root, /dev/fuse, FUSE
+// passthrough, dockerd, QEMU and KVM (it opens /dev/kvm and asks its API
+// version; it never starts a guest), limactl, mmdebstrap, apt. It only
+// looks: it changes nothing.
+func Doctor(ctx context.Context, dockerHost string) *DoctorReport {
+	if dockerHost == "" {
+		dockerHost = DefaultDockerHost()
+	}
+	r := &DoctorReport{}
+	add := func(c Check) { r.Checks = append(r.Checks, c) }
+
+	if os.Geteuid() == 0 {
+		add(Check{Name: "root", OK: true, Detail: "running as root"})
+	} else {
+		add(Check{Name: "root", Detail: fmt.Sprintf("running as uid %d", os.Geteuid()), Fix: "run as root (sudo): the stand-in makes mount, PID and network namespaces"})
+	}
+	if f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0); err == nil {
+		f.Close()
+		add(Check{Name: "fuse", OK: true, Detail: "/dev/fuse opens for reading and writing"})
+	} else {
+		add(Check{Name: "fuse", Detail: err.Error(), Fix: "load the fuse module (modprobe fuse) and run as root; in a container, pass --device /dev/fuse --cap-add SYS_ADMIN"})
+	}
+	add(fusePassthrough())
+	add(dockerd(ctx, dockerHost))
+	add(command("qemu-system-x86_64", []string{"--version"}, "apt-get install qemu-system-x86"))
+	add(kvm())
+	add(command("limactl", []string{"--version"}, "build it from the Go module proxy: GOBIN=/usr/local/bin go install github.com/lima-vm/lima/cmd/limactl@v1.2.1"))
+	add(command("mmdebstrap", []string{"--version"}, "apt-get install mmdebstrap"))
+	add(command("apt-get", []string{"--version"}, "use a Debian or Ubuntu host: the images are built from pinned Debian packages fetched through apt"))
+
+	ok := map[string]bool{}
+	for _, c := range r.Checks {
+		ok[c.Name] = c.OK
+	}
+	ready := func(target, note string, needs ...string) {
+		t := TargetReadiness{Target: target, Ready: true, Needs: needs, Note: note}
+		for _, n := range needs {
+			t.Ready = t.Ready && ok[n]
+		}
+		r.Targets = append(r.Targets, t)
+	}
+	ready("local", "", "root", "fuse")
+	ready("docker", "", "dockerd", "fuse")
+	limaNote := "with KVM"
+	if !ok["kvm"] {
+		limaNote = "without KVM: QEMU emulates the CPU (TCG), so its timings describe the emulator; a pass/fail and exact-counts target"
+	}
+	ready("lima", limaNote+"; provisioning lima is not written yet", "qemu-system-x86_64", "limactl", "mmdebstrap", "apt-get")
+	r.Targets = append(r.Targets,
+		TargetReadiness{Target: "apple", Note: "macOS on Apple silicon only", Needs: []string{}},
+		TargetReadiness{Target: "microsandbox", Note: "needs a macOS host and msb; provisioning microsandbox is not written yet", Needs: []string{}})
+	return r
+}
+
+func command(name string, versionArgs []string, fix string) Check {
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return Check{Name: name, Detail: "not on PATH", Fix: fix}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, p, versionArgs...).Output()
+	line := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	if err != nil {
+		return Check{Name: name, Detail: fmt.Sprintf("%s does not run: %v", p, err), Fix: fix}
+	}
+	return Check{Name: name, OK: true, Detail: p + ": " + line}
+}
+
+func dockerd(ctx context.Context, host string) Check {
+	c := Check{Name: "dockerd", Fix: "start one: `scripts/dockerd start` (a private dockerd, no networking), then `eval \"$(scripts/dockerd env)\"`; or set DOCKER_HOST"}
+	cli, err := NewClient(host)
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := cli.ServerVersion(ctx)
+	if err != nil {
+		c.Detail = fmt.Sprintf("%s does not answer: %v", host, err)
+		return c
+	}
+	return Check{Name: "dockerd", OK: true, Detail: fmt.Sprintf("%s answers: Docker %s, API %s", host, v.Version, v.APIVersion)}
+}
+
+// kvm opens /dev/kvm and asks its API version (KVM_GET_API_VERSION), the
+// most that can be asked without creating a VM.
+func kvm() Check {
+	c := Check{Name: "kvm", Fix: "enable virtualization (or nested virtualization) for this machine and load kvm_intel or kvm_amd; without KVM, QEMU emulates (slow, timings not comparable)"}
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	defer f.Close()
+	const kvmGetAPIVersion = 0xAE00
+	v, err := unix.IoctlRetInt(int(f.Fd()), kvmGetAPIVersion)
+	if err != nil {
+		c.Detail = fmt.Sprintf("/dev/kvm opens but KVM_GET_API_VERSION fails: %v", err)
+		return c
+	}
+	return Check{Name: "kvm", OK: true, Detail: fmt.Sprintf("/dev/kvm opens and answers (API version %d); no VM was started to test it, and on some hosts KVM opens but hangs: the lima target uses TCG emulation there", v)}
+}
+
+// fusePassthrough reads the kernel's config for CONFIG_FUSE_PASSTHROUGH,
+// or, where the config cannot be read, judges by the version (6.9 added it).
+func fusePassthrough() Check {
+	c := Check{Name: "fuse-passthrough", Fix: "use a kernel 6.9 or newer built with CONFIG_FUSE_PASSTHROUGH=y; without it LayerFS reads go through the daemon (slower, still correct)"}
+	var uts unix.Utsname
+	unix.Uname(&uts)
+	release := unix.ByteSliceToString(uts.Release[:])
+	val, src, err := kernelConfig("CONFIG_FUSE_PASSTHROUGH", release)
+	switch {
+	case err == nil && val == "y":
+		c.OK, c.Detail, c.Fix = true, fmt.Sprintf("CONFIG_FUSE_PASSTHROUGH=y in %s (kernel %s)", src, release), ""
+	case err == nil:
+		c.Detail = fmt.Sprintf("CONFIG_FUSE_PASSTHROUGH is %q in %s (kernel %s)", val, src, release)
+	default:
+		maj, min := kernelVersion(release)
+		if maj > 6 || maj == 6 && min >= 9 {
+			c.OK, c.Fix = true, ""
+			c.Detail = fmt.Sprintf("probably: kernel %s is 6.9 or newer; its config is not readable (%v)", release, err)
+		} else {
+			c.Detail = fmt.Sprintf("kernel %s is older than 6.9, which added FUSE passthrough", release)
+		}
+	}
+	return c
+}
+
+func kernelConfig(key, release string) (val, src string, err error) {
+	var r io.Reader
+	if f, err := os.Open("/proc/config.gz"); err == nil {
+		defer f.Close()
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			return "", "", err
+		}
+		r, src = zr, "/proc/config.gz"
+	} else if f, err := os.Open("/boot/config-" + release); err == nil {
+		defer f.Close()
+		r, src = f, "/boot/config-"+release
+	} else {
+		return "", "", errors.New("neither /proc/config.gz nor /boot/config-" + release + " exists")
+	}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, key+"="); ok {
+			return v, src, nil
+		}
+		if line == "# "+key+" is not set" {
+			return "n", src, nil
+		}
+	}
+	return "absent", src, sc.Err()
+}
+
+func kernelVersion(release string) (int, int) {
+	parts := strings.SplitN(release, ".", 3)
+	if len(parts) < 2 {
+		return 0, 0
+	}
+	maj, _ := strconv.Atoi(parts[0])
+	min, _ := strconv.Atoi(strings.TrimLeftFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
+	return maj, min
+}

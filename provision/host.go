@@ -1,0 +1,241 @@
+package provision
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Proc is a process on this host, as /proc shows it.
+type Proc struct {
+	Pid       int
+	Argv      []string
+	StartTime uint64 // clock ticks after boot (/proc/PID/stat field 22): with Pid, it names one process forever
+}
+
+func (p Proc) String() string {
+	return fmt.Sprintf("pid %d (%s)", p.Pid, strings.Join(p.Argv, " "))
+}
+
+// MarkedBy matches the argv of a process of ours: exe first and marker
+// among the arguments.
+func MarkedBy(exe, marker string) func([]string) bool {
+	return func(argv []string) bool {
+		if len(argv) == 0 || argv[0] != exe {
+			return false
+		}
+		for _, a := range argv[1:] {
+			if a == marker {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// FindProcs lists the live processes whose argv match. Zombies (empty
+// argv) never match: they hold nothing but their pid.
+func FindProcs(match func(argv []string) bool) []Proc {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []Proc
+	self := os.Getpid()
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		p, ok := readProc(pid)
+		if ok && len(p.Argv) > 0 && match(p.Argv) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func readProc(pid int) (Proc, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(b) == 0 {
+		return Proc{}, false
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return Proc{}, false
+	}
+	// The command name may hold spaces and parentheses: fields start after the last ')'.
+	i := bytes.LastIndexByte(st, ')')
+	if i < 0 {
+		return Proc{}, false
+	}
+	f := strings.Fields(string(st[i+1:]))
+	if len(f) < 20 || f[0] == "Z" {
+		return Proc{}, false
+	}
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return Proc{}, false
+	}
+	return Proc{Pid: pid, Argv: strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), StartTime: start}, true
+}
+
+// Kill stops p, if it is still the process that was found (same pid,
+// start time and a matching argv: never a recycled pid): SIGTERM, then
+// SIGKILL after grace. The process is held by a pidfd from the check on,
+// so the signal cannot reach another process. A process already gone is
+// not an error.
+func Kill(ctx context.Context, p Proc, match func([]string) bool, grace time.Duration) error {
+	fd, err := unix.PidfdOpen(p.Pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", p, err)
+	}
+	defer unix.Close(fd)
+	now, ok := readProc(p.Pid)
+	if !ok || now.StartTime != p.StartTime || !match(now.Argv) {
+		return nil // gone, or the pid now names another process: ours is gone
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return nil
+		}
+		return fmt.Errorf("signalling %s: %w", p, err)
+	}
+	if exited(ctx, fd, grace) {
+		return nil
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("killing %s: %w", p, err)
+	}
+	if !exited(ctx, fd, 10*time.Second) {
+		return fmt.Errorf("%s did not exit after SIGKILL", p)
+	}
+	return nil
+}
+
+// exited waits up to d for the process behind pidfd fd to exit.
+func exited(ctx context.Context, fd int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			return false
+		}
+		ms := int(min(left, 100*time.Millisecond) / time.Millisecond)
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+		if err == nil && n > 0 {
+			return true
+		}
+		if err != nil && !errors.Is(err, syscall.EINTR) {
+			return false
+		}
+	}
+}
+
+// Mount is one mount point from /proc/self/mountinfo.
+type Mount struct {
+	Point  string `json:"point"`
+	FSType string `json:"fsType"`
+	Source string `json:"source"`
+}
+
+// MountsUnder lists the mounts at or below dir in this mount namespace,
+// deepest first (the order to unmount them in).
+func MountsUnder(dir string) ([]Mount, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("reading mountinfo: %w", err)
+	}
+	var out []Mount
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 2 {
+			continue
+		}
+		mp := unescapeMountinfo(f[4])
+		if within(mp, dir) {
+			out = append(out, Mount{Point: mp, FSType: g[0], Source: unescapeMountinfo(g[1])})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i].Point) > len(out[j].Point) })
+	return out, nil
+}
+
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// unmountUnder detaches every mount at or below dir, deepest first.
+func unmountUnder(dir string) error {
+	ms, err := MountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if err := unix.Unmount(m.Point, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("unmounting %s (%s): %w", m.Point, m.FSType, err)
+		}
+	}
+	return nil
+}
+
+// removeTree removes dir after detaching every mount under it, so that
+// removal never reaches into a mounted filesystem. Absent is done.
+func removeTree(dir string) error {
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := unmountUnder(dir); err != nil {
+		return err
+	}
+	if ms, err := MountsUnder(dir); err != nil {
+		return err
+	} else if len(ms) > 0 {
+		return fmt.Errorf("still mounted under %s: %s; not removing", dir, ms[0].Point)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing %s: %w", dir, err)
+	}
+	return ledgerSyncParent(dir)
+}
+
+func ledgerSyncParent(p string) error {
+	d, err := os.Open(filepath.Dir(p))
+	if err != nil {
+		return nil // the parent went too: nothing to make durable
+	}
+	defer d.Close()
+	d.Sync()
+	return nil
+}

@@ -1,0 +1,190 @@
+// Package ledger writes and reads a run's ledger (manifests.LedgerFile):
+// one line per resource, appended and fsync'd before the resource is
+// created, so that whatever a crash leaves behind is named in it.
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sealbench/sealbench/manifests"
+)
+
+// Ledger appends to one run's ledger. It is safe for concurrent use.
+type Ledger struct {
+	mu      sync.Mutex
+	f       *os.File
+	path    string
+	runID   string
+	seq     int
+	entries []manifests.LedgerEntry
+
+	// AfterRecord, when set, is called after each entry is durable and
+	// before Record returns (before the resource is created). Tests use it
+	// to stop a process at a chosen point.
+	AfterRecord func(manifests.LedgerEntry)
+}
+
+// Create starts the ledger of run runID in dir; it must not exist yet.
+func Create(dir, runID string) (*Ledger, error) {
+	if err := manifests.ValidateRunID(runID); err != nil {
+		return nil, err
+	}
+	p := filepath.Join(dir, manifests.LedgerFile)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("creating ledger: %w", err)
+	}
+	if err := syncDir(dir); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Ledger{f: f, path: p, runID: runID}, nil
+}
+
+// Open opens an existing ledger in dir to append to it. A cut-off last
+// line (a crash while recording) is cut away first, so that appends start
+// on a line of their own.
+func Open(dir string) (*Ledger, error) {
+	p := filepath.Join(dir, manifests.LedgerFile)
+	entries, warnings, err := Read(dir)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening ledger: %w", err)
+	}
+	if len(warnings) > 0 {
+		if err := cutPartialLine(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cutting the partial last line of %s: %w", p, err)
+		}
+	}
+	if _, err := f.Seek(0, 2); err != nil {
+		f.Close()
+		return nil, err
+	}
+	l := &Ledger{f: f, path: p, entries: entries}
+	if len(entries) > 0 {
+		l.runID = entries[0].RunID
+		l.seq = entries[len(entries)-1].Seq
+	} else {
+		l.runID = filepath.Base(dir)
+	}
+	return l, nil
+}
+
+// Read reads the ledger in dir. A cut-off last line is a warning, not an
+// error (see manifests.ReadLedger).
+func Read(dir string) ([]manifests.LedgerEntry, []error, error) {
+	p := filepath.Join(dir, manifests.LedgerFile)
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading ledger: %w", err)
+	}
+	defer f.Close()
+	e, w, err := manifests.ReadLedger(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading ledger %s: %w", p, err)
+	}
+	return e, w, nil
+}
+
+// Path is the ledger file's path.
+func (l *Ledger) Path() string { return l.path }
+
+// RunID is the run the ledger belongs to.
+func (l *Ledger) RunID() string { return l.runID }
+
+// Entries returns what has been recorded so far.
+func (l *Ledger) Entries() []manifests.LedgerEntry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]manifests.LedgerEntry(nil), l.entries...)
+}
+
+// Record appends e (its RunID, Seq and Time are filled in) and makes it
+// durable. Recording the same target, kind and key again is a no-op: a
+// resource is created again under the entry that already names it.
+func (l *Ledger) Record(e manifests.LedgerEntry) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return errors.New("recording in a closed ledger")
+	}
+	for _, old := range l.entries {
+		if old.Target == e.Target && old.Kind == e.Kind && old.Key == e.Key && old.Engine == e.Engine {
+			return nil
+		}
+	}
+	e.RunID, e.Seq, e.Time = l.runID, l.seq+1, time.Now().UTC()
+	e.FillDefaults()
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("recording %s: %w", e.Name(), err)
+	}
+	b, err := e.MarshalLine()
+	if err != nil {
+		return err
+	}
+	if _, err := l.f.Write(b); err != nil {
+		return fmt.Errorf("recording %s in %s: %w", e.Name(), l.path, err)
+	}
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", l.path, err)
+	}
+	l.seq++
+	l.entries = append(l.entries, e)
+	if l.AfterRecord != nil {
+		l.AfterRecord(e)
+	}
+	return nil
+}
+
+// Close closes the ledger file.
+func (l *Ledger) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
+
+func cutPartialLine(f *os.File) error {
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		return err
+	}
+	n := len(b)
+	for n > 0 && b[n-1] != '\n' {
+		n--
+	}
+	if err := f.Truncate(int64(n)); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
+}
+
+// SyncDir fsyncs a directory, so that an entry just made in it survives a
+// crash.
+func SyncDir(dir string) error { return syncDir(dir) }

@@ -1,0 +1,265 @@
+package provisiontest
+
+// What provisioning tests need: a signed bundle holding a freshly built
+// stand-in (as a sealed bundle would, but without building every part for
+// every platform), and a small Sandbox image tar (busybox) with its
+// identity file, next to the bundle where seal puts them.
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/sealbench/sealbench/bundle"
+	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/vmimages"
+)
+
+// Bundle is a signed bundle with its key and Sandbox image.
+type Bundle struct {
+	Dir     string // build-linux-<hash>
+	Name    string
+	PubKey  string
+	Standin manifests.Digest // of bin/linux-<arch>/standin
+	Image   provision.Image
+}
+
+// ImageRef is the tag the test image loads under.
+const ImageRef = "sealbench/sandbox-test:busybox"
+
+var (
+	once     sync.Once
+	shared   *Bundle
+	dir      string
+	err      error
+	mainUsed bool
+)
+
+// Main runs the tests and removes what GetBundle made.
+func Main(m *testing.M) {
+	mainUsed = true
+	code := m.Run()
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
+// GetBundle returns the bundle, making it on first use (it needs go and
+// busybox; the stand-in is built once per test binary).
+func GetBundle(t testing.TB) *Bundle {
+	t.Helper()
+	testenv.Short(t, "builds the stand-in and a Sandbox image")
+	goCmd := testenv.NeedCommand(t, "go")
+	bb := testenv.NeedCommand(t, "busybox")
+	if !mainUsed {
+		// No Main to clean up after a shared bundle: make one for this test.
+		b, err := makeBundle(goCmd, bb, t.TempDir())
+		if err != nil {
+			t.Fatalf("making the test bundle: %v", err)
+		}
+		return b
+	}
+	once.Do(func() {
+		if dir, err = os.MkdirTemp("", "sealbench-testbundle-"); err == nil {
+			shared, err = makeBundle(goCmd, bb, dir)
+		}
+	})
+	if err != nil {
+		t.Fatalf("making the test bundle: %v", err)
+	}
+	return shared
+}
+
+func makeBundle(goCmd, busybox, dir string) (*Bundle, error) {
+	root, err := bundle.FindModuleRoot(".")
+	if err != nil {
+		return nil, err
+	}
+	staged := filepath.Join(dir, "staged")
+	binRel := "bin/linux-" + runtime.GOARCH + "/standin"
+	bin := filepath.Join(staged, filepath.FromSlash(binRel))
+	cmd := exec.Command(goCmd, "build", "-trimpath", "-tags", bundle.ShippedBuildTags, "-o", bin, "./cmd/standin")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, &buildError{err, out}
+	}
+	if err := os.MkdirAll(filepath.Join(staged, "cells"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(staged, "cells", "C01.sh"), []byte("echo one\n"), 0o644); err != nil {
+		return nil, err
+	}
+	m := &manifests.BundleManifest{SchemaVersion: manifests.BundleSchemaVersion, Kind: manifests.BundleKind, Source: manifests.BundleSource{
+		Module: bundle.Module, Version: "0.1.0+g0123456789ab", Commit: "0123456789abcdef0123456789abcdef01234567",
+		Time: time.Unix(1700000000, 0).UTC(), GoVersion: runtime.Version(), BuildFlags: []string{"-trimpath"},
+		BuildEnv: []string{"CGO_ENABLED=0"}, Platforms: []string{"linux/" + runtime.GOARCH},
+	}}
+	var standin manifests.Digest
+	for _, f := range []struct {
+		rel  string
+		mode manifests.FileMode
+	}{{binRel, 0o755}, {"cells/C01.sh", 0o644}} {
+		p := filepath.Join(staged, filepath.FromSlash(f.rel))
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(p, os.FileMode(f.mode)); err != nil {
+			return nil, err
+		}
+		d := manifests.DigestOf(b)
+		if f.rel == binRel {
+			standin = d
+		}
+		m.Files = append(m.Files, manifests.BundleFile{Path: f.rel, Size: int64(len(b)), Mode: f.mode, Digest: d})
+	}
+	m.SortFiles()
+	mb, err := m.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	priv, pub, err := sign.WriteKeyPair(filepath.Join(dir, "keys"), []byte("pw"), false)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := sign.LoadPrivateKey(priv, []byte("pw"))
+	if err != nil {
+		return nil, err
+	}
+	sig, err := signer.SignManifest(mb)
+	if err != nil {
+		return nil, err
+	}
+	for n, b := range map[string][]byte{manifests.ManifestFile: mb, manifests.SignatureFile: sig, manifests.SumsFile: m.SHA256SUMS()} {
+		if err := os.WriteFile(filepath.Join(staged, n), b, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range []string{staged, filepath.Join(staged, "bin"), filepath.Dir(bin), filepath.Join(staged, "cells")} {
+		os.Chmod(d, 0o755)
+	}
+	bname := manifests.BundleName(mb)
+	final := filepath.Join(dir, bname)
+	if err := os.Rename(staged, final); err != nil {
+		return nil, err
+	}
+	img, err := writeImage(busybox, filepath.Join(dir, bname+".image"))
+	if err != nil {
+		return nil, err
+	}
+	return &Bundle{Dir: final, Name: bname, PubKey: pub, Standin: standin, Image: img}, nil
+}
+
+type buildError struct {
+	err error
+	out []byte
+}
+
+func (e *buildError) Error() string {
+	return "building the stand-in: " + e.err.Error() + "\n" + string(e.out)
+}
+
+// writeImage writes a busybox root filesystem as `docker save` would,
+// into dir/sandbox-image.tar, as the Sandbox image stands in.
+func writeImage(busybox, dir string) (provision.Image, error) {
+	bb, err := os.ReadFile(busybox)
+	if err != nil {
+		return provision.Image{}, err
+	}
+	var lb bytes.Buffer
+	tw := tar.NewWriter(&lb)
+	hdr := func(h *tar.Header) {
+		h.ModTime = time.Unix(1700000000, 0)
+		tw.WriteHeader(h)
+	}
+	for _, d := range []string{"bin/", "etc/", "tmp/", "proc/", "dev/", "sys/", "root/"} {
+		hdr(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755})
+	}
+	hdr(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bb))})
+	tw.Write(bb)
+	passwd := "root:x:0:0:root:/root:/bin/sh\n"
+	hdr(&tar.Header{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(passwd))})
+	tw.Write([]byte(passwd))
+	for _, a := range []string{"sh", "cat", "echo", "sleep", "true", "ls"} {
+		hdr(&tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777})
+	}
+	if err := tw.Close(); err != nil {
+		return provision.Image{}, err
+	}
+	layerBytes := lb.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerBytes)), nil })
+	if err != nil {
+		return provision.Image{}, err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return provision.Image{}, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return provision.Image{}, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.Created.Time = time.Unix(1700000000, 0).UTC()
+	cf.Config.Cmd = []string{"sh"}
+	cf.Config.Env = []string{"PATH=/bin"}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return provision.Image{}, err
+	}
+	ref, err := name.NewTag(ImageRef)
+	if err != nil {
+		return provision.Image{}, err
+	}
+	cn, err := img.ConfigName()
+	if err != nil {
+		return provision.Image{}, err
+	}
+	id, err := manifests.ParseDigest(cn.String())
+	if err != nil {
+		return provision.Image{}, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return provision.Image{}, err
+	}
+	p := filepath.Join(dir, vmimages.SandboxTar)
+	f, err := os.Create(p)
+	if err != nil {
+		return provision.Image{}, err
+	}
+	defer f.Close()
+	if err := tarball.Write(ref, img, f); err != nil {
+		return provision.Image{}, err
+	}
+	if err := f.Close(); err != nil {
+		return provision.Image{}, err
+	}
+	// The fields of vmimages.ImageInfo that provisioning reads.
+	info, err := json.Marshal(map[string]any{"ref": ImageRef, "id": id, "bundle": filepath.Base(strings.TrimSuffix(dir, ".image")), "tar": p})
+	if err != nil {
+		return provision.Image{}, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, vmimages.SandboxInfo), info, 0o644); err != nil {
+		return provision.Image{}, err
+	}
+	return provision.Image{Tar: p, Ref: ImageRef, ID: id}, nil
+}

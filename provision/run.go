@@ -1,0 +1,143 @@
+package provision
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision/ledger"
+)
+
+// StateDirEnv names the environment variable that moves the state directory.
+const StateDirEnv = "SEALBENCH_STATE_DIR"
+
+// DefaultStateDir is where run directories live: $SEALBENCH_STATE_DIR, or
+// /var/lib/sealbench for root and ~/.local/state/sealbench otherwise.
+func DefaultStateDir() string {
+	if d := os.Getenv(StateDirEnv); d != "" {
+		return d
+	}
+	if os.Geteuid() == 0 {
+		return "/var/lib/sealbench"
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "sealbench")
+	}
+	return filepath.Join(os.TempDir(), "sealbench-"+fmt.Sprint(os.Geteuid()))
+}
+
+// RunsDir is the directory of run directories under stateDir.
+func RunsDir(stateDir string) string { return filepath.Join(stateDir, "runs") }
+
+// Run is one run: its id, its directory and its ledger.
+type Run struct {
+	ID     string
+	Dir    string
+	Ledger *ledger.Ledger
+}
+
+// NewRunID returns a short unique run id: the UTC time to the second and
+// 24 random bits, such as 20261129T085500-3f9a1c.
+func NewRunID() string {
+	var b [3]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// NewRun makes a new run directory under stateDir with its ledger, whose
+// first entry is the run directory itself. The directory appears, by a
+// rename, with that entry already durable in it; a crash before leaves only
+// a hidden ".new-" directory, which the audit finds.
+func NewRun(stateDir string) (*Run, error) {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	runs := RunsDir(abs)
+	if err := os.MkdirAll(runs, 0o700); err != nil {
+		return nil, fmt.Errorf("making the runs directory: %w", err)
+	}
+	for range 5 {
+		id := NewRunID()
+		final := filepath.Join(runs, id)
+		if _, err := os.Lstat(final); err == nil {
+			continue
+		}
+		tmp := filepath.Join(runs, ".new-"+id)
+		if err := os.Mkdir(tmp, 0o700); err != nil {
+			return nil, fmt.Errorf("making run directory: %w", err)
+		}
+		l, err := ledger.Create(tmp, id)
+		if err != nil {
+			os.RemoveAll(tmp)
+			return nil, err
+		}
+		if err := l.Record(manifests.LedgerEntry{Kind: manifests.ResourceDir, Key: final, Detail: "the run directory"}); err != nil {
+			l.Close()
+			os.RemoveAll(tmp)
+			return nil, err
+		}
+		if err := os.Rename(tmp, final); err != nil {
+			l.Close()
+			os.RemoveAll(tmp)
+			return nil, fmt.Errorf("moving run directory into place: %w", err)
+		}
+		if err := ledger.SyncDir(runs); err != nil {
+			return nil, err
+		}
+		return &Run{ID: id, Dir: final, Ledger: l}, nil
+	}
+	return nil, errors.New("could not pick an unused run id")
+}
+
+// OpenRun opens run id under stateDir to add to its ledger.
+func OpenRun(stateDir, id string) (*Run, error) {
+	if err := manifests.ValidateRunID(id); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(RunsDir(stateDir), id)
+	l, err := ledger.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Run{ID: id, Dir: dir, Ledger: l}, nil
+}
+
+// Close closes the run's ledger.
+func (r *Run) Close() error { return r.Ledger.Close() }
+
+// ListRuns returns the ids of the run directories under stateDir, oldest
+// first (run ids sort by time). Entries that are not run directories are
+// left out; the audit reports them.
+func ListRuns(stateDir string) ([]string, error) {
+	ents, err := os.ReadDir(RunsDir(stateDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing runs: %w", err)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && manifests.ValidateRunID(e.Name()) == nil {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
+}

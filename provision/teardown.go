@@ -1,0 +1,212 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision/ledger"
+)
+
+// TeardownOptions says what Teardown removes and how.
+type TeardownOptions struct {
+	// Targets limits teardown to these targets' entries; the run's own
+	// directory (and so its ledger) is removed only when Targets is empty.
+	Targets []string
+	// Remove removes one entry's resource, returning nil when it is
+	// absent; nil means RemoveResource. Tests wrap it to inject failures.
+	Remove func(ctx context.Context, runDir string, e manifests.LedgerEntry) error
+	// Log receives a line per step; nil discards them.
+	Log func(format string, args ...any)
+	// Grace is how long a process has between SIGTERM and SIGKILL (default 10s).
+	Grace time.Duration
+}
+
+// TeardownResult says what Teardown did.
+type TeardownResult struct {
+	Run      string   `json:"run"`
+	Removed  []string `json:"removed"`  // every entry handled: removed, or already absent
+	Kept     []string `json:"kept"`     // the run directory, kept because a step failed
+	Warnings []string `json:"warnings"` // a cut-off ledger line, say
+}
+
+// ProcessGrace is how long a process of ours has to exit after SIGTERM.
+const ProcessGrace = 10 * time.Second
+
+// Teardown removes every resource runDir's ledger names, newest first.
+// It keeps going past failures and returns them all together
+// (*multierror.Error), each naming its resource. The run directory, which
+// holds the ledger, goes last and only when everything else went, so a
+// failed teardown can be run again. A run directory that does not exist is
+// torn down already: Teardown is safe to run twice.
+func Teardown(ctx context.Context, runDir string, opts TeardownOptions) (*TeardownResult, error) {
+	res := &TeardownResult{Run: filepath.Base(runDir)}
+	logf := opts.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	remove := opts.Remove
+	if remove == nil {
+		remove = func(ctx context.Context, runDir string, e manifests.LedgerEntry) error {
+			return RemoveResource(ctx, runDir, e, opts.Grace)
+		}
+	}
+	entries, warnings, err := ledger.Read(runDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, statErr := os.Stat(runDir); errors.Is(statErr, fs.ErrNotExist) {
+			return res, nil
+		}
+		return res, fmt.Errorf("run directory %s has no ledger: remove it with `sealbench audit --fix` once nothing is mounted under it", runDir)
+	}
+	if err != nil {
+		return res, fmt.Errorf("run %s: %w", res.Run, err)
+	}
+	for _, w := range warnings {
+		res.Warnings = append(res.Warnings, w.Error())
+		logf("warning: %v", w)
+	}
+	want := map[string]bool{}
+	for _, t := range opts.Targets {
+		want[t] = true
+	}
+	var errs *multierror.Error
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		if len(want) > 0 && !want[e.Target] {
+			continue
+		}
+		if e.Target == "" && e.Kind == manifests.ResourceDir && e.Key == runDir && errs.ErrorOrNil() != nil {
+			res.Kept = append(res.Kept, e.Key)
+			logf("keeping %s: the steps above failed; run teardown again once they are fixed", e.Key)
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			errs = multierror.Append(errs, err)
+			break
+		}
+		if err := remove(ctx, runDir, e); err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("%s (%s, ledger seq %d): %w", e.Name(), targetName(e.Target), e.Seq, err))
+			logf("FAILED %s: %v", e.Name(), err)
+			continue
+		}
+		res.Removed = append(res.Removed, e.Name())
+		logf("removed %s", e.Name())
+	}
+	return res, errs.ErrorOrNil()
+}
+
+func targetName(t string) string {
+	if t == "" {
+		return "the run"
+	}
+	return "target " + t
+}
+
+// RemoveResource removes what e names, and returns nil when it is absent.
+// Paths outside runDir are refused: a ledger only ever names what lies in
+// its own run directory.
+func RemoveResource(ctx context.Context, runDir string, e manifests.LedgerEntry, grace time.Duration) error {
+	if grace <= 0 {
+		grace = ProcessGrace
+	}
+	if e.Kind.IsPath() && !within(e.Key, runDir) {
+		return fmt.Errorf("%s lies outside the run directory %s: not touching it", e.Key, runDir)
+	}
+	switch e.Kind {
+	case manifests.ResourceDir, manifests.ResourceStore:
+		return removeTree(e.Key)
+	case manifests.ResourceStateDir:
+		if err := killSandboxInits(ctx, e.Key, grace); err != nil {
+			return err
+		}
+		return removeTree(e.Key)
+	case manifests.ResourceSocket:
+		if err := os.Remove(e.Key); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	case manifests.ResourceMount:
+		return unmountUnder(e.Key)
+	case manifests.ResourceProcess:
+		match := MarkedBy(e.Exe, e.Key)
+		var errs *multierror.Error
+		for _, p := range FindProcs(match) {
+			if err := Kill(ctx, p, match, grace); err != nil {
+				errs = multierror.Append(errs, err)
+			}
+		}
+		return errs.ErrorOrNil()
+	case manifests.ResourceContainer, manifests.ResourceImage, manifests.ResourceVolume:
+		return removeOnEngine(ctx, runDir, e)
+	}
+	return fmt.Errorf("unknown resource kind %q", e.Kind)
+}
+
+// runLocalEngine reports whether endpoint is a unix socket in runDir: a
+// stand-in of this run, whose containers die with it and whose images go
+// with its state directory.
+func runLocalEngine(runDir, endpoint string) (string, bool) {
+	p, ok := strings.CutPrefix(endpoint, "unix://")
+	return p, ok && within(p, runDir)
+}
+
+func removeOnEngine(ctx context.Context, runDir string, e manifests.LedgerEntry) error {
+	sock, local := runLocalEngine(runDir, e.Engine)
+	if local {
+		if _, err := os.Stat(sock); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+	}
+	cli, err := NewClient(e.Engine)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	switch e.Kind {
+	case manifests.ResourceContainer:
+		err = cli.ContainerRemove(ctx, e.Key, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	case manifests.ResourceImage:
+		_, err = cli.ImageRemove(ctx, e.Key, image.RemoveOptions{PruneChildren: true})
+		if cerrdefs.IsConflict(err) {
+			err = fmt.Errorf("still in use by a container (remove it, or run teardown for the run that made it): %w", err)
+		}
+	case manifests.ResourceVolume:
+		err = cli.VolumeRemove(ctx, e.Key, true)
+	}
+	switch {
+	case err == nil, cerrdefs.IsNotFound(err):
+		return nil
+	case local && engineGone(err):
+		return nil // the stand-in has stopped: its state directory goes next
+	case engineGone(err):
+		return fmt.Errorf("the Engine at %s does not answer, so %s cannot be removed: start it again and rerun teardown: %w", e.Engine, e.Name(), err)
+	}
+	return err
+}
+
+// killSandboxInits stops the stand-in's Sandbox inits still running for
+// stateDir (a stand-in killed with SIGKILL leaves them): each carries its
+// root, under stateDir, as its second argument.
+func killSandboxInits(ctx context.Context, stateDir string, grace time.Duration) error {
+	match := func(argv []string) bool {
+		return len(argv) >= 2 && argv[0] == "standin-sandbox-init" && within(argv[1], stateDir)
+	}
+	var errs *multierror.Error
+	for _, p := range FindProcs(match) {
+		if err := Kill(ctx, p, match, grace); err != nil {
+			errs = multierror.Append(errs, err)
+		}
+	}
+	return errs.ErrorOrNil()
+}
