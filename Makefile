@@ -11,7 +11,7 @@ KEYS ?= $(OUT)/keys
 FUZZTIME ?= 15s
 TEST_TIMEOUT ?= 40m
 # Debian packages the tests use; installed when missing (root only).
-TEST_PACKAGES := git coreutils dpkg apt skopeo umoci busybox-static
+TEST_PACKAGES := git coreutils dpkg apt skopeo umoci busybox-static fuse3 fio stress-ng
 # What building and booting VM images needs (make vm-image, make test-vm).
 VM_PACKAGES := mmdebstrap e2fsprogs qemu-utils qemu-system-x86
 
@@ -65,6 +65,10 @@ fuzz: ## Short fuzz runs of every parser (FUZZTIME=15s each)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseBundleManifest$$' -fuzztime $(FUZZTIME) ./manifests/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadSamples$$' -fuzztime $(FUZZTIME) ./manifests/
 	$(GO) test -run '^$$' -fuzz '^FuzzUnpackLayer$$' -fuzztime $(FUZZTIME) ./provision/standin/
+
+.PHONY: bench-layerfs
+bench-layerfs: ## The twelve cells on a LayerFS workspace against a plain directory, ratios and geomean (root, FUSE; minutes)
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 3x -timeout 30m ./layerfs/...
 
 .PHONY: bench-exec
 bench-exec: ## Per-exec overhead: the stand-in, and beside it dockerd (scripts/dockerd start), as root

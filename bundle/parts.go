@@ -23,6 +23,8 @@ var (
 		{Name: "sealbench", Package: "./cmd/sealbench"},
 		// The Engine API stand-in: Sandboxes as namespaces, no Docker.
 		{Name: "standin", Package: "./cmd/standin"},
+		// The LayerFS daemon: Stores, Layers and FUSE Workspaces.
+		{Name: "layerfsd", Package: "./cmd/layerfsd"},
 	}
 	Platforms = []Platform{{"linux", "amd64"}, {"linux", "arm64"}}
 )

@@ -1,0 +1,275 @@
+package layerfs
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/runner"
+)
+
+// cell is one of the twelve workloads: a POSIX sh body run with the
+// directory under test as its working directory, and whether it needs the
+// 64 MiB base file.
+type cell struct {
+	name string
+	body string
+	base bool
+}
+
+// benchCells are the twelve cell bodies a bundle ships (runner/cells in the
+// source tree), run with /bin/sh, in the runner's registry order; C09-C11
+// start from the runner's 64 MiB base file.
+func benchCells(b testing.TB) []cell {
+	dir := filepath.Join(testenv.ModuleRoot(b), "runner", "cells")
+	var cs []cell
+	for _, name := range runner.Names() {
+		c := runner.Cells[name]
+		cs = append(cs, cell{name: name, body: "sh " + filepath.Join(dir, c.Body), base: c.Base != ""})
+	}
+	return cs
+}
+
+func runBody(b testing.TB, dir, body string) time.Duration {
+	// Start every timed run from the same state: no dirty pages left by
+	// the setup or an earlier run for the kernel to write back meanwhile.
+	syscall.Sync()
+	cmd := exec.Command("/bin/sh", "-c", body)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+dir, "GIT_CONFIG_NOSYSTEM=1")
+	t0 := time.Now()
+	out, err := cmd.CombinedOutput()
+	d := time.Since(t0)
+	if err != nil {
+		b.Fatalf("cell body in %s: %v\n%s", dir, err, out)
+	}
+	return d
+}
+
+// baseFile writes the 64 MiB pseudo-random base file from a fixed seed.
+func baseFile(b testing.TB, dir string) {
+	if err := runner.WriteBase(dir); err != nil {
+		b.Fatal(err)
+	}
+}
+
+type cellTimes struct {
+	native, layerfs        time.Duration
+	nativeWarm             time.Duration
+	mount, unmount, commit time.Duration
+	requests               int64
+	medianNs               int64
+}
+
+// runCell runs one cell with the cache protocol: a fresh Store, an untimed
+// warm-up run on an earlier mount, then a fresh mount for the timed run,
+// then Commit and unmount; and the same body on a plain directory of the
+// same filesystem, also after a warm-up.
+func runCell(b *testing.B, c cell, src string) cellTimes {
+	var ct cellTimes
+	ctx := context.Background()
+	root, err := os.MkdirTemp("", "layerfs-cell-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Each cell cleans up after itself: 64 MiB files left lying around
+	// make later cells slower.
+	defer os.RemoveAll(root)
+	// Native: warm-up in one directory, timed run in a fresh one.
+	for i, name := range []string{"native-warm", "native"} {
+		if i == 1 {
+			// The warm-up's files go before the timed run, as the
+			// warm-up mount's overlay goes at its unmount.
+			os.RemoveAll(filepath.Join(root, "native-warm"))
+		}
+		d := filepath.Join(root, name)
+		os.Mkdir(d, 0o755)
+		if c.base {
+			baseFile(b, d)
+		}
+		t := runBody(b, d, c.body)
+		if i == 1 {
+			ct.native = t
+		} else {
+			ct.nativeWarm = t
+		}
+	}
+	s, err := Init(ctx, filepath.Join(root, "store"), ProfileDisposable)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var l *Layer
+	if c.base {
+		if l, err = s.Import(ctx, src, ImportOptions{Message: "base"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		mnt := filepath.Join(root, fmt.Sprintf("mnt%d", i))
+		os.Mkdir(mnt, 0o755)
+		// LAYERFS_BENCH_OVERLAY puts the overlay elsewhere (a tmpfs, say).
+		ws, err := Mount(ctx, s, mnt, MountOptions{Layer: l, OverlayDir: os.Getenv("LAYERFS_BENCH_OVERLAY")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t := runBody(b, mnt, c.body)
+		if i == 1 {
+			ct.layerfs = t
+			ct.mount = ws.mountDur
+			st, err := ws.Stats(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ct.requests, ct.medianNs = st.AllRequests.Count, st.AllRequests.MedianNs
+			res, err := ws.Commit(ctx, c.name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ct.commit = time.Duration(res.DurationNs)
+		}
+		res, err := ws.Unmount(5 * time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if i == 1 {
+			ct.unmount = time.Duration(res.DurationNs)
+		}
+	}
+	return ct
+}
+
+// BenchmarkCells runs the twelve cells on a Workspace and on a plain
+// directory and reports each cell's ratio (Workspace time / native time)
+// and their geometric mean, plus mount, unmount and Commit times and the
+// median daemon time per FUSE request. LAYERFS_BENCH_CELLS=C01,C06 runs
+// some cells only; LAYERFS_BENCH_OVERLAY=/dev/shm keeps the overlay there.
+func BenchmarkCells(b *testing.B) {
+	needFUSE(b)
+	if _, err := exec.LookPath("git"); err != nil {
+		b.Skip("needs git for C12")
+	}
+	src := b.TempDir()
+	baseFile(b, src)
+	ratios := map[string][]float64{}
+	var mounts, unmounts, medians []float64
+	commits := map[string][]float64{}
+	var reqs int64
+	run := benchCells(b)
+	if v := os.Getenv("LAYERFS_BENCH_CELLS"); v != "" {
+		run = nil
+		for _, c := range benchCells(b) {
+			if strings.Contains(","+v+",", ","+c.name+",") {
+				run = append(run, c)
+			}
+		}
+	}
+	for i := 0; i < b.N; i++ {
+		for _, c := range run {
+			ct := runCell(b, c, src)
+			ratios[c.name] = append(ratios[c.name], float64(ct.layerfs)/float64(ct.native))
+			mounts = append(mounts, ms(ct.mount))
+			unmounts = append(unmounts, ms(ct.unmount))
+			commits[c.name] = append(commits[c.name], ms(ct.commit))
+			medians = append(medians, float64(ct.medianNs)/1e3)
+			reqs += ct.requests
+			b.Logf("%s native-warm %7.1f ms native %7.1f ms  layerfs %7.1f ms  ratio %.2f  commit %6.1f ms  requests %d (median %.2f µs)",
+				c.name, ms(ct.nativeWarm), ms(ct.native), ms(ct.layerfs), float64(ct.layerfs)/float64(ct.native), ms(ct.commit), ct.requests, float64(ct.medianNs)/1e3)
+		}
+	}
+	logSum := 0.0
+	for _, c := range run {
+		r := med(ratios[c.name])
+		logSum += math.Log(r)
+		b.ReportMetric(r, c.name+"-ratio")
+	}
+	b.ReportMetric(math.Exp(logSum/float64(len(run))), "geomean-ratio")
+	b.ReportMetric(med(mounts), "mount-ms")
+	b.ReportMetric(med(unmounts), "unmount-ms")
+	b.ReportMetric(med(commits["C06"]), "commit-64MiB-ms")
+	b.ReportMetric(med(medians), "req-median-µs")
+	b.ReportMetric(float64(reqs)/float64(b.N), "requests/op")
+}
+
+// BenchmarkCommit64MiB measures Commit of one new 64 MiB file, per profile.
+func BenchmarkCommit64MiB(b *testing.B) {
+	needFUSE(b)
+	for _, p := range []Profile{ProfileDisposable, ProfileFast, ProfileDurable} {
+		b.Run(string(p), func(b *testing.B) {
+			ctx := context.Background()
+			s, err := Init(ctx, filepath.Join(b.TempDir(), "store"), p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ws := mountWS(b, s, nil)
+			var times []float64
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				runBody(b, ws.Mountpoint(), fmt.Sprintf(`dd if=/dev/urandom of=big%d bs=1M count=64 2>/dev/null`, i))
+				b.StartTimer()
+				res, err := ws.Commit(ctx, "big")
+				if err != nil {
+					b.Fatal(err)
+				}
+				times = append(times, float64(res.DurationNs)/1e6)
+			}
+			b.ReportMetric(med(times), "commit-ms")
+		})
+	}
+}
+
+// BenchmarkMount measures mount and unmount of a Layer of 1,000 files.
+func BenchmarkMount(b *testing.B) {
+	needFUSE(b)
+	ctx := context.Background()
+	src := b.TempDir()
+	runBody(b, src, "sh "+filepath.Join(testenv.ModuleRoot(b), "runner", "cells", "C01.sh"))
+	s, err := Init(ctx, filepath.Join(b.TempDir(), "store"), ProfileDisposable)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	l, err := s.Import(ctx, src, ImportOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mnt := filepath.Join(b.TempDir(), "mnt")
+	os.Mkdir(mnt, 0o755)
+	var mounts, unmounts []float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ws, err := Mount(ctx, s, mnt, MountOptions{Layer: l})
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := ws.Unmount(5 * time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mounts = append(mounts, ms(ws.mountDur))
+		unmounts = append(unmounts, float64(res.DurationNs)/1e6)
+	}
+	b.ReportMetric(med(mounts), "mount-ms")
+	b.ReportMetric(med(unmounts), "unmount-ms")
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+func med(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}

@@ -1,0 +1,217 @@
+package layerfs
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// hashBufPool holds read buffers for hashing.
+var hashBufPool = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
+// hashFile returns the SHA-256 and size of the file at path.
+func hashFile(path string) (Digest, int64, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOATIME, 0)
+	if errors.Is(err, fs.ErrPermission) {
+		f, err = os.Open(path)
+	}
+	if err != nil {
+		return Digest{}, 0, fmt.Errorf("hashing %q: %w", path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	bp := hashBufPool.Get().(*[]byte)
+	defer hashBufPool.Put(bp)
+	n, err := io.CopyBuffer(h, onlyReader{f}, *bp)
+	if err != nil {
+		return Digest{}, 0, fmt.Errorf("hashing %q: %w", path, err)
+	}
+	var d Digest
+	h.Sum(d[:0])
+	return d, n, nil
+}
+
+// onlyReader hides a file's WriterTo so that io.CopyBuffer uses the buffer.
+type onlyReader struct{ io.Reader }
+
+// tempPath returns a fresh temporary file name inside the Store, on the same
+// filesystem as the blobs so that installing is a rename.
+func (s *Store) tempFile() (*os.File, error) {
+	f, err := os.CreateTemp(filepath.Join(s.dir, tmpDir), "blob-")
+	if err != nil {
+		return nil, fmt.Errorf("creating temporary file in %q: %w", s.dir, err)
+	}
+	return f, nil
+}
+
+// copyToTemp copies the file at src into a new temporary file in the Store
+// (copy_file_range: in the kernel, a reflink where the filesystem has them),
+// and returns the temporary file's path.
+func (s *Store) copyToTemp(src string) (string, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", fmt.Errorf("copying %q into the store: %w", src, err)
+	}
+	defer in.Close()
+	out, err := s.tempFile()
+	if err != nil {
+		return "", err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(out.Name())
+		return "", fmt.Errorf("copying %q into the store: %w", src, err)
+	}
+	return out.Name(), nil
+}
+
+// installBlob makes the file at path the blob d: renamed into place, or
+// removed if the blob already exists. The file must not change afterwards.
+func (s *Store) installBlob(path string, d Digest) error {
+	dst := s.blobPath(d)
+	if _, err := os.Lstat(dst); err == nil {
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("removing duplicate of blob %s: %w", d.Short(), err)
+		}
+		return nil
+	}
+	if err := os.Chmod(path, 0o444); err != nil {
+		return fmt.Errorf("installing blob %s: %w", d.Short(), err)
+	}
+	if err := os.Rename(path, dst); err != nil {
+		return fmt.Errorf("installing blob %s from %q: %w", d.Short(), path, err)
+	}
+	return nil
+}
+
+// ingestFile copies the file at src into the Store as a blob, hashing the
+// copy (the bytes that are kept are the bytes that were hashed).
+func (s *Store) ingestFile(src string) (Digest, int64, error) {
+	tmp, err := s.copyToTemp(src)
+	if err != nil {
+		return Digest{}, 0, err
+	}
+	d, n, err := hashFile(tmp)
+	if err == nil {
+		err = s.installBlob(tmp, d)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return Digest{}, 0, err
+	}
+	return d, n, nil
+}
+
+// Workers returns how many hashing workers Commit and import use:
+// LAYERFS_CONSTRUCTION_WORKERS, or the number of CPUs.
+func Workers() int {
+	if v := os.Getenv("LAYERFS_CONSTRUCTION_WORKERS"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			return n
+		}
+	}
+	return runtime.NumCPU()
+}
+
+// parallel runs fn(i) for i in [0, n) on up to workers goroutines and returns
+// the first error.
+func parallel(n, workers int, fn func(i int) error) error {
+	if workers > n {
+		workers = n
+	}
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			if err := fn(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var (
+		mu    sync.Mutex
+		next  int
+		first error
+		wg    sync.WaitGroup
+	)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if next >= n || first != nil {
+					mu.Unlock()
+					return
+				}
+				i := next
+				next++
+				mu.Unlock()
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// copyRange copies n bytes between descriptors at the given offsets:
+// copy_file_range(2), or read and write where the two files are on
+// different filesystems. It returns how many bytes it copied.
+func copyRange(in int, offIn int64, out int, offOut int64, n int) (int, error) {
+	done := 0
+	for done < n {
+		c, err := unix.CopyFileRange(in, &offIn, out, &offOut, n-done, 0)
+		if err == unix.EXDEV || err == unix.ENOSYS || err == unix.EOPNOTSUPP {
+			break
+		}
+		if err != nil {
+			return done, err
+		}
+		if c == 0 {
+			return done, nil
+		}
+		done += c
+	}
+	if done == n {
+		return done, nil
+	}
+	bp := hashBufPool.Get().(*[]byte)
+	defer hashBufPool.Put(bp)
+	buf := *bp
+	for done < n {
+		m := min(len(buf), n-done)
+		r, err := unix.Pread(in, buf[:m], offIn)
+		if err != nil {
+			return done, err
+		}
+		if r == 0 {
+			return done, nil
+		}
+		w, err := unix.Pwrite(out, buf[:r], offOut)
+		done += w
+		offIn += int64(w)
+		offOut += int64(w)
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}

@@ -1,0 +1,159 @@
+// Package cli is the command line of layerfsd: it parses flags and calls the
+// layerfs library. cmd/layerfsd is a thin main around Main.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sealbench/sealbench/internal/version"
+	"github.com/sealbench/sealbench/layerfs"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes. They are part of the command line's API.
+const (
+	ExitOK         = 0 // success (a Commit that answers UpToDate included)
+	ExitFailure    = 1 // anything not listed below
+	ExitUsage      = 2 // bad flags or arguments
+	ExitStore      = 3 // Store missing, not a LayerFS Store, or from a newer schema
+	ExitBusy       = 4 // Store already mounted (the mount lock is held)
+	ExitMountpt    = 5 // mount point is not an empty directory
+	ExitNoAnswer   = 6 // control socket did not answer in time, or nobody listens
+	ExitLayer      = 7 // Layer not found, or id prefix ambiguous
+	ExitDaemonDied = 8 // the daemon exited before it was ready
+)
+
+const exitCodesHelp = `Exit codes:
+  0  success (including a Commit that answers UpToDate)
+  1  failure not listed below
+  2  bad flags or arguments
+  3  Store missing, not a LayerFS Store, or written by a newer layerfsd
+  4  Store already mounted (another daemon holds its lock)
+  5  mount point is not an empty directory
+  6  control socket did not answer in time, or nobody listens on it
+  7  Layer not found, or the id prefix is ambiguous
+  8  the daemon exited before the Workspace was ready
+`
+
+// usageError marks errors in how the command was called.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// ExitCode maps an error to the documented exit code.
+func ExitCode(err error) int {
+	var ue usageError
+	var ce *codedError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ce):
+		return ce.code
+	case errors.As(err, &ue):
+		return ExitUsage
+	case errors.Is(err, layerfs.ErrNotStore), errors.Is(err, layerfs.ErrNewerSchema):
+		return ExitStore
+	case errors.Is(err, layerfs.ErrStoreBusy):
+		return ExitBusy
+	case errors.Is(err, layerfs.ErrBadMountpoint):
+		return ExitMountpt
+	case errors.Is(err, layerfs.ErrNoAnswer):
+		return ExitNoAnswer
+	case errors.Is(err, layerfs.ErrNotFound), errors.Is(err, layerfs.ErrAmbiguous):
+		return ExitLayer
+	}
+	return ExitFailure
+}
+
+// codedError carries an exit code decided elsewhere (by the daemon).
+type codedError struct {
+	code int
+	msg  string
+}
+
+func (e *codedError) Error() string { return e.msg }
+
+type globals struct {
+	json   bool
+	stdout io.Writer
+}
+
+func (g *globals) print(v any, human func(w io.Writer)) error {
+	if g.json {
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	human(g.stdout)
+	return nil
+}
+
+// Main runs layerfsd with args (without the program name) and returns the
+// exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	g := &globals{stdout: stdout}
+	root := newRoot(g)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		code := ExitCode(err)
+		if g.json {
+			json.NewEncoder(stdout).Encode(map[string]any{"error": err.Error(), "exitCode": code})
+		}
+		fmt.Fprintf(stderr, "layerfsd: %v\n", err)
+		return code
+	}
+	return ExitOK
+}
+
+// Run is main: it handles signals and exits.
+func Run() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "layerfsd",
+		Short:         "LayerFS: a layered workspace filesystem kept in a Store",
+		Long:          "LayerFS keeps immutable filesystem Layers in a Store (SQLite plus content-addressed blobs)\nand mounts them as FUSE Workspaces with a private writable overlay.",
+		Version:       version.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().BoolVar(&g.json, "json", false, "print machine-readable JSON")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodesHelp)
+	root.AddCommand(cmdInit(g), cmdImport(g), cmdMount(g), cmdServe(g), cmdCommit(g), cmdStats(g),
+		cmdUnmount(g), cmdLog(g), cmdShow(g), cmdDiff(g))
+	return root
+}
+
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s takes %d argument(s), got %d", c.Name(), n, len(args))}
+		}
+		return nil
+	}
+}
+
+func required(c *cobra.Command, names ...string) error {
+	for _, n := range names {
+		if v, _ := c.Flags().GetString(n); v == "" {
+			return usageError{fmt.Errorf("%s needs --%s", c.Name(), n)}
+		}
+	}
+	return nil
+}

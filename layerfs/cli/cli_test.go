@@ -1,0 +1,357 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"math/rand"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/layerfs"
+	_ "modernc.org/sqlite"
+)
+
+// The test binary doubles as layerfsd: the tests run it as a subprocess,
+// and `mount` re-executes it as the daemon.
+func TestMain(m *testing.M) {
+	if os.Getenv("LAYERFSD_TEST_MAIN") == "1" {
+		Run()
+	}
+	os.Exit(m.Run())
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func layerfsd(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "LAYERFSD_TEST_MAIN=1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("layerfsd %s: hung: %v", strings.Join(args, " "), ctx.Err())
+	}
+	r := result{out.String(), errb.String(), 0}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("layerfsd %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+func expect(t *testing.T, r result, code int, args ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("layerfsd %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, code, r.stdout, r.stderr)
+	}
+}
+
+func run(t *testing.T, code int, args ...string) result {
+	t.Helper()
+	r := layerfsd(t, args...)
+	expect(t, r, code, args...)
+	return r
+}
+
+func TestErrors(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	run(t, ExitStore, "log", "--store", filepath.Join(dir, "missing"))
+	run(t, ExitStore, "log", "--store", t.TempDir())
+	run(t, ExitUsage, "log")
+	run(t, ExitUsage, "log", "--store", store, "--no-such-flag")
+	run(t, ExitUsage, "init", "--store", store, "--profile", "sometimes")
+	run(t, ExitOK, "init", "--store", store, "--profile", "fast")
+	run(t, ExitFailure, "init", "--store", store)
+	run(t, ExitFailure, "import", "--store", store, "--from", filepath.Join(dir, "no-such-source"))
+	r0 := run(t, ExitOK, "import", "--store", store, "--from", t.TempDir(), "-m", "empty")
+	id := strings.TrimSpace(r0.stdout)
+	if r := run(t, ExitOK, "show", "--store", store, id[:6]); !strings.Contains(r.stdout, id) {
+		t.Errorf("show: %q", r.stdout)
+	}
+	r := run(t, ExitLayer, "diff", "--store", store, "abcd", "ef01", "--json")
+	var e struct {
+		Error    string `json:"error"`
+		ExitCode int    `json:"exitCode"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &e); err != nil || e.ExitCode != ExitLayer || e.Error == "" {
+		t.Errorf("--json error: %q (%v)", r.stdout, err)
+	}
+	// Nobody listens on the socket.
+	run(t, ExitNoAnswer, "stats", "--control", filepath.Join(dir, "nobody.sock"))
+	// Someone listens but never answers: a timeout, not a hang.
+	sock := filepath.Join(dir, "mute.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	run(t, ExitNoAnswer, "stats", "--control", sock, "--timeout", "300ms")
+	run(t, ExitNoAnswer, "commit", "--control", sock, "--timeout", "300ms")
+	// A Store from a newer schema.
+	db, err := sql.Open("sqlite", filepath.Join(store, "layerfs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Exec("PRAGMA user_version = 42")
+	db.Close()
+	r = run(t, ExitStore, "log", "--store", store)
+	if !strings.Contains(r.stderr, "newer") {
+		t.Errorf("newer schema error does not say so: %s", r.stderr)
+	}
+	r = run(t, ExitOK, "--help")
+	if !strings.Contains(r.stdout, "Exit codes") {
+		t.Errorf("--help does not document exit codes:\n%s", r.stdout)
+	}
+}
+
+func needFUSE(t *testing.T) {
+	t.Helper()
+	testenv.NeedRoot(t)
+	testenv.NeedFUSE(t)
+}
+
+type env struct {
+	dir, store, mnt, ctl string
+}
+
+func newEnv(t *testing.T, profile string) *env {
+	dir := t.TempDir()
+	e := &env{dir: dir, store: filepath.Join(dir, "store"), mnt: filepath.Join(dir, "mnt"), ctl: filepath.Join(dir, "ctl.sock")}
+	if err := os.Mkdir(e.mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ExitOK, "init", "--store", e.store, "--profile", profile)
+	t.Cleanup(func() {
+		// Whatever a failed test left: the daemon, then the mount.
+		if b, err := os.ReadFile(filepath.Join(e.store, "mount.json")); err == nil {
+			var r struct{ PID int }
+			if json.Unmarshal(b, &r) == nil && r.PID > 0 {
+				syscall.Kill(r.PID, syscall.SIGKILL)
+			}
+		}
+		syscall.Unmount(e.mnt, syscall.MNT_DETACH)
+	})
+	return e
+}
+
+func (e *env) mount(t *testing.T, extra ...string) *layerfs.ReadyInfo {
+	t.Helper()
+	args := append([]string{"mount", "--store", e.store, "--workspace", e.mnt, "--control", e.ctl, "--json"}, extra...)
+	r := run(t, ExitOK, args...)
+	var info layerfs.ReadyInfo
+	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
+		t.Fatalf("mount --json: %v: %q", err, r.stdout)
+	}
+	return &info
+}
+
+func processGone(pid int) bool {
+	for i := 0; i < 500; i++ {
+		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
+			return true
+		}
+		// A zombie until its parent reaps it; the daemon's parent has
+		// exited, so init reaps it.
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+func TestLifecycle(t *testing.T) {
+	needFUSE(t)
+	e := newEnv(t, "fast")
+	src := filepath.Join(e.dir, "src")
+	os.MkdirAll(filepath.Join(src, "d"), 0o755)
+	os.WriteFile(filepath.Join(src, "d/f"), []byte("base"), 0o644)
+	base := strings.TrimSpace(run(t, ExitOK, "import", "--store", e.store, "--from", src, "-m", "base").stdout)
+	info := e.mount(t)
+	if info.Layer != base {
+		t.Errorf("mounted %q, want %q", info.Layer, base)
+	}
+	// The store is locked; a second mount elsewhere fails clearly.
+	other := filepath.Join(e.dir, "other")
+	os.Mkdir(other, 0o755)
+	run(t, ExitBusy, "mount", "--store", e.store, "--workspace", other, "--control", filepath.Join(e.dir, "other.sock"))
+	// A mount point that is not empty.
+	e2 := newEnv(t, "disposable")
+	os.WriteFile(filepath.Join(e2.mnt, "junk"), nil, 0o644)
+	run(t, ExitMountpt, "mount", "--store", e2.store, "--workspace", e2.mnt, "--control", e2.ctl)
+	if st, err := os.Stat(filepath.Join(e.mnt, "d/f")); err != nil || st.Size() != 4 {
+		t.Fatalf("workspace shows %v %v", st, err)
+	}
+	os.WriteFile(filepath.Join(e.mnt, "d/g"), []byte("new"), 0o644)
+	id := strings.TrimSpace(run(t, ExitOK, "commit", "--control", e.ctl, "-m", "two").stdout)
+	if len(id) != 64 {
+		t.Fatalf("commit printed %q", id)
+	}
+	if out := strings.TrimSpace(run(t, ExitOK, "commit", "--control", e.ctl).stdout); out != "UpToDate" {
+		t.Fatalf("second commit printed %q", out)
+	}
+	var st layerfs.Stats
+	if err := json.Unmarshal([]byte(run(t, ExitOK, "stats", "--control", e.ctl, "--json").stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Base != id || st.Requests["CREATE"].Count == 0 || st.MountNs == 0 || st.LastCommitNs == 0 || st.StoreUsage.BlobBytes == 0 {
+		t.Errorf("stats: %+v", st)
+	}
+	if fi, err := os.Stat(e.ctl); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("control socket mode: %v %v", fi, err)
+	}
+	var log []map[string]any
+	if err := json.Unmarshal([]byte(run(t, ExitOK, "log", "--store", e.store, "--json").stdout), &log); err != nil || len(log) != 2 {
+		t.Fatalf("log: %v %v", log, err)
+	}
+	diff := run(t, ExitOK, "diff", "--store", e.store, base[:8], id[:8]).stdout
+	if !strings.Contains(diff, "A /d/g") {
+		t.Errorf("diff: %q", diff)
+	}
+	run(t, ExitOK, "unmount", "--control", e.ctl)
+	if !processGone(info.PID) {
+		t.Errorf("daemon %d still running after unmount", info.PID)
+	}
+	if _, err := os.Stat(e.ctl); err == nil {
+		t.Errorf("control socket left behind")
+	}
+	// Remount: the new Layer by default.
+	info = e.mount(t)
+	if info.Layer != id {
+		t.Errorf("remount shows %s, want newest %s", info.Layer, id)
+	}
+	run(t, ExitOK, "unmount", "--control", e.ctl)
+	processGone(info.PID)
+}
+
+// TestUnmountOpenFile: a file still open does not make unmount hang; it
+// waits a bounded time, then unmounts lazily and the daemon exits.
+func TestUnmountOpenFile(t *testing.T) {
+	needFUSE(t)
+	e := newEnv(t, "disposable")
+	info := e.mount(t)
+	f, err := os.Create(filepath.Join(e.mnt, "open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("x")
+	r := run(t, ExitOK, "unmount", "--control", e.ctl, "--json")
+	var res layerfs.UnmountResult
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Lazy {
+		t.Errorf("unmount with an open file was not lazy: %+v", res)
+	}
+	if !processGone(info.PID) {
+		t.Errorf("daemon %d still running", info.PID)
+	}
+	f.Close()
+	if ents, err := os.ReadDir(e.mnt); err != nil || len(ents) != 0 {
+		t.Errorf("mount point after lazy unmount: %v %v", ents, err)
+	}
+}
+
+// TestCrash kills the daemon with SIGKILL during Commits, again and again.
+// A Durable Store must then pass integrity_check and hold every Commit that
+// was acknowledged, and the next mount must clean up the dead mount and say so.
+func TestCrash(t *testing.T) {
+	needFUSE(t)
+	rounds := 8
+	if testing.Short() {
+		rounds = 2
+	}
+	e := newEnv(t, "durable")
+	rng := rand.New(rand.NewSource(1))
+	var acked []string
+	info := e.mount(t)
+	for round := 0; round < rounds; round++ {
+		// Work for the Commit to do.
+		for i := 0; i < 20; i++ {
+			b := make([]byte, 256<<10)
+			rng.Read(b)
+			p := filepath.Join(e.mnt, "r"+itoa(round), "f"+itoa(i))
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// One acknowledged Commit, then one that is killed.
+		id := strings.TrimSpace(run(t, ExitOK, "commit", "--control", e.ctl, "-m", "ok "+itoa(round)).stdout)
+		acked = append(acked, id)
+		os.WriteFile(filepath.Join(e.mnt, "r"+itoa(round), "late"), []byte("late"), 0o644)
+		cmd := exec.Command(os.Args[0], "commit", "--control", e.ctl, "-m", "killed "+itoa(round))
+		cmd.Env = append(os.Environ(), "LAYERFSD_TEST_MAIN=1")
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(rng.Intn(20)) * time.Millisecond)
+		syscall.Kill(info.PID, syscall.SIGKILL)
+		if err := cmd.Wait(); err == nil {
+			// Acknowledged before the kill: it must survive.
+			acked = append(acked, strings.TrimSpace(out.String()))
+		}
+		if !processGone(info.PID) {
+			t.Fatalf("daemon %d survived SIGKILL", info.PID)
+		}
+		s, err := layerfs.Open(context.Background(), e.store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		verdict, err := s.IntegrityCheck(context.Background())
+		if err != nil || verdict != "ok" {
+			t.Fatalf("round %d: integrity_check: %q %v", round, verdict, err)
+		}
+		for _, id := range acked {
+			lid, err := layerfs.ParseLayerID(id)
+			if err != nil {
+				t.Fatalf("acknowledged id %q: %v", id, err)
+			}
+			if _, err := s.Layer(context.Background(), lid); err != nil {
+				t.Fatalf("round %d: acknowledged commit %s lost: %v", round, id, err)
+			}
+		}
+		s.Close()
+		info = e.mount(t)
+		found := false
+		for _, s := range info.StaleFixed {
+			if strings.Contains(s, "stale mount") {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("round %d: remount did not report the stale mount: %q", round, info.StaleFixed)
+		}
+	}
+	run(t, ExitOK, "unmount", "--control", e.ctl)
+	processGone(info.PID)
+	t.Logf("%d acknowledged commits survived %d kills", len(acked), rounds)
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

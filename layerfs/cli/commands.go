@@ -1,0 +1,477 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/sealbench/sealbench/layerfs"
+	"github.com/spf13/cobra"
+)
+
+func openStore(ctx context.Context, dir string) (*layerfs.Store, error) {
+	return layerfs.Open(ctx, dir)
+}
+
+func cmdInit(g *globals) *cobra.Command {
+	var store, profile string
+	c := &cobra.Command{
+		Use:   "init --store DIR [--profile disposable|fast|durable]",
+		Short: "create a new, empty Store",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := required(c, "store"); err != nil {
+				return err
+			}
+			p, err := layerfs.ParseProfile(profile)
+			if err != nil {
+				return usageError{err}
+			}
+			s, err := layerfs.Init(c.Context(), store, p)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			return g.print(map[string]any{"store": s.Dir(), "profile": p, "schema": layerfs.SchemaVersion}, func(w io.Writer) {
+				fmt.Fprintf(w, "initialized %s store in %s\n", p, s.Dir())
+			})
+		},
+	}
+	c.Flags().StringVar(&store, "store", "", "Store directory (must not exist, or be empty)")
+	c.Flags().StringVar(&profile, "profile", string(layerfs.ProfileDurable), "durability: disposable, fast or durable")
+	return c
+}
+
+func cmdImport(g *globals) *cobra.Command {
+	var store, from, msg, parent string
+	c := &cobra.Command{
+		Use:   "import --store DIR --from DIR [-m MSG]",
+		Short: "commit a directory tree as a new Layer and print its id",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := required(c, "store", "from"); err != nil {
+				return err
+			}
+			s, err := openStore(c.Context(), store)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			opts := layerfs.ImportOptions{Message: msg}
+			if parent != "" {
+				p, err := s.ResolveLayer(c.Context(), parent)
+				if err != nil {
+					return err
+				}
+				opts.Parent = p.ID
+			}
+			l, err := s.Import(c.Context(), from, opts)
+			if err != nil {
+				return err
+			}
+			return g.print(l, func(w io.Writer) { fmt.Fprintln(w, l.ID) })
+		},
+	}
+	c.Flags().StringVar(&store, "store", "", "Store directory")
+	c.Flags().StringVar(&from, "from", "", "directory to import")
+	c.Flags().StringVarP(&msg, "message", "m", "", "Layer message")
+	c.Flags().StringVar(&parent, "parent", "", "parent Layer id (default: none)")
+	return c
+}
+
+type mountFlags struct {
+	store, workspace, control, layer string
+	overlayDir                       string
+	noPassthrough                    bool
+	readyTimeout                     time.Duration
+}
+
+func (f *mountFlags) add(c *cobra.Command) {
+	c.Flags().StringVar(&f.store, "store", "", "Store directory")
+	c.Flags().StringVar(&f.workspace, "workspace", "", "mount point: an empty directory")
+	c.Flags().StringVar(&f.control, "control", "", "control socket path (created, mode 0600)")
+	c.Flags().StringVar(&f.layer, "layer", "", "Layer id or unique prefix (default: the newest Layer)")
+	c.Flags().BoolVar(&f.noPassthrough, "no-passthrough", false, "serve file data through the daemon instead of FUSE passthrough")
+	c.Flags().StringVar(&f.overlayDir, "overlay-dir", "", "directory for the overlay's data files (default: inside the Store; a tmpfs makes creates faster)")
+}
+
+// readyMsg is what the daemon writes on its ready pipe: its ReadyInfo, or
+// why it failed and with which exit code.
+type readyMsg struct {
+	Ready    *layerfs.ReadyInfo `json:"ready,omitempty"`
+	Error    string             `json:"error,omitempty"`
+	ExitCode int                `json:"exitCode,omitempty"`
+}
+
+func cmdMount(g *globals) *cobra.Command {
+	var f mountFlags
+	c := &cobra.Command{
+		Use:   "mount --store DIR --workspace MNT --control SOCK [--layer ID]",
+		Short: "mount a Workspace in a background daemon; returns once it is ready",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := required(c, "store", "workspace", "control"); err != nil {
+				return err
+			}
+			info, err := daemonize(c.Context(), &f)
+			if err != nil {
+				return err
+			}
+			return g.print(info, func(w io.Writer) {
+				for _, s := range info.StaleFixed {
+					fmt.Fprintf(w, "cleaned up: %s\n", s)
+				}
+				fmt.Fprintf(w, "mounted %s at %s (daemon pid %d, control %s, mount %.2f ms)\n",
+					orEmpty(info.Layer), info.Workspace, info.PID, info.Control, float64(info.MountNs)/1e6)
+			})
+		},
+	}
+	f.add(c)
+	c.Flags().DurationVar(&f.readyTimeout, "ready-timeout", time.Minute, "how long to wait for the daemon to be ready")
+	return c
+}
+
+func orEmpty(layer string) string {
+	if layer == "" {
+		return "an empty Layer"
+	}
+	return "layer " + layer
+}
+
+// daemonize starts `layerfsd serve` in a new session, detached from the
+// terminal, and waits until it says it is ready (or why not) on a pipe.
+func daemonize(ctx context.Context, f *mountFlags) (*layerfs.ReadyInfo, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("starting daemon: %w", err)
+	}
+	args := []string{"serve", "--store", f.store, "--workspace", f.workspace, "--control", f.control, "--ready-fd", "3"}
+	if f.layer != "" {
+		args = append(args, "--layer", f.layer)
+	}
+	if f.noPassthrough {
+		args = append(args, "--no-passthrough")
+	}
+	if f.overlayDir != "" {
+		args = append(args, "--overlay-dir", f.overlayDir)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("starting daemon: %w", err)
+	}
+	defer r.Close()
+	logPath := filepath.Join(os.TempDir(), "layerfsd.log")
+	if st, err := os.Stat(f.store); err == nil && st.IsDir() {
+		logPath = filepath.Join(f.store, "daemon.log")
+	}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("starting daemon: opening log: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("starting daemon %s: %w", exe, err)
+	}
+	w.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	line := make(chan []byte, 1)
+	go func() {
+		b, _ := bufio.NewReader(r).ReadBytes('\n')
+		line <- b
+	}()
+	var b []byte
+	select {
+	case b = <-line:
+	case <-time.After(f.readyTimeout):
+		cmd.Process.Kill()
+		return nil, &codedError{ExitDaemonDied, fmt.Sprintf("daemon pid %d not ready within %v; killed it (log: %s)", cmd.Process.Pid, f.readyTimeout, logPath)}
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		return nil, ctx.Err()
+	}
+	var m readyMsg
+	if len(b) == 0 || json.Unmarshal(b, &m) != nil {
+		err := <-exited
+		return nil, &codedError{ExitDaemonDied, fmt.Sprintf("daemon exited before it was ready (%v); log: %s", err, logPath)}
+	}
+	if m.Ready == nil {
+		<-exited
+		return nil, &codedError{m.ExitCode, m.Error}
+	}
+	cmd.Process.Release()
+	return m.Ready, nil
+}
+
+func cmdServe(g *globals) *cobra.Command {
+	var f mountFlags
+	var readyFD int
+	var wait time.Duration
+	c := &cobra.Command{
+		Use:    "serve --store DIR --workspace MNT --control SOCK [--layer ID]",
+		Short:  "serve a Workspace in the foreground (what mount runs in the background)",
+		Hidden: true,
+		Args:   exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := required(c, "store", "workspace", "control"); err != nil {
+				return err
+			}
+			var ready *os.File
+			if readyFD > 0 {
+				ready = os.NewFile(uintptr(readyFD), "ready")
+			}
+			cfg := layerfs.ServeConfig{Store: f.store, Workspace: f.workspace, Control: f.control, Layer: f.layer,
+				UnmountWait: wait, Mount: layerfs.MountOptions{NoPassthrough: f.noPassthrough, OverlayDir: f.overlayDir}}
+			err := layerfs.Serve(c.Context(), cfg, func(info layerfs.ReadyInfo) {
+				if ready != nil {
+					b, _ := json.Marshal(readyMsg{Ready: &info})
+					ready.Write(append(b, '\n'))
+					ready.Close()
+					ready = nil
+				} else {
+					g.print(info, func(w io.Writer) { fmt.Fprintf(w, "ready: %s at %s\n", orEmpty(info.Layer), info.Workspace) })
+				}
+			})
+			if err != nil && ready != nil {
+				b, _ := json.Marshal(readyMsg{Error: err.Error(), ExitCode: ExitCode(err)})
+				ready.Write(append(b, '\n'))
+				ready.Close()
+			}
+			return err
+		},
+	}
+	f.add(c)
+	c.Flags().IntVar(&readyFD, "ready-fd", 0, "descriptor to report readiness on")
+	c.Flags().DurationVar(&wait, "unmount-wait", 2*time.Second, "how long unmount waits for open files before unmounting lazily")
+	return c
+}
+
+func cmdCommit(g *globals) *cobra.Command {
+	var control, msg string
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "commit --control SOCK [-m MSG]",
+		Short: "commit the Workspace as a new Layer; prints its id, or UpToDate",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := required(c, "control"); err != nil {
+				return err
+			}
+			cl := &layerfs.Client{Socket: control, Timeout: timeout}
+			res, err := cl.Commit(c.Context(), msg)
+			if err != nil {
+				return err
+			}
+			return g.print(res, func(w io.Writer) {
+				if res.UpToDate {
+					fmt.Fprintln(w, "UpToDate")
+				} else {
+					fmt.Fprintln(w, res.Layer.ID)
+				}
+			})
+		},
+	}
+	c.Flags().StringVar(&control, "control", "", "control socket of the daemon")
+	c.Flags().StringVarP(&msg, "message", "m", "", "Layer message")
+	c.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for the daemon")
+	return c
+}
+
+func cmdStats(g *globals) *cobra.Command {
+	var control string
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "stats --control SOCK [--json]",
+		Short: "print the Workspace's telemetry",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := required(c, "control"); err != nil {
+				return err
+			}
+			cl := &layerfs.Client{Socket: control, Timeout: timeout}
+			st, err := cl.Stats(c.Context())
+			if err != nil {
+				return err
+			}
+			return g.print(st, func(w io.Writer) { printStats(w, st) })
+		},
+	}
+	c.Flags().StringVar(&control, "control", "", "control socket of the daemon")
+	c.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the daemon")
+	return c
+}
+
+func printStats(w io.Writer, st *layerfs.Stats) {
+	fmt.Fprintf(w, "workspace     %s\nstore         %s (%s)\nbase layer    %s\n", st.Mountpoint, st.Store, st.Profile, st.Base)
+	fmt.Fprintf(w, "mount         %.3f ms\nlast commit   %.3f ms (%d commits)\n", float64(st.MountNs)/1e6, float64(st.LastCommitNs)/1e6, st.Commits)
+	fmt.Fprintf(w, "store bytes   db %d, blobs %d (%d blobs, %d trees, %d layers)\n", st.StoreUsage.DBBytes, st.StoreUsage.BlobBytes, st.StoreUsage.Blobs, st.StoreUsage.Trees, st.StoreUsage.Layers)
+	fmt.Fprintf(w, "overlay       %d bytes in %d files; %d copy-ups (%d lazy, %d bytes copied), %d whiteouts, %d opaque dirs\n", st.OverlayBytes, st.OverlayFiles, st.CopyUps, st.LazyCopyUps, st.CopyUpBytes, st.Whiteouts, st.OpaqueDirs)
+	fmt.Fprintf(w, "sql           %d statements\n", st.SQLStatements)
+	f := st.Features
+	fmt.Fprintf(w, "features      passthrough=%v writeback=%v maxWrite=%d entry/attr/negative timeout=%v/%v/%v readdirplus=%v protocol=%s\n",
+		f.Passthrough, f.WritebackCache, f.MaxWrite, time.Duration(f.EntryTimeoutNs), time.Duration(f.AttrTimeoutNs), time.Duration(f.NegativeTimeoutNs), f.ReaddirPlus, f.KernelProtocol)
+	fmt.Fprintf(w, "requests      %d, median %.2f µs\n", st.AllRequests.Count, float64(st.AllRequests.MedianNs)/1e3)
+	var names []string
+	for k := range st.Requests {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		o := st.Requests[k]
+		fmt.Fprintf(w, "  %-14s %8d  median %7.2f µs  total %9.3f ms\n", k, o.Count, float64(o.MedianNs)/1e3, float64(o.TotalNs)/1e6)
+	}
+}
+
+func cmdUnmount(g *globals) *cobra.Command {
+	var control string
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "unmount --control SOCK",
+		Short: "unmount the Workspace (uncommitted changes are discarded); the daemon exits",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := required(c, "control"); err != nil {
+				return err
+			}
+			cl := &layerfs.Client{Socket: control, Timeout: timeout}
+			res, err := cl.Unmount(c.Context())
+			if err != nil {
+				return err
+			}
+			return g.print(res, func(w io.Writer) {
+				how := "unmounted"
+				if res.Lazy {
+					how = "unmounted lazily (files were still open; their connection was aborted)"
+				}
+				fmt.Fprintf(w, "%s in %.3f ms\n", how, float64(res.DurationNs)/1e6)
+			})
+		},
+	}
+	c.Flags().StringVar(&control, "control", "", "control socket of the daemon")
+	c.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long to wait for the daemon")
+	return c
+}
+
+func cmdLog(g *globals) *cobra.Command {
+	var store string
+	c := &cobra.Command{
+		Use:   "log --store DIR [--json]",
+		Short: "list the Store's Layers, newest first",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := required(c, "store"); err != nil {
+				return err
+			}
+			s, err := openStore(c.Context(), store)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			ls, err := s.Log(c.Context())
+			if err != nil {
+				return err
+			}
+			if ls == nil {
+				ls = []*layerfs.Layer{}
+			}
+			return g.print(ls, func(w io.Writer) {
+				for _, l := range ls {
+					parent := "-"
+					if !l.Parent.IsZero() {
+						parent = l.Parent.Short()
+					}
+					fmt.Fprintf(w, "%s  %s  parent %s  %s\n", l.ID, l.Time.UTC().Format(time.RFC3339), parent, l.Message)
+				}
+			})
+		},
+	}
+	c.Flags().StringVar(&store, "store", "", "Store directory")
+	return c
+}
+
+func cmdShow(g *globals) *cobra.Command {
+	var store string
+	c := &cobra.Command{
+		Use:   "show --store DIR ID",
+		Short: "show one Layer",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := required(c, "store"); err != nil {
+				return err
+			}
+			s, err := openStore(c.Context(), store)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			l, err := s.ResolveLayer(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return g.print(l, func(w io.Writer) {
+				parent := "-"
+				if !l.Parent.IsZero() {
+					parent = l.Parent.String()
+				}
+				fmt.Fprintf(w, "layer   %s\nparent  %s\ntime    %s\ntree    %s\nmessage %s\n", l.ID, parent, l.Time.UTC().Format(time.RFC3339Nano), l.Root.Content, l.Message)
+			})
+		},
+	}
+	c.Flags().StringVar(&store, "store", "", "Store directory")
+	return c
+}
+
+func cmdDiff(g *globals) *cobra.Command {
+	var store string
+	c := &cobra.Command{
+		Use:   "diff --store DIR A B",
+		Short: "list how Layer B differs from Layer A (A added, D deleted, M modified, m metadata only)",
+		Args:  exactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := required(c, "store"); err != nil {
+				return err
+			}
+			s, err := openStore(c.Context(), store)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			a, err := s.ResolveLayer(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			b, err := s.ResolveLayer(c.Context(), args[1])
+			if err != nil {
+				return err
+			}
+			changes, err := s.Diff(c.Context(), a, b)
+			if err != nil {
+				return err
+			}
+			if changes == nil {
+				changes = []layerfs.Change{}
+			}
+			return g.print(changes, func(w io.Writer) {
+				for _, ch := range changes {
+					fmt.Fprintf(w, "%s %s\n", ch.Kind, ch.Path)
+				}
+			})
+		},
+	}
+	c.Flags().StringVar(&store, "store", "", "Store directory")
+	return c
+}

@@ -1,0 +1,8 @@
+package layerfs
+
+import "os/exec"
+
+var (
+	execLookPath = exec.LookPath
+	execCommand  = exec.Command
+)

@@ -1,0 +1,453 @@
+package layerfs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/posixtest"
+	"github.com/sealbench/sealbench/internal/testenv"
+	"golang.org/x/sys/unix"
+)
+
+func needFUSE(t testing.TB) {
+	t.Helper()
+	testenv.NeedRoot(t)
+	testenv.NeedFUSE(t)
+}
+
+// mountWS mounts a Workspace of l (nil: the Store's newest Layer) and
+// unmounts it when the test ends.
+func mountWS(t testing.TB, s *Store, l *Layer) *Workspace {
+	t.Helper()
+	return mountWSOpts(t, s, MountOptions{Layer: l})
+}
+
+func mountWSOpts(t testing.TB, s *Store, opts MountOptions) *Workspace {
+	t.Helper()
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := Mount(context.Background(), s, mnt, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ws.mu.Lock()
+		closed := ws.closed
+		ws.mu.Unlock()
+		if !closed {
+			if _, err := ws.Unmount(5 * time.Second); err != nil {
+				t.Errorf("unmount: %v", err)
+			}
+		}
+	})
+	return ws
+}
+
+// tmpfsDir returns a fresh directory on a tmpfs, for an overlay there.
+func tmpfsDir(t testing.TB) string {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &st); err != nil || st.Type != unix.TMPFS_MAGIC {
+		testenv.Skip(t, "needs a tmpfs at /dev/shm (%v)", err)
+	}
+	d, err := os.MkdirTemp("/dev/shm", "layerfs-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func TestPosix(t *testing.T) {
+	needFUSE(t)
+	names := make([]string, 0, len(posixtest.All))
+	for name := range posixtest.All {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, overlay := range []string{"disk", "tmpfs"} {
+		t.Run(overlay, func(t *testing.T) {
+			for _, name := range names {
+				t.Run(name, func(t *testing.T) {
+					s := newStore(t, ProfileDisposable)
+					var ws *Workspace
+					if overlay == "tmpfs" {
+						ws = mountWSOpts(t, s, MountOptions{OverlayDir: tmpfsDir(t)})
+					} else {
+						ws = mountWS(t, s, nil)
+					}
+					posixtest.All[name](t, ws.Mountpoint())
+				})
+			}
+		})
+	}
+}
+
+func TestPassthroughInUse(t *testing.T) {
+	needFUSE(t)
+	s := newStore(t, ProfileDisposable)
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "base"), strings.Repeat("b", 1<<20))
+	l, err := s.Import(context.Background(), src, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := mountWS(t, s, l)
+	if !ws.features.Passthrough {
+		testenv.Skip(t, "kernel did not grant FUSE passthrough")
+	}
+	if _, err := os.ReadFile(filepath.Join(ws.Mountpoint(), "base")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws.Mountpoint(), "new"), strings.Repeat("n", 1<<20))
+	if b, err := os.ReadFile(filepath.Join(ws.Mountpoint(), "new")); err != nil || len(b) != 1<<20 {
+		t.Fatalf("read back: %d %v", len(b), err)
+	}
+	st, err := ws.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Requests["READ"].Count != 0 || st.Requests["WRITE"].Count != 0 {
+		t.Errorf("with passthrough no READ or WRITE should reach the daemon: %+v", st.Requests)
+	}
+}
+
+// TestOverlay checks copy-up, whiteouts, opaque directories and that the
+// base Layer never changes.
+func TestOverlay(t *testing.T) {
+	needFUSE(t)
+	ctx := context.Background()
+	s := newStore(t, ProfileFast)
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "f"), "base f")
+	writeFile(t, filepath.Join(src, "d/x"), "base x")
+	writeFile(t, filepath.Join(src, "d/sub/y"), "base y")
+	writeFile(t, filepath.Join(src, "keep/z"), "base z")
+	os.Link(filepath.Join(src, "f"), filepath.Join(src, "keep/f2"))
+	l, err := s.Import(ctx, src, ImportOptions{Message: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := mountWS(t, s, l)
+	m := ws.Mountpoint()
+	// Copy-up on write; the other name of the hard link sees it.
+	fh, err := os.OpenFile(filepath.Join(m, "f"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.WriteString(" more")
+	fh.Close()
+	if b, _ := os.ReadFile(filepath.Join(m, "keep/f2")); string(b) != "base f more" {
+		t.Errorf("hard link after copy-up: %q", b)
+	}
+	// Whiteout, then opaque directory.
+	if err := os.RemoveAll(filepath.Join(m, "d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(m, "d"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(m, "d")); len(ents) != 0 {
+		t.Errorf("opaque directory shows %v", ents)
+	}
+	// Rename a base directory over an existing empty one.
+	if err := os.Mkdir(filepath.Join(m, "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Rename(filepath.Join(m, "keep"), filepath.Join(m, "empty")); err != nil { // os.Rename refuses directories
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(m, "empty/z")); string(b) != "base z" {
+		t.Errorf("renamed dir: %q", b)
+	}
+	res, err := ws.Commit(ctx, "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.UpToDate {
+		t.Fatal("commit after changes says UpToDate")
+	}
+	res2, err := ws.Commit(ctx, "third")
+	if err != nil || !res2.UpToDate {
+		t.Fatalf("second commit: %+v %v", res2, err)
+	}
+	changes, err := s.Diff(ctx, l, res.Layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]ChangeKind{}
+	for _, c := range changes {
+		got[c.Path] = c.Kind
+	}
+	for p, k := range map[string]ChangeKind{"/f": Modified, "/d/x": Deleted, "/d/sub": Deleted, "/keep": Deleted, "/empty/z": Added} {
+		if got[p] != k {
+			t.Errorf("diff %s: got %q want %q (all: %v)", p, got[p], k, changes)
+		}
+	}
+	// The base Layer is unchanged: a second workspace of it shows it.
+	ws2 := mountWS(t, s, l)
+	if b, _ := os.ReadFile(filepath.Join(ws2.Mountpoint(), "f")); string(b) != "base f" {
+		t.Errorf("base layer changed: f = %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws2.Mountpoint(), "d/sub/y")); string(b) != "base y" {
+		t.Errorf("base layer changed: d/sub/y = %q", b)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(ws2.Mountpoint(), "keep/f2"), &st); err != nil || st.Nlink != 2 {
+		t.Errorf("hard link in base: nlink %d, %v", st.Nlink, err)
+	}
+	// The new Layer, remounted, shows the changes.
+	ws3 := mountWS(t, s, res.Layer)
+	if b, _ := os.ReadFile(filepath.Join(ws3.Mountpoint(), "empty/f2")); string(b) != "base f more" {
+		t.Errorf("new layer: empty/f2 = %q", b)
+	}
+	if err := syscall.Stat(filepath.Join(ws3.Mountpoint(), "empty/f2"), &st); err != nil || st.Nlink != 2 {
+		t.Errorf("hard link in new layer: nlink %d, %v", st.Nlink, err)
+	}
+}
+
+// TestExactMetadata imports a tree with unusual metadata and checks that a
+// Workspace of it reports every field exactly, and that a commit keeps them.
+func TestExactMetadata(t *testing.T) {
+	needFUSE(t)
+	ctx := context.Background()
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "suid"), "x")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Chown(filepath.Join(src, "suid"), 1234, 5678))
+	must(os.Chmod(filepath.Join(src, "suid"), 0o4751))
+	must(syscall.Mkfifo(filepath.Join(src, "fifo"), 0o640))
+	must(syscall.Mknod(filepath.Join(src, "null"), syscall.S_IFCHR|0o600, int(unix.Mkdev(1, 3))))
+	must(os.Symlink("suid", filepath.Join(src, "link")))
+	must(os.Mkdir(filepath.Join(src, "dir"), 0o2750))
+	must(unix.Setxattr(filepath.Join(src, "suid"), "user.k", []byte("v"), 0))
+	for i, name := range []string{"suid", "fifo", "null", "link", "dir", "."} {
+		ts := []unix.Timespec{{Sec: 1e9 + int64(i), Nsec: 123456789}, {Sec: 2e9 + int64(i), Nsec: 987654321}}
+		must(unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(src, name), ts, unix.AT_SYMLINK_NOFOLLOW))
+	}
+	s := newStore(t, ProfileFast)
+	l, err := s.Import(ctx, src, ImportOptions{})
+	must(err)
+	check := func(ws *Workspace) {
+		t.Helper()
+		for i, name := range []string{"suid", "fifo", "null", "link", "dir", "."} {
+			var a, b unix.Stat_t
+			must(unix.Lstat(filepath.Join(src, name), &a))
+			must(unix.Lstat(filepath.Join(ws.Mountpoint(), name), &b))
+			// Importing reads the source, which may move its atime; the
+			// Layer keeps the atime from before.
+			a.Atim = unix.Timespec{Sec: 1e9 + int64(i), Nsec: 123456789}
+			if a.Mode != b.Mode || a.Uid != b.Uid || a.Gid != b.Gid || a.Rdev != b.Rdev || a.Mtim != b.Mtim || a.Atim != b.Atim || a.Ctim != b.Ctim ||
+				(a.Mode&syscall.S_IFMT != syscall.S_IFDIR && a.Size != b.Size) {
+				t.Errorf("%s: source %+v\nworkspace %+v", name, a, b)
+			}
+		}
+		buf := make([]byte, 10)
+		n, err := unix.Getxattr(filepath.Join(ws.Mountpoint(), "suid"), "user.k", buf)
+		if err != nil || string(buf[:n]) != "v" {
+			t.Errorf("xattr: %q %v", buf[:n], err)
+		}
+	}
+	ws := mountWS(t, s, l)
+	check(ws)
+	// A metadata-only change (owner and mode of the directory) commits and
+	// survives a remount, the rest untouched.
+	must(os.Chown(filepath.Join(ws.Mountpoint(), "dir"), 42, 43))
+	must(os.Chown(filepath.Join(src, "dir"), 42, 43))
+	res, err := ws.Commit(ctx, "chown")
+	must(err)
+	ws2 := mountWS(t, s, res.Layer)
+	var a, b unix.Stat_t
+	must(unix.Lstat(filepath.Join(ws2.Mountpoint(), "dir"), &b))
+	must(unix.Lstat(filepath.Join(src, "dir"), &a))
+	if b.Uid != 42 || b.Gid != 43 || a.Mode != b.Mode || a.Mtim != b.Mtim {
+		t.Errorf("after commit: dir %+v, want owner 42:43, mode %o, mtime %v", b, a.Mode, a.Mtim)
+	}
+}
+
+// TestCopyUpWhileReading: a base file being read cannot be copied up (the
+// kernel allows one backing file per inode), so writing it answers ETXTBSY
+// until the reader closes; a reader that just closed does not block it.
+func TestCopyUpWhileReading(t *testing.T) {
+	needFUSE(t)
+	s := newStore(t, ProfileDisposable)
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "f"), "base")
+	l, err := s.Import(context.Background(), src, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := mountWS(t, s, l)
+	p := filepath.Join(ws.Mountpoint(), "f")
+	r, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.OpenFile(p, os.O_WRONLY, 0); !errors.Is(err, syscall.ETXTBSY) {
+		t.Errorf("write-open while a reader is open: got %v, want ETXTBSY", err)
+	}
+	r.Close()
+	for i := 0; i < 100; i++ {
+		if b, err := os.ReadFile(p); err != nil || string(b) != "base" {
+			t.Fatalf("read: %q %v", b, err)
+		}
+		if err := os.WriteFile(p, []byte("new"+strings.Repeat("!", i)), 0o644); err != nil {
+			t.Fatalf("write right after a read (round %d): %v", i, err)
+		}
+		if err := os.WriteFile(p, []byte("base"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCommitOpenFile commits while a file is open for writing: the Layer
+// gets what was written so far, later writes go to the next Commit.
+func TestCommitOpenFile(t *testing.T) {
+	needFUSE(t)
+	ctx := context.Background()
+	s := newStore(t, ProfileFast)
+	ws := mountWS(t, s, nil)
+	p := filepath.Join(ws.Mountpoint(), "f")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("one")
+	r1, err := ws.Commit(ctx, "while open")
+	if err != nil || r1.UpToDate {
+		t.Fatalf("commit: %+v %v", r1, err)
+	}
+	f.WriteString(" two")
+	f.Close()
+	r2, err := ws.Commit(ctx, "after close")
+	if err != nil || r2.UpToDate {
+		t.Fatalf("commit after close: %+v %v", r2, err)
+	}
+	// Unchanged since: UpToDate, however often.
+	for i := 0; i < 3; i++ {
+		if r, err := ws.Commit(ctx, "again"); err != nil || !r.UpToDate {
+			t.Fatalf("commit %d: %+v %v", i, r, err)
+		}
+	}
+	for l, want := range map[*Layer]string{r1.Layer: "one", r2.Layer: "one two"} {
+		w := mountWS(t, s, l)
+		if b, err := os.ReadFile(filepath.Join(w.Mountpoint(), "f")); err != nil || string(b) != want {
+			t.Errorf("layer %s: f = %q (%v), want %q", l.ID.Short(), b, err, want)
+		}
+	}
+}
+
+// TestLazyCopyUp: write-only opens of a large base file copy it up lazily;
+// whatever was not written still reads as the base, from the writer's
+// close on, and while it writes, for any other reader.
+func TestLazyCopyUp(t *testing.T) {
+	needFUSE(t)
+	t.Run("disk", func(t *testing.T) { testLazyCopyUp(t, "") })
+	t.Run("tmpfs", func(t *testing.T) { testLazyCopyUp(t, tmpfsDir(t)) })
+}
+
+func testLazyCopyUp(t *testing.T, overlayDir string) {
+	ctx := context.Background()
+	s := newStore(t, ProfileFast)
+	src := t.TempDir()
+	base := make([]byte, 3<<20)
+	for i := range base {
+		base[i] = byte(i * 7)
+	}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		writeFile(t, filepath.Join(src, name), string(base))
+	}
+	l, err := s.Import(ctx, src, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := mountWSOpts(t, s, MountOptions{Layer: l, OverlayDir: overlayDir})
+	m := ws.Mountpoint()
+	want := map[string][]byte{}
+	// e: cp(1) of a base file (copy_file_range, across filesystems when
+	// the overlay is on a tmpfs).
+	runBody(t, m, "cp a e")
+	want["e"] = append([]byte(nil), base...)
+	patch := func(name string, off int, data string) {
+		if want[name] == nil {
+			want[name] = append([]byte(nil), base...)
+		}
+		w := want[name]
+		if off+len(data) > len(w) {
+			w = append(w, make([]byte, off+len(data)-len(w))...)
+		}
+		copy(w[off:], data)
+		want[name] = w
+	}
+	// a: a small write in the middle, unaligned.
+	f, err := os.OpenFile(filepath.Join(m, "a"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("hello"), 1<<20+3); err != nil {
+		t.Fatal(err)
+	}
+	patch("a", 1<<20+3, "hello")
+	// b: read while a writer is open, then append past the end.
+	g, err := os.OpenFile(filepath.Join(m, "b"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.WriteString("tail")
+	patch("b", len(base), "tail")
+	if got, err := os.ReadFile(filepath.Join(m, "b")); err != nil || !bytes.Equal(got, want["b"]) {
+		t.Errorf("b read while its writer is open: %d bytes, %v", len(got), err)
+	}
+	g.WriteString("more")
+	patch("b", len(base)+4, "more")
+	g.Close()
+	f.Close()
+	// c: dd-style overwrite of the first half, in 1 MiB blocks.
+	runBody(t, m, `dd if=/dev/zero of=c bs=1M count=1 conv=notrunc 2>/dev/null`)
+	patch("c", 0, string(make([]byte, 1<<20)))
+	// d: a commit while its writer is open.
+	h, err := os.OpenFile(filepath.Join(m, "d"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.WriteAt([]byte("x"), 5)
+	patch("d", 5, "x")
+	res, err := ws.Commit(ctx, "lazy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	check := func(root string) {
+		t.Helper()
+		for name, w := range want {
+			got, err := os.ReadFile(filepath.Join(root, name))
+			if err != nil || !bytes.Equal(got, w) {
+				i := 0
+				for i < len(got) && i < len(w) && got[i] == w[i] {
+					i++
+				}
+				t.Errorf("%s: %d bytes (want %d), first difference at %d, %v", name, len(got), len(w), i, err)
+			}
+		}
+	}
+	check(m)
+	check(mountWS(t, s, res.Layer).Mountpoint())
+	if st, err := os.Stat(filepath.Join(m, "c")); err != nil || st.Size() != int64(len(base)) {
+		t.Errorf("c size: %v %v", st, err)
+	}
+}

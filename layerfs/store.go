@@ -1,0 +1,346 @@
+package layerfs
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver, so binaries stay static
+)
+
+// Profile says how hard a Store works to survive a crash.
+type Profile string
+
+const (
+	// ProfileDurable survives power loss: WAL with synchronous=FULL, and
+	// blobs are synced before the transaction that names them commits.
+	ProfileDurable Profile = "durable"
+	// ProfileFast survives the daemon being killed: WAL with
+	// synchronous=NORMAL, blobs are not synced.
+	ProfileFast Profile = "fast"
+	// ProfileDisposable is for Stores thrown away after one run: WAL with
+	// synchronous=OFF.
+	ProfileDisposable Profile = "disposable"
+)
+
+// ParseProfile parses a profile name.
+func ParseProfile(s string) (Profile, error) {
+	switch p := Profile(s); p {
+	case ProfileDurable, ProfileFast, ProfileDisposable:
+		return p, nil
+	}
+	return "", fmt.Errorf("unknown store profile %q (want durable, fast or disposable)", s)
+}
+
+func (p Profile) synchronous() string {
+	switch p {
+	case ProfileDurable:
+		return "FULL"
+	case ProfileFast:
+		return "NORMAL"
+	default:
+		return "OFF"
+	}
+}
+
+// SchemaVersion is the version of the database schema this code writes. A
+// Store with a newer schema is refused with ErrNewerSchema.
+const SchemaVersion = 1
+
+const (
+	dbName       = "layerfs.db"
+	blobsDir     = "blobs"
+	tmpDir       = "tmp"
+	overlaysDir  = "overlay"
+	storeFormat  = "layerfs-store"
+	lockName     = "mount.lock"
+	mountInfoNam = "mount.json"
+)
+
+var (
+	// ErrNotStore says a directory is not a LayerFS Store.
+	ErrNotStore = errors.New("not a LayerFS store")
+	// ErrNewerSchema says a Store was written by a newer LayerFS.
+	ErrNewerSchema = errors.New("store schema is newer than this layerfsd supports")
+	// ErrNotFound says a Layer does not exist.
+	ErrNotFound = errors.New("not found")
+)
+
+const schema = `
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE blobs (digest BLOB PRIMARY KEY, size INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE trees (digest BLOB PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE layers (
+	seq INTEGER PRIMARY KEY AUTOINCREMENT,
+	id TEXT NOT NULL UNIQUE,
+	parent TEXT NOT NULL,
+	root BLOB NOT NULL,
+	message TEXT NOT NULL,
+	time_ns INTEGER NOT NULL,
+	links BLOB NOT NULL
+);
+`
+
+// Store is an open LayerFS Store. It is safe for concurrent use.
+type Store struct {
+	dir     string
+	db      *sql.DB
+	profile Profile
+
+	statements atomic.Int64 // SQL statements executed
+	getTree    *sql.Stmt
+}
+
+// Dir returns the Store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Profile returns the Store's profile.
+func (s *Store) Profile() Profile { return s.profile }
+
+// Statements returns how many SQL statements this Store has executed.
+func (s *Store) Statements() int64 { return s.statements.Load() }
+
+func dsn(path string, p Profile) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+p.synchronous()+")")
+	q.Set("_txlock", "immediate")
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Init creates a new Store in dir, which must not exist or be empty.
+func Init(ctx context.Context, dir string, profile Profile) (*Store, error) {
+	if _, err := ParseProfile(string(profile)); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating store directory %q: %w", dir, err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading store directory %q: %w", dir, err)
+	}
+	if len(ents) != 0 {
+		return nil, fmt.Errorf("initializing store in %q: directory is not empty", dir)
+	}
+	for _, d := range []string{tmpDir, overlaysDir} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, fmt.Errorf("initializing store in %q: %w", dir, err)
+		}
+	}
+	// All 256 fan-out directories up front: installing a blob is then one
+	// rename, never a mkdir.
+	for i := 0; i < 256; i++ {
+		if err := os.MkdirAll(filepath.Join(dir, blobsDir, fmt.Sprintf("%02x", i)), 0o755); err != nil {
+			return nil, fmt.Errorf("initializing store in %q: %w", dir, err)
+		}
+	}
+	db, err := sql.Open("sqlite", dsn(filepath.Join(dir, dbName), profile))
+	if err != nil {
+		return nil, fmt.Errorf("creating database in %q: %w", dir, err)
+	}
+	db.SetMaxOpenConns(1)
+	// Schema, version and the format marker in one transaction: a Store
+	// whose init was interrupted has no marker and Open refuses it.
+	tx, err := db.BeginTx(ctx, nil)
+	if err == nil {
+		_, err = tx.ExecContext(ctx, schema)
+		if err == nil {
+			_, err = tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES ('format', ?), ('profile', ?), ('created', ?)`,
+				storeFormat, string(profile), time.Now().UTC().Format(time.RFC3339Nano))
+		}
+		if err == nil {
+			_, err = tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(SchemaVersion))
+		}
+		if err == nil {
+			err = tx.Commit()
+		} else {
+			tx.Rollback()
+		}
+	}
+	db.Close()
+	if err != nil {
+		return nil, fmt.Errorf("creating database in %q: %w", dir, err)
+	}
+	if profile == ProfileDurable {
+		if err := syncDir(dir); err != nil {
+			return nil, err
+		}
+	}
+	return Open(ctx, dir)
+}
+
+// Open opens an existing Store. It refuses a directory that is not a Store
+// (ErrNotStore) and a Store with a newer schema (ErrNewerSchema).
+func Open(ctx context.Context, dir string) (*Store, error) {
+	path := filepath.Join(dir, dbName)
+	if st, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("opening store %q: %w (the directory does not exist; create one with `layerfsd init`)", dir, ErrNotStore)
+	} else if err != nil {
+		return nil, fmt.Errorf("opening store %q: %w", dir, err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("opening store %q: %w (not a directory)", dir, ErrNotStore)
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("opening store %q: %w (no %s; create one with `layerfsd init`)", dir, ErrNotStore, dbName)
+	} else if err != nil {
+		return nil, fmt.Errorf("opening store %q: %w", dir, err)
+	}
+	// First look with a plain connection: the profile is in the database.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		return nil, fmt.Errorf("opening store %q: %w", dir, err)
+	}
+	var version int
+	var format, profile string
+	err = db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version)
+	if err == nil && version > SchemaVersion {
+		db.Close()
+		return nil, fmt.Errorf("opening store %q: %w (store schema %d, this layerfsd supports up to %d; use a newer layerfsd)", dir, ErrNewerSchema, version, SchemaVersion)
+	}
+	if err == nil {
+		err = db.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'format'").Scan(&format)
+	}
+	if err == nil {
+		err = db.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'profile'").Scan(&profile)
+	}
+	db.Close()
+	if err != nil || format != storeFormat || version < 1 {
+		return nil, fmt.Errorf("opening store %q: %w (database %s has no LayerFS format marker: %v)", dir, ErrNotStore, dbName, err)
+	}
+	p, err := ParseProfile(profile)
+	if err != nil {
+		return nil, fmt.Errorf("opening store %q: %w", dir, err)
+	}
+	db, err = sql.Open("sqlite", dsn(path, p))
+	if err != nil {
+		return nil, fmt.Errorf("opening store %q: %w", dir, err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(0)
+	s := &Store{dir: dir, db: db, profile: p}
+	s.getTree, err = db.PrepareContext(ctx, "SELECT data FROM trees WHERE digest = ?")
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %q: preparing statements: %w", dir, err)
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	s.getTree.Close()
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("closing store %q: %w", s.dir, err)
+	}
+	return nil
+}
+
+// IntegrityCheck runs PRAGMA integrity_check and returns its verdict ("ok"
+// when the database is sound).
+func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
+	s.statements.Add(1)
+	rows, err := s.db.QueryContext(ctx, "PRAGMA integrity_check")
+	if err != nil {
+		return "", fmt.Errorf("checking integrity of %q: %w", s.dir, err)
+	}
+	defer rows.Close()
+	var out string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return "", err
+		}
+		if out != "" {
+			out += "\n"
+		}
+		out += line
+	}
+	return out, rows.Err()
+}
+
+// loadTree returns the entries of a tree object.
+func (s *Store) loadTree(ctx context.Context, d Digest) ([]Entry, error) {
+	if d == emptyTree {
+		return nil, nil
+	}
+	s.statements.Add(1)
+	var data []byte
+	if err := s.getTree.QueryRowContext(ctx, d[:]).Scan(&data); err != nil {
+		return nil, fmt.Errorf("loading tree %s from %q: %w", d.Short(), s.dir, err)
+	}
+	return decodeTree(data, d)
+}
+
+// blobPath is where the blob with digest d lives.
+func (s *Store) blobPath(d Digest) string {
+	h := d.String()
+	return filepath.Join(s.dir, blobsDir, h[:2], h)
+}
+
+// Usage is how many bytes a Store holds.
+type Usage struct {
+	DBBytes   int64 `json:"dbBytes"`   // layerfs.db plus its WAL
+	BlobBytes int64 `json:"blobBytes"` // every blob the database names
+	Blobs     int64 `json:"blobs"`
+	Trees     int64 `json:"trees"`
+	Layers    int64 `json:"layers"`
+}
+
+// Usage measures the Store.
+func (s *Store) Usage(ctx context.Context) (Usage, error) {
+	var u Usage
+	for _, suffix := range []string{"", "-wal"} {
+		if st, err := os.Stat(filepath.Join(s.dir, dbName+suffix)); err == nil {
+			u.DBBytes += st.Size()
+		}
+	}
+	s.statements.Add(1)
+	err := s.db.QueryRowContext(ctx, `SELECT
+		(SELECT COALESCE(SUM(size), 0) FROM blobs), (SELECT COUNT(*) FROM blobs),
+		(SELECT COUNT(*) FROM trees), (SELECT COUNT(*) FROM layers)`).Scan(&u.BlobBytes, &u.Blobs, &u.Trees, &u.Layers)
+	if err != nil {
+		return u, fmt.Errorf("measuring store %q: %w", s.dir, err)
+	}
+	return u, nil
+}
+
+// syncDir fsyncs a directory, so that entries created in it survive a crash.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing directory %q: %w", dir, err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("syncing directory %q: %w", dir, err)
+	}
+	return nil
+}
+
+// syncBlobs makes every blob written so far durable, for the Durable profile:
+// one syncfs(2) of the Store's filesystem instead of one fsync per blob.
+func (s *Store) syncBlobs() error {
+	if s.profile != ProfileDurable {
+		return nil
+	}
+	f, err := os.Open(filepath.Join(s.dir, blobsDir))
+	if err != nil {
+		return fmt.Errorf("syncing blobs of %q: %w", s.dir, err)
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("syncing blobs of %q: %w", s.dir, err)
+	}
+	return nil
+}

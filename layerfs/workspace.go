@@ -1,0 +1,697 @@
+package layerfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// MountOptions are the options of Mount.
+type MountOptions struct {
+	// Layer is the base Layer. Nil means the Store's newest Layer, or an
+	// empty directory for a Store without Layers.
+	Layer *Layer
+	// CacheTimeout is how long the kernel may trust entries, attributes
+	// and negative lookups. Every change goes through this daemon, so the
+	// caches never go stale; 0 means one hour.
+	CacheTimeout time.Duration
+	// NoPassthrough turns FUSE passthrough off: file data then flows
+	// through the daemon.
+	NoPassthrough bool
+	// Writeback asks for the kernel's writeback cache. The kernel does
+	// not grant passthrough together with it, so it is off by default.
+	Writeback bool
+	// OverlayDir is where the overlay's data files live (in a fresh
+	// subdirectory); empty means the Store's own overlay directory, on
+	// the Store's disk, where Commit moves a data file into the blobs by
+	// rename. A tmpfs here trades memory for faster creates; the overlay
+	// is discarded at unmount either way, so nothing is lost that a disk
+	// would have kept.
+	OverlayDir string
+	// Workers is the number of hashing workers Commit uses; 0 means
+	// Workers().
+	Workers int
+	Debug   bool
+	Logger  *log.Logger
+}
+
+// Features says which kernel features a mount uses.
+type Features struct {
+	EntryTimeoutNs    int64  `json:"entryTimeoutNs"`
+	AttrTimeoutNs     int64  `json:"attrTimeoutNs"`
+	NegativeTimeoutNs int64  `json:"negativeTimeoutNs"`
+	NegativeEntries   bool   `json:"negativeEntries"`
+	WritebackCache    bool   `json:"writebackCache"`
+	MaxWrite          int    `json:"maxWrite"`
+	Passthrough       bool   `json:"passthrough"`
+	ReaddirPlus       bool   `json:"readdirPlus"`
+	ParallelDirops    bool   `json:"parallelDirops"`
+	KernelProtocol    string `json:"kernelProtocol"`
+}
+
+// Workspace is a mounted Layer with a private writable overlay.
+type Workspace struct {
+	store      *Store
+	mountpoint string
+	upperDir   string
+	server     *fuse.Server
+	logger     *log.Logger
+	workers    int
+	features   Features
+	tel        telemetry
+
+	euid, egid uint32 // who creates the data files
+	umask      uint32 // this process's umask, applied to every data file created
+
+	mu      sync.Mutex // guards everything below and every inode
+	base    *Layer
+	root    *inode
+	nextIno uint64
+	links   map[uint64]*inode
+	reap    chan string   // data files to remove (see maybeDropData)
+	reaped  chan struct{} // closed when the reaper is done
+	// releasing holds handles whose RELEASE go-fuse is still finishing,
+	// keyed by the request's cancel channel.
+	releasing map[<-chan struct{}]*handle
+
+	mountDur   time.Duration
+	commitDur  time.Duration
+	commits    int64
+	unmountDur time.Duration
+	closed     bool
+}
+
+func (ws *Workspace) logf(format string, args ...any) {
+	if ws.logger != nil {
+		ws.logger.Printf(format, args...)
+	}
+}
+
+// Mountpoint returns where the Workspace is mounted.
+func (ws *Workspace) Mountpoint() string { return ws.mountpoint }
+
+// Base returns the Layer the Workspace shows under its overlay.
+func (ws *Workspace) Base() *Layer {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.base
+}
+
+// ErrBadMountpoint says a mount point is not an empty directory.
+var ErrBadMountpoint = errors.New("mount point must be an empty directory")
+
+// checkMountpoint insists on an existing, empty directory.
+func checkMountpoint(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("checking mount point %q: %w: %w", dir, ErrBadMountpoint, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("checking mount point %q: %w (not a directory)", dir, ErrBadMountpoint)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("checking mount point %q: %w: %w", dir, ErrBadMountpoint, err)
+	}
+	defer f.Close()
+	if names, _ := f.Readdirnames(1); len(names) > 0 {
+		return fmt.Errorf("checking mount point %q: %w (it is not empty)", dir, ErrBadMountpoint)
+	}
+	if isMountpoint(dir) {
+		return fmt.Errorf("checking mount point %q: %w (something is mounted there)", dir, ErrBadMountpoint)
+	}
+	return nil
+}
+
+// Mount mounts a Workspace of a Layer of s at mountpoint, an empty
+// directory. The caller must Unmount it.
+func Mount(ctx context.Context, s *Store, mountpoint string, opts MountOptions) (*Workspace, error) {
+	t0 := time.Now()
+	mountpoint, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return nil, fmt.Errorf("mounting workspace at %q: %w", mountpoint, err)
+	}
+	if err := checkMountpoint(mountpoint); err != nil {
+		return nil, err
+	}
+	base := opts.Layer
+	if base == nil {
+		if base, err = s.Head(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if base == nil {
+		base = &Layer{Root: emptyRoot()}
+	}
+	overlayParent := opts.OverlayDir
+	if overlayParent == "" {
+		overlayParent = filepath.Join(s.dir, overlaysDir)
+	}
+	upper, err := os.MkdirTemp(overlayParent, "layerfs-ws-")
+	if err != nil {
+		return nil, fmt.Errorf("mounting workspace at %q: creating overlay: %w", mountpoint, err)
+	}
+	ws := &Workspace{store: s, mountpoint: mountpoint, upperDir: upper, logger: opts.Logger,
+		workers: opts.Workers, base: base, links: map[uint64]*inode{},
+		releasing: map[<-chan struct{}]*handle{},
+		reap:      make(chan string, 4096), reaped: make(chan struct{})}
+	go ws.reaper()
+	defer func() {
+		if ws.server == nil { // the mount failed
+			close(ws.reap)
+		}
+	}()
+	if ws.workers <= 0 {
+		ws.workers = Workers()
+	}
+	ws.euid, ws.egid = uint32(os.Geteuid()), uint32(os.Getegid())
+	um := unix.Umask(0o22)
+	unix.Umask(um)
+	ws.umask = uint32(um)
+	root := base.Root
+	ws.root = ws.inodeFromEntry(nil, &root)
+	if err := ws.loadLinks(ctx, base); err != nil {
+		os.RemoveAll(upper)
+		return nil, fmt.Errorf("mounting workspace at %q: %w", mountpoint, err)
+	}
+
+	timeout := opts.CacheTimeout
+	if timeout <= 0 {
+		timeout = time.Hour
+	}
+	fopts := &fs.Options{
+		MountOptions: fuse.MountOptions{
+			FsName:       "layerfs",
+			Name:         "layerfs",
+			MaxWrite:     1 << 20,
+			MaxReadAhead: 1 << 20,
+			DirectMount:  true,
+			// noatime: reads must not change the Workspace.
+			DirectMountFlags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOATIME,
+			// Locks go to the data files (open file description locks),
+			// as go-fuse's loopback does.
+			EnableLocks: true,
+			Options:     []string{"default_permissions"},
+			Debug:       opts.Debug,
+			Logger:      opts.Logger,
+		},
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &timeout,
+		NullPermissions: true,
+		RootStableAttr:  &fs.StableAttr{Ino: ws.root.ino, Gen: 1},
+		Logger:          opts.Logger,
+	}
+	if os.Geteuid() == 0 {
+		fopts.AllowOther = true
+	}
+	if opts.NoPassthrough {
+		fopts.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	}
+	if opts.Writeback {
+		fopts.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
+	}
+	raw := fs.NewNodeFS(&node{ws: ws, in: ws.root}, fopts)
+	server, err := fuse.NewServer(&countingFS{RawFileSystem: raw, t: &ws.tel, releaseDone: ws.releaseDone}, mountpoint, &fopts.MountOptions)
+	if err != nil {
+		os.RemoveAll(upper)
+		return nil, fmt.Errorf("mounting workspace at %q: %w", mountpoint, err)
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		server.Unmount()
+		os.RemoveAll(upper)
+		return nil, fmt.Errorf("mounting workspace at %q: %w", mountpoint, err)
+	}
+	ws.server = server
+	ks := server.KernelSettings()
+	flags := ks.Flags64()
+	granted := flags &^ fopts.DisabledCapabilities
+	ws.features = Features{
+		EntryTimeoutNs:    int64(timeout),
+		AttrTimeoutNs:     int64(timeout),
+		NegativeTimeoutNs: int64(timeout),
+		NegativeEntries:   true,
+		WritebackCache:    opts.Writeback && granted&fuse.CAP_WRITEBACK_CACHE != 0,
+		MaxWrite:          fopts.MaxWrite,
+		// The kernel does not enable passthrough on a connection with
+		// the writeback cache (checked: READs then reach the daemon).
+		Passthrough:    granted&fuse.CAP_PASSTHROUGH != 0 && os.Geteuid() == 0 && !opts.Writeback,
+		ReaddirPlus:    granted&fuse.CAP_READDIRPLUS != 0,
+		ParallelDirops: granted&fuse.CAP_PARALLEL_DIROPS != 0,
+		KernelProtocol: fmt.Sprintf("%d.%d", ks.Major, ks.Minor),
+	}
+	ws.mountDur = time.Since(t0)
+	return ws, nil
+}
+
+// loadLinks loads every directory that holds a name of a hard-linked inode,
+// so that all names of one inode share it from the start, and no directory
+// left unloaded (and reused by digest at Commit) holds a link.
+func (ws *Workspace) loadLinks(ctx context.Context, l *Layer) error {
+	for _, group := range l.links {
+		for _, p := range group {
+			dir := ws.root
+			parts := strings.Split(strings.Trim(p, "/"), "/")
+			for _, name := range parts[:len(parts)-1] {
+				if e := ws.loadDir(ctx, dir); e != 0 {
+					return fmt.Errorf("loading hard link %q: %w", p, e)
+				}
+				next, ok := dir.children[name]
+				if !ok || !next.isDir() {
+					return fmt.Errorf("loading hard link %q: %q missing in layer %s", p, name, l.ID.Short())
+				}
+				dir = next
+			}
+			if e := ws.loadDir(ctx, dir); e != 0 {
+				return fmt.Errorf("loading hard link %q: %w", p, e)
+			}
+		}
+	}
+	return nil
+}
+
+// CommitResult is what Commit did.
+type CommitResult struct {
+	// Layer is the new Layer, or the unchanged base when UpToDate.
+	Layer    *Layer `json:"layer"`
+	UpToDate bool   `json:"upToDate"`
+	// Hashed is how many files were hashed, HashedBytes their size.
+	Hashed      int   `json:"hashed"`
+	HashedBytes int64 `json:"hashedBytes"`
+	// DurationNs is the daemon's time for the whole Commit.
+	DurationNs int64 `json:"durationNs"`
+}
+
+type commitFile struct {
+	in     *inode
+	open   bool   // has open handles: hash a private copy
+	tmp    string // the private copy
+	digest Digest
+	size   int64
+	stamp  [3]int64
+	cached bool
+}
+
+// Commit turns the Workspace's changes into a new Layer whose parent is the
+// base, in one transaction, and makes it the base. When nothing changed it
+// answers UpToDate and writes nothing.
+func (ws *Workspace) Commit(ctx context.Context, message string) (*CommitResult, error) {
+	t0 := time.Now()
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.closed {
+		return nil, errors.New("committing workspace: it is unmounted")
+	}
+
+	// 1. Every upper data file, once per inode.
+	var files []*commitFile
+	seen := map[*inode]bool{}
+	var collect func(dir *inode)
+	collect = func(dir *inode) {
+		for _, c := range dir.children {
+			if c.isDir() {
+				if c.children != nil {
+					collect(c)
+				}
+				continue
+			}
+			if c.upper && !seen[c] {
+				seen[c] = true
+				files = append(files, &commitFile{in: c, open: c.upperOpens > 0})
+			}
+		}
+	}
+	if ws.root.children != nil {
+		collect(ws.root)
+	}
+	for _, f := range files {
+		if e := ws.finishLazy(f.in); e != 0 {
+			return nil, fmt.Errorf("committing workspace: finishing copy-up of inode %d: %w", f.in.ino, e)
+		}
+		if e := ws.refreshUpper(f.in); e != 0 {
+			return nil, fmt.Errorf("committing workspace: reading data of inode %d: %w", f.in.ino, e)
+		}
+		f.stamp = [3]int64{f.in.ctime, f.in.mtime, f.in.size}
+		if f.in.sumStamp == f.stamp && !f.in.sum.IsZero() {
+			f.digest, f.size, f.cached = f.in.sum, f.in.size, true
+		}
+	}
+
+	// 2. Hash them, in parallel. A file someone has open may change while
+	// we read it, so hash a private copy of it instead.
+	cleanup := func() {
+		for _, f := range files {
+			if f.tmp != "" {
+				os.Remove(f.tmp)
+			}
+		}
+	}
+	res := &CommitResult{}
+	err := parallel(len(files), ws.workers, func(i int) error {
+		f := files[i]
+		if f.cached {
+			return nil
+		}
+		src := ws.upperPath(f.in)
+		if f.open {
+			tmp, err := ws.store.copyToTemp(src)
+			if err != nil {
+				return err
+			}
+			f.tmp, src = tmp, tmp
+		}
+		d, n, err := hashFile(src)
+		if err != nil {
+			return err
+		}
+		f.digest, f.size = d, n
+		return nil
+	})
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("committing workspace: %w", err)
+	}
+	sums := make(map[*inode]*commitFile, len(files))
+	for _, f := range files {
+		sums[f.in] = f
+		if !f.cached {
+			res.Hashed++
+			res.HashedBytes += f.size
+		}
+	}
+
+	// 3. Tree objects, bottom up; directories never loaded keep their
+	// base tree. Hard-link groups are numbered in path order.
+	nl := &newLayer{blobs: map[Digest]int64{}, trees: map[Digest][]byte{}}
+	linkIDs := map[*inode]uint64{}
+	var links [][]string
+	dirTrees := map[*inode]Digest{}
+	var build func(dir *inode, path string) Digest
+	build = func(dir *inode, path string) Digest {
+		if dir.children == nil {
+			return dir.tree
+		}
+		names := make([]string, 0, len(dir.children))
+		for name := range dir.children {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		entries := make([]Entry, 0, len(names))
+		for _, name := range names {
+			c := dir.children[name]
+			p := path + "/" + name
+			e := c.entry(name)
+			switch {
+			case c.isDir():
+				e.Content = build(c, p)
+			case c.isRegular():
+				if f, ok := sums[c]; ok {
+					e.Content, e.Size = f.digest, f.size
+					nl.blobs[f.digest] = f.size
+				} else {
+					e.Content = c.blob
+				}
+			}
+			if !c.isDir() && c.nlink > 1 {
+				id, ok := linkIDs[c]
+				if !ok {
+					links = append(links, nil)
+					id = uint64(len(links))
+					linkIDs[c] = id
+				}
+				links[id-1] = append(links[id-1], p)
+				e.LinkID = id
+			}
+			entries = append(entries, e)
+		}
+		data, d := encodeTree(entries)
+		nl.trees[d] = data
+		dirTrees[dir] = d
+		return d
+	}
+	rootEntry := ws.root.entry("")
+	rootEntry.Content = build(ws.root, "")
+	baseRoot := ws.base.Root
+	if string(encodeEntry(&rootEntry)) == string(encodeEntry(&baseRoot)) && len(links) == len(ws.base.links) {
+		cleanup()
+		res.Layer, res.UpToDate = ws.base, true
+		res.DurationNs = int64(time.Since(t0))
+		ws.commitDur = time.Duration(res.DurationNs)
+		return res, nil
+	}
+
+	// 4. Blobs. A closed data file becomes the blob itself (a rename) and
+	// its inode is served from the blob from now on; an open one stays
+	// upper and its private copy becomes the blob.
+	for _, f := range files {
+		if f.cached && !f.in.upper {
+			continue
+		}
+		var err error
+		switch {
+		case f.tmp != "":
+			err = ws.store.installBlob(f.tmp, f.digest)
+			f.tmp = ""
+		case f.cached:
+			if _, serr := os.Lstat(ws.store.blobPath(f.digest)); serr != nil {
+				// The blob was never installed (an earlier Commit
+				// failed); install it from a copy.
+				var tmp string
+				if tmp, err = ws.store.copyToTemp(ws.upperPath(f.in)); err == nil {
+					err = ws.store.installBlob(tmp, f.digest)
+				}
+			} else if !f.open {
+				// Unchanged since an earlier Commit stored it while it
+				// was open; now closed, it can be served from the blob.
+				err = os.Remove(ws.upperPath(f.in))
+				if err == nil {
+					f.in.upper = false
+					f.in.blob = f.digest
+				}
+			}
+		case !f.open:
+			err = ws.store.installBlob(ws.upperPath(f.in), f.digest)
+			if errors.Is(err, syscall.EXDEV) {
+				// The overlay is on another filesystem: copy.
+				var tmp string
+				if tmp, err = ws.store.copyToTemp(ws.upperPath(f.in)); err == nil {
+					if err = ws.store.installBlob(tmp, f.digest); err == nil {
+						err = os.Remove(ws.upperPath(f.in))
+					}
+				}
+			}
+			if err == nil {
+				f.in.upper = false
+				f.in.blob = f.digest
+			}
+		}
+		if err != nil {
+			cleanup()
+			return nil, fmt.Errorf("committing workspace: %w", err)
+		}
+		if f.in.upper {
+			f.in.sum, f.in.sumStamp = f.digest, f.stamp
+		}
+	}
+
+	// 5. One transaction.
+	now := time.Now()
+	l := &Layer{Parent: ws.base.ID, Message: message, Time: now, Root: rootEntry, links: links}
+	l.ID = layerID(l.Parent, &l.Root, l.Message, l.Time)
+	nl.layer = l
+	if err := ws.store.writeLayer(ctx, nl); err != nil {
+		return nil, fmt.Errorf("committing workspace: %w", err)
+	}
+	for dir, d := range dirTrees {
+		dir.tree = d
+		dir.whiteouts = nil
+		dir.opaque = false
+		for name, c := range dir.children {
+			c.baseParent, c.baseName = dir, name
+		}
+	}
+	ws.base = l
+	ws.commits++
+	res.Layer = l
+	res.DurationNs = int64(time.Since(t0))
+	ws.commitDur = time.Duration(res.DurationNs)
+	return res, nil
+}
+
+// UnmountResult is what Unmount did.
+type UnmountResult struct {
+	// Lazy is set when files were still open after the bounded wait, so
+	// the mount was detached (umount -l) and its connection aborted.
+	Lazy bool `json:"lazy"`
+	// DurationNs is the daemon's time to unmount; CleanupNs the time to
+	// remove the overlay afterwards.
+	DurationNs int64 `json:"durationNs"`
+	CleanupNs  int64 `json:"cleanupNs"`
+}
+
+// Unmount unmounts the Workspace and discards its overlay (changes not
+// committed are lost). If the mount stays busy past wait, it is detached
+// lazily and its FUSE connection aborted, so Unmount never hangs.
+func (ws *Workspace) Unmount(wait time.Duration) (*UnmountResult, error) {
+	t0 := time.Now()
+	ws.mu.Lock()
+	if ws.closed {
+		ws.mu.Unlock()
+		return nil, errors.New("unmounting workspace: already unmounted")
+	}
+	ws.closed = true
+	ws.mu.Unlock()
+	res := &UnmountResult{}
+	var st unix.Stat_t
+	statErr := unix.Stat(ws.mountpoint, &st)
+	deadline := t0.Add(wait)
+	delay := time.Millisecond
+	var err error
+	for {
+		err = unmount(ws.mountpoint, 0)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(delay)
+		if delay < 50*time.Millisecond {
+			delay *= 2
+		}
+	}
+	if err != nil {
+		res.Lazy = true
+		if derr := unmount(ws.mountpoint, unix.MNT_DETACH); derr != nil {
+			return nil, fmt.Errorf("unmounting %q: %v; lazy unmount: %w", ws.mountpoint, err, derr)
+		}
+		if statErr == nil {
+			abortConnection(unix.Minor(st.Dev))
+		}
+	}
+	done := make(chan struct{})
+	go func() { ws.server.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(wait + time.Second):
+		ws.logf("unmount of %q: serve loops still running; leaving them", ws.mountpoint)
+	}
+	res.DurationNs = int64(time.Since(t0))
+	t1 := time.Now()
+	close(ws.reap)
+	<-ws.reaped
+	os.RemoveAll(ws.upperDir)
+	res.CleanupNs = int64(time.Since(t1))
+	ws.mu.Lock()
+	ws.unmountDur = time.Duration(res.DurationNs)
+	ws.mu.Unlock()
+	return res, nil
+}
+
+// unmount unmounts a FUSE mount: umount(2) when root, fusermount3 otherwise.
+func unmount(dir string, flags int) error {
+	if os.Geteuid() == 0 {
+		return unix.Unmount(dir, flags)
+	}
+	args := []string{"-u", dir}
+	if flags&unix.MNT_DETACH != 0 {
+		args = []string{"-u", "-z", dir}
+	}
+	for _, bin := range []string{"fusermount3", "fusermount"} {
+		if p, err := execLookPath(bin); err == nil {
+			if out, err := execCommand(p, args...).CombinedOutput(); err != nil {
+				return fmt.Errorf("%s %s: %v: %s", bin, strings.Join(args, " "), err, out)
+			}
+			return nil
+		}
+	}
+	return errors.New("unmounting: fusermount3 not found")
+}
+
+// abortConnection aborts a FUSE connection through fusectl, so that files
+// still open on a lazily unmounted Workspace fail instead of hanging.
+func abortConnection(minor uint32) {
+	const ctl = "/sys/fs/fuse/connections"
+	p := filepath.Join(ctl, strconv.FormatUint(uint64(minor), 10), "abort")
+	if _, err := os.Stat(p); err != nil && os.Geteuid() == 0 {
+		unix.Mount("fusectl", ctl, "fusectl", 0, "")
+	}
+	if f, err := os.OpenFile(p, os.O_WRONLY, 0); err == nil {
+		io.WriteString(f, "1")
+		f.Close()
+	}
+}
+
+// Stats is the telemetry of a Workspace.
+type Stats struct {
+	Mountpoint string             `json:"mountpoint"`
+	Store      string             `json:"store"`
+	Profile    Profile            `json:"profile"`
+	Base       string             `json:"base"`
+	Requests   map[string]OpStats `json:"requests"`
+	// AllRequests sums Requests; its MedianNs is over every request.
+	AllRequests   OpStats  `json:"allRequests"`
+	SQLStatements int64    `json:"sqlStatements"`
+	StoreUsage    Usage    `json:"storeUsage"`
+	OverlayBytes  int64    `json:"overlayBytes"`
+	OverlayFiles  int64    `json:"overlayFiles"`
+	CopyUps       int64    `json:"copyUps"`
+	CopyUpBytes   int64    `json:"copyUpBytes"`
+	LazyCopyUps   int64    `json:"lazyCopyUps"`
+	Whiteouts     int64    `json:"whiteouts"`
+	OpaqueDirs    int64    `json:"opaqueDirs"`
+	Commits       int64    `json:"commits"`
+	MountNs       int64    `json:"mountNs"`
+	LastCommitNs  int64    `json:"lastCommitNs"`
+	UnmountNs     int64    `json:"unmountNs"`
+	Features      Features `json:"features"`
+	Workers       int      `json:"workers"`
+}
+
+// Stats returns the Workspace's telemetry.
+func (ws *Workspace) Stats(ctx context.Context) (*Stats, error) {
+	st := &Stats{Mountpoint: ws.mountpoint, Store: ws.store.dir, Profile: ws.store.profile,
+		Features: ws.features, Workers: ws.workers}
+	st.Requests, st.AllRequests = ws.tel.snapshot()
+	u, err := ws.store.Usage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st.StoreUsage = u
+	st.SQLStatements = ws.store.Statements()
+	if ents, err := os.ReadDir(ws.upperDir); err == nil {
+		for _, e := range ents {
+			if info, err := e.Info(); err == nil {
+				st.OverlayBytes += info.Size()
+				st.OverlayFiles++
+			}
+		}
+	}
+	st.CopyUps = ws.tel.copyUps.Load()
+	st.CopyUpBytes = ws.tel.copyUpBytes.Load()
+	st.LazyCopyUps = ws.tel.lazyCopyUps.Load()
+	st.Whiteouts = ws.tel.whiteouts.Load()
+	st.OpaqueDirs = ws.tel.opaqueDirs.Load()
+	ws.mu.Lock()
+	if !ws.base.ID.IsZero() {
+		st.Base = ws.base.ID.String()
+	}
+	st.Commits = ws.commits
+	st.MountNs = int64(ws.mountDur)
+	st.LastCommitNs = int64(ws.commitDur)
+	st.UnmountNs = int64(ws.unmountDur)
+	ws.mu.Unlock()
+	return st, nil
+}
