@@ -92,13 +92,17 @@ bench: ## Verify throughput against sha256sum, and seal time with a warm cache
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./bundle/
 
 .PHONY: run
-run: build ## The main job, for now: seal this tree and verify the bundle and its tar
+run: build ## The main job, for now: seal, verify bundle and tar, provision local, tear down, audit
 	@if [ ! -f $(KEYS)/sealbench.key ]; then \
 		SEALBENCH_PASSWORD="$${SEALBENCH_PASSWORD-}" ./bin/sealbench keygen --out $(KEYS); fi
 	@SEALBENCH_PASSWORD="$${SEALBENCH_PASSWORD-}" ./bin/sealbench seal --key $(KEYS)/sealbench.key --out $(OUT) | tee $(OUT)/seal.txt
 	@b=$$(sed -n 's/^  directory //p' $(OUT)/seal.txt); \
 	./bin/sealbench verify --bundle $$b --key $(KEYS)/sealbench.pub && \
-	./bin/sealbench verify --bundle $$b.tar --key $(KEYS)/sealbench.pub
+	./bin/sealbench verify --bundle $$b.tar --key $(KEYS)/sealbench.pub && \
+	./bin/sealbench provision local --bundle $$b --key $(KEYS)/sealbench.pub --json > $(OUT)/provision.json && \
+	run=$$(sed -n 's/^  "run": "\(.*\)",$$/\1/p' $(OUT)/provision.json) && \
+	echo "provisioned local (run $$run): $$(sed -n 's/^  "endpoint": "\(.*\)",$$/\1/p' $(OUT)/provision.json)" && \
+	./bin/sealbench teardown --run $$run && ./bin/sealbench audit --run $$run
 
 .PHONY: clean
 clean: ## Remove bin/ and out/ (keeps .tools/)
