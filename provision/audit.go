@@ -400,5 +400,5 @@ func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*Au
 	if err != nil {
 		return nil, err
 	}
-	return after, errs.ErrorOrNil()
+	return after, listed(errs)
 }

@@ -103,7 +103,7 @@ func Teardown(ctx context.Context, runDir string, opts TeardownOptions) (*Teardo
 		res.Removed = append(res.Removed, e.Name())
 		logf("removed %s", e.Name())
 	}
-	return res, errs.ErrorOrNil()
+	return res, listed(errs)
 }
 
 func targetName(t string) string {
@@ -209,4 +209,26 @@ func killSandboxInits(ctx context.Context, stateDir string, grace time.Duration)
 		}
 	}
 	return errs.ErrorOrNil()
+}
+
+// ListErrors formats a multierror as one error, or a count and one indented
+// line per error (nested lists indented further), with no blank lines.
+func ListErrors(es []error) string {
+	if len(es) == 1 {
+		return es[0].Error()
+	}
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = "  - " + strings.ReplaceAll(strings.TrimRight(e.Error(), "\n"), "\n", "\n    ")
+	}
+	return fmt.Sprintf("%d errors:\n%s", len(es), strings.Join(lines, "\n"))
+}
+
+// listed returns errs as an error formatted by ListErrors, or nil.
+func listed(errs *multierror.Error) error {
+	if errs == nil || len(errs.Errors) == 0 {
+		return nil
+	}
+	errs.ErrorFormat = ListErrors
+	return errs
 }

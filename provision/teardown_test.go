@@ -3,6 +3,7 @@ package provision
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -306,5 +307,18 @@ func TestMountsAreFoundAndDetachedBeforeRemoval(t *testing.T) {
 	}
 	if ents, err := f.ReadDir(-1); err != nil || len(ents) != 1 || ents[0].Name() != "keep" {
 		t.Errorf("the mounted filesystem was emptied by the removal: %v %v", ents, err)
+	}
+}
+
+func TestListErrorsHasNoBlankLines(t *testing.T) {
+	var inner, outer *multierror.Error
+	inner = multierror.Append(inner, errors.New("image x: in use"), errors.New("process 12: still running"))
+	inner.ErrorFormat = ListErrors
+	outer = multierror.Append(outer, fmt.Errorf("run a: %w", inner), errors.New("run b: gone"))
+	outer.ErrorFormat = ListErrors
+	got := outer.Error()
+	want := "2 errors:\n  - run a: 2 errors:\n      - image x: in use\n      - process 12: still running\n  - run b: gone"
+	if got != want {
+		t.Errorf("ListErrors:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -81,6 +81,9 @@ teardown is safe to run twice. Run directories live under $SEALBENCH_STATE_DIR
 					fmt.Fprintf(g.stdout, "no runs in %s\n", provision.RunsDir(state))
 				}
 			}
+			if errs != nil {
+				errs.ErrorFormat = provision.ListErrors
+			}
 			if err := errs.ErrorOrNil(); err != nil {
 				return &detailError{&userError{Code: ExitFailed, Err: err,
 					Hint: "fix the causes above and run teardown again (it resumes); `sealbench audit` lists what is left"}, "runs", results}
