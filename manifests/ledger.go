@@ -222,12 +222,12 @@ var ErrLedgerTruncated = errors.New("the last line is cut off (no newline at the
 func ReadLedger(r io.Reader) (entries []LedgerEntry, warnings []error, err error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for line := 1; ; line++ {
-		b, err := readLedgerLine(br)
+		b, err := readLine(br, MaxLedgerLine)
 		if err == io.EOF {
 			return entries, warnings, nil
 		}
-		if errors.Is(err, ErrLedgerTruncated) {
-			return entries, append(warnings, &LedgerError{Line: line, Err: err}), nil
+		if errors.Is(err, errTornLine) {
+			return entries, append(warnings, &LedgerError{Line: line, Err: ErrLedgerTruncated}), nil
 		}
 		if err != nil {
 			return nil, nil, &LedgerError{Line: line, Err: err}
@@ -254,56 +254,13 @@ func ReadLedger(r io.Reader) (entries []LedgerEntry, warnings []error, err error
 
 // ParseLedgerLine reads one ledger line (without its newline).
 func ParseLedgerLine(b []byte) (*LedgerEntry, error) {
-	if len(bytes.TrimSpace(b)) == 0 {
-		return nil, errors.New("blank line: every line is one entry")
-	}
-	var head struct {
-		FormatVersion *int `json:"formatVersion"`
-	}
-	if err := json.Unmarshal(b, &head); err != nil {
-		return nil, fmt.Errorf("parsing ledger entry: %w", err)
-	}
-	switch {
-	case head.FormatVersion == nil:
-		return nil, errors.New("no formatVersion: not a sealbench ledger entry")
-	case *head.FormatVersion != LedgerFormatVersion:
-		return nil, fmt.Errorf("format version %d; this sealbench reads version %d", *head.FormatVersion, LedgerFormatVersion)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var e LedgerEntry
-	if err := dec.Decode(&e); err != nil {
-		return nil, fmt.Errorf("parsing ledger entry: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("more than one JSON value on the line")
+	if err := decodeLine(b, "ledger entry", LedgerFormatVersion, &e); err != nil {
+		return nil, err
 	}
 	e.FillDefaults()
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
 	return &e, nil
-}
-
-func readLedgerLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > MaxLedgerLine+1 {
-			return nil, fmt.Errorf("line is longer than %d bytes", MaxLedgerLine)
-		}
-		switch {
-		case err == nil:
-			return line[:len(line)-1], nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case err == io.EOF && len(line) == 0:
-			return nil, io.EOF
-		case err == io.EOF:
-			return nil, ErrLedgerTruncated
-		default:
-			return nil, fmt.Errorf("reading: %w", err)
-		}
-	}
 }

@@ -298,9 +298,12 @@ func ReadSamples(r io.Reader) ([]Sample, error) {
 	var out []Sample
 	seen := map[string]int{}
 	for line := 1; ; line++ {
-		b, err := readLine(br)
+		b, err := readLine(br, MaxSampleLine)
 		if err == io.EOF {
 			return out, nil
+		}
+		if errors.Is(err, errTornLine) {
+			err = ErrTruncated
 		}
 		if err != nil {
 			return nil, &SamplesError{Line: line, Err: err}
@@ -327,55 +330,10 @@ func ReadSamples(r io.Reader) ([]Sample, error) {
 	}
 }
 
-// readLine returns the next line without its newline, io.EOF at a clean
-// end, and ErrTruncated for a last line with no newline.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > MaxSampleLine {
-			return nil, fmt.Errorf("line is longer than %d bytes", MaxSampleLine)
-		}
-		switch {
-		case err == nil:
-			return line[:len(line)-1], nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case err == io.EOF && len(line) == 0:
-			return nil, io.EOF
-		case err == io.EOF:
-			return nil, ErrTruncated
-		default:
-			return nil, fmt.Errorf("reading: %w", err)
-		}
-	}
-}
-
 func parseSampleLine(b []byte) (*Sample, error) {
-	if len(bytes.TrimSpace(b)) == 0 {
-		return nil, errors.New("blank line: every line is one sample")
-	}
-	var head struct {
-		FormatVersion *int `json:"formatVersion"`
-	}
-	if err := json.Unmarshal(b, &head); err != nil {
-		return nil, fmt.Errorf("parsing sample: %w", err)
-	}
-	switch {
-	case head.FormatVersion == nil:
-		return nil, errors.New("no formatVersion: not a sealbench sample")
-	case *head.FormatVersion != ResultsFormatVersion:
-		return nil, fmt.Errorf("format version %d; this sealbench reads version %d", *head.FormatVersion, ResultsFormatVersion)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var s Sample
-	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("parsing sample: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("more than one JSON value on the line")
+	if err := decodeLine(b, "sample", ResultsFormatVersion, &s); err != nil {
+		return nil, err
 	}
 	s.FillDefaults()
 	if err := s.Validate(); err != nil {
