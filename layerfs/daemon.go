@@ -1,7 +1,6 @@
 package layerfs
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,12 +9,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sealbench/sealbench/internal/mountinfo"
 )
 
 // ServeConfig configures a daemon serving one Workspace.
@@ -75,39 +75,7 @@ func lockStore(dir string) (*os.File, error) {
 }
 
 // isMountpoint reports whether dir is a mount point, from mountinfo.
-func isMountpoint(dir string) bool {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMountinfo(fields[4]) == dir {
-			return true
-		}
-	}
-	return false
-}
-
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
+func isMountpoint(dir string) bool { return mountinfo.IsMountpoint(dir) }
 
 // cleanStale removes what a daemon that died left behind: its mount (the
 // kernel keeps a dead FUSE mount, answering ENOTCONN), control socket, overlay

@@ -1,20 +1,20 @@
 package provision
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sealbench/sealbench/internal/mountinfo"
 )
 
 // Proc is a process on this host, as /proc shows it.
@@ -147,54 +147,11 @@ func exited(ctx context.Context, fd int, d time.Duration) bool {
 }
 
 // Mount is one mount point from /proc/self/mountinfo.
-type Mount struct {
-	Point  string `json:"point"`
-	FSType string `json:"fsType"`
-	Source string `json:"source"`
-}
+type Mount = mountinfo.Mount
 
 // MountsUnder lists the mounts at or below dir in this mount namespace,
 // deepest first (the order to unmount them in).
-func MountsUnder(dir string) ([]Mount, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("reading mountinfo: %w", err)
-	}
-	var out []Mount
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 2 {
-			continue
-		}
-		mp := unescapeMountinfo(f[4])
-		if within(mp, dir) {
-			out = append(out, Mount{Point: mp, FSType: g[0], Source: unescapeMountinfo(g[1])})
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return len(out[i].Point) > len(out[j].Point) })
-	return out, nil
-}
-
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
+func MountsUnder(dir string) ([]Mount, error) { return mountinfo.Under(dir) }
 
 // unmountUnder detaches every mount at or below dir, deepest first.
 func unmountUnder(dir string) error {

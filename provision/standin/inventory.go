@@ -1,8 +1,6 @@
 package standin
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/sealbench/sealbench/internal/mountinfo"
 )
 
 // Inventory is what a stand-in's state directory holds, and what of the
@@ -136,42 +136,16 @@ func dirNames(p string) ([]string, error) {
 // view (/proc/self/mountinfo). The stand-in mounts only inside Sandboxes'
 // own mount namespaces, so in the host's there should be none.
 func mountsUnder(dir string) ([]string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.Under(dir)
 	if err != nil {
-		return nil, fmt.Errorf("reading mountinfo: %w", err)
+		return nil, err
 	}
 	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(f[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
+	for _, m := range mounts {
+		out = append(out, m.Point)
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // initsFor finds Sandbox inits whose root lies under dir: each carries its
