@@ -65,6 +65,7 @@ fuzz: ## Short fuzz runs of every parser (FUZZTIME=15s each)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseBundleManifest$$' -fuzztime $(FUZZTIME) ./manifests/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadSamples$$' -fuzztime $(FUZZTIME) ./manifests/
 	$(GO) test -run '^$$' -fuzz '^FuzzUnpackLayer$$' -fuzztime $(FUZZTIME) ./provision/standin/
+	$(GO) test -run '^$$' -fuzz '^FuzzEngineAPIRequests$$' -fuzztime $(FUZZTIME) ./provision/standin/
 
 .PHONY: bench-layerfs
 bench-layerfs: ## The twelve cells on a LayerFS workspace against a plain directory, ratios and geomean (root, FUSE; minutes)
