@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -214,6 +215,14 @@ func Serve(ctx context.Context, cfg ServeConfig, ready func(ReadyInfo)) (err err
 	info.MountNs = int64(ws.mountDur)
 	info.Features = ws.features
 
+	// release gives the Store back: its mount record, the database and the
+	// lock. The unmount handler calls it before answering, so that once
+	// `layerfsd unmount` returns the Store can be mounted again at once.
+	release := sync.OnceFunc(func() {
+		os.Remove(filepath.Join(cfg.Store, mountInfoNam))
+		s.Close()
+		lock.Close()
+	})
 	done := make(chan *UnmountResult, 1)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
@@ -233,6 +242,9 @@ func Serve(ctx context.Context, cfg ServeConfig, ready func(ReadyInfo)) (err err
 	})
 	mux.HandleFunc("POST /v1/unmount", func(w http.ResponseWriter, r *http.Request) {
 		res, err := ws.Unmount(cfg.UnmountWait)
+		if err == nil {
+			release()
+		}
 		reply(w, res, err)
 		if err == nil {
 			done <- res
@@ -264,9 +276,7 @@ func Serve(ctx context.Context, cfg ServeConfig, ready func(ReadyInfo)) (err err
 	cancel()
 	ln.Close()
 	os.Remove(cfg.Control)
-	os.Remove(filepath.Join(cfg.Store, mountInfoNam))
-	s.Close()
-	lock.Close()
+	release()
 	return nil
 }
 

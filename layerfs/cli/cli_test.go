@@ -355,3 +355,23 @@ func TestCrash(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestRemountRightAfterUnmount: when unmount returns, the Store is free:
+// the runner unmounts the warm-up Workspace and mounts the timed one at
+// once, and that mount must not find the Store still locked.
+func TestRemountRightAfterUnmount(t *testing.T) {
+	needFUSE(t)
+	e := newEnv(t, "disposable")
+	for i := range 5 {
+		mnt := filepath.Join(e.dir, "mnt"+itoa(i))
+		os.Mkdir(mnt, 0o755)
+		run(t, ExitOK, "mount", "--store", e.store, "--workspace", mnt, "--control", e.ctl)
+		// As in the cells' warm-up: many new files for the daemon to let go of.
+		for j := range 1000 {
+			if err := os.WriteFile(filepath.Join(mnt, "f"+itoa(j)), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run(t, ExitOK, "unmount", "--control", e.ctl)
+	}
+}
