@@ -59,6 +59,9 @@ provision first, then run, then ` + "`sealbench teardown`" + `.`,
 			if err != nil {
 				return usageErrorf("cells are C01 to C12, comma-separated", "%v", err)
 			}
+			if seed == 0 {
+				seed = uint64(time.Now().UnixNano())
+			}
 			if samples < 1 {
 				return usageErrorf("", "--samples must be at least 1")
 			}
@@ -161,6 +164,6 @@ provision first, then run, then ` + "`sealbench teardown`" + `.`,
 	c.Flags().StringVar(&cells, "cells", "", "cells to run, e.g. C01,C06 (default all twelve)")
 	c.Flags().BoolVar(&native, "native", false, "also run each body on a plain directory in the same Sandbox")
 	c.Flags().IntVar(&samples, "samples", 1, "samples per cell, interleaved in a seeded random order")
-	c.Flags().Uint64Var(&seed, "seed", uint64(time.Now().UnixNano()), "seed of the interleaving (recorded in pins.json)")
+	c.Flags().Uint64Var(&seed, "seed", 0, "seed of the interleaving (0: one from the clock; recorded in pins.json)")
 	return c
 }
