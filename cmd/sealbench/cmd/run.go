@@ -85,7 +85,10 @@ provision first, then run, then ` + "`sealbench teardown`" + `.`,
 				return usageErrorf("--engine takes a URL such as unix:///run/standin.sock", "%v", err)
 			}
 			defer cli.Close()
-			if _, err := cli.ImageInspect(c.Context(), img.Ref); err != nil {
+			// Load the image when the Engine lacks it, or holds another image
+			// under its tag (a bundle of the same name signed by another key
+			// makes another image); the run then checks the id it reports.
+			if have, err := cli.ImageInspect(c.Context(), img.Ref); err != nil || have.ID != img.ID.String() {
 				p.Logf("loading %s into %s", img.Ref, engine)
 				f, err := os.Open(img.Tar)
 				if err != nil {
