@@ -358,9 +358,11 @@ func runSample(ctx context.Context, cli *client.Client, engine string, o EngineO
 				return err
 			}
 		}
-		if _, err := sb.must(ctx, "importing the base Layer", true, "/", layerfsd+`$L import --store `+w+`/store --from `+w+`/base -m base >/dev/null`, nil); err != nil {
+		imp, err := sb.must(ctx, "importing the base Layer", true, "/", layerfsd+`$L import --store `+w+`/store --from `+w+`/base -m base`, nil)
+		if err != nil {
 			return err
 		}
+		baseLayer := strings.TrimSpace(string(imp.stdout))
 		mount := func(n string) (int64, error) {
 			r, err := sb.must(ctx, "mounting workspace "+n, true, "/", layerfsd+`mkdir -p `+w+`/ws`+n+` && $L mount --json --store `+w+`/store --workspace `+w+`/ws`+n+` --control `+w+`/ctl`+n, nil)
 			if err != nil {
@@ -448,6 +450,19 @@ func runSample(ctx context.Context, cli *client.Client, engine string, o EngineO
 			return err
 		}
 		s.UnmountNs = um.DurationNs
+		if cellName == "C11" {
+			// C11 overwrote the base file in the workspace: the base Layer
+			// itself must still hold the original bytes.
+			r, err := sb.must(ctx, "checking the base Layer is unchanged", true, "/", layerfsd+`mkdir -p `+w+`/ws3 && $L mount --store `+w+`/store --workspace `+w+`/ws3 --control `+w+`/ctl3 --layer `+baseLayer+` >/dev/null && `+
+				`sha256sum `+w+`/ws3/`+BaseFile+`; rc=$?; $L unmount --control `+w+`/ctl3 >/dev/null; exit $rc`, nil)
+			if err != nil {
+				return err
+			}
+			if f := strings.Fields(string(r.stdout)); len(f) == 0 || "sha256:"+f[0] != BaseDigest().String() {
+				s.Verifier, s.VerifierDetail = manifests.VerifierFail, "the base Layer changed: its "+BaseFile+" is "+clip(string(r.stdout), 80)
+				v.Pass = false
+			}
+		}
 		if o.Native {
 			prep := "true"
 			if cell.Base != "" {

@@ -56,7 +56,7 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 	t.Cleanup(func() { run(t, "teardown", "--run", p.Run) })
 	t.Cleanup(func() { exec.Command(docker, "rmi", "--force", sealed.Image.Ref).Run() })
 
-	cells := "C01,C09,C12"
+	cells := "C01,C09,C11,C12"
 	dockerHost := os.Getenv("DOCKER_HOST")
 	if dockerHost == "" {
 		dockerHost = "unix:///var/run/docker.sock"
@@ -75,7 +75,7 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 		}
 		samples, err := manifests.ReadSamples(f)
 		f.Close()
-		if err != nil || len(samples) != 3 {
+		if err != nil || len(samples) != 4 {
 			t.Fatalf("%s: %d samples, %v", name, len(samples), err)
 		}
 		for _, s := range samples {
