@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -115,7 +116,7 @@ provision first, then run, then ` + "`sealbench teardown`" + `.`,
 				f, _ := res.Manifest.File(p)
 				return f.Digest
 			}
-			arch := "bin/linux-amd64/"
+			arch := "bin/linux-" + runtime.GOARCH + "/"
 			samplesOut, err := runner.RunEngine(c.Context(), runner.EngineOptions{
 				Engine: engine, Target: name, RunID: runID, BundleID: res.Name,
 				ImageRef: img.Ref, ImageID: img.ID,
