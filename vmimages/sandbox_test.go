@@ -102,17 +102,7 @@ func TestSandboxImageReproducible(t *testing.T) {
 		t.Fatalf("two builds differ:\n%+v\n%+v", a, b)
 	}
 	got := []byte(a.ID.String() + "\n" + a.ManifestDigest.String() + "\n")
-	golden := filepath.Join("testdata", "sandbox-image-amd64.golden")
-	if *update {
-		os.WriteFile(golden, got, 0o644)
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("reading golden file (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("image identity changed (run with -update if the lock or the layout changed on purpose):\ngot  %swant %s", got, want)
-	}
+	testenv.Golden(t, "sandbox-image-amd64.golden", got, *update)
 	if fi, err := os.Stat(a.Tar); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Errorf("image tar: %v, %v", fi, err)
 	}

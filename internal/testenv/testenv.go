@@ -8,6 +8,7 @@
 package testenv
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,4 +104,23 @@ func NeedDocker(t testing.TB) string {
 		Skip(t, "needs a Docker daemon (start one with `scripts/dockerd start` and set DOCKER_HOST): %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return docker
+}
+
+// Golden compares got with the golden file testdata/name, after rewriting
+// the file with got when update is set (each package's -update flag).
+func Golden(t testing.TB, name string, got []byte, update bool) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if update {
+		if err := os.WriteFile(p, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("reading golden file %s (run with -update to create it): %v", p, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (run with -update if the change is intended)\ngot:\n%s\nwant:\n%s", p, got, want)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/runner"
 	"github.com/sealbench/sealbench/runner/stats"
@@ -22,19 +23,7 @@ var update = flag.Bool("update", false, "rewrite golden files (and the fixed inp
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("reading golden file (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run with -update if the change is intended)\ngot:\n%s", name, got)
-	}
+	testenv.Golden(t, name, got, *update)
 }
 
 const testRun = "testdata/run"
