@@ -215,10 +215,15 @@ func Serve(ctx context.Context, cfg ServeConfig, ready func(ReadyInfo)) (err err
 	info.MountNs = int64(ws.mountDur)
 	info.Features = ws.features
 
-	// release gives the Store back: its mount record, the database and the
-	// lock. The unmount handler calls it before answering, so that once
-	// `layerfsd unmount` returns the Store can be mounted again at once.
+	// release gives the Store back: the control socket, the mount record,
+	// the database and the lock. The unmount handler calls it before
+	// answering, so that once `layerfsd unmount` returns the Store can be
+	// mounted again at once. The socket goes first, while we still hold the
+	// lock: removed any later, its path may already be the next daemon's.
+	// (Closing the listener does not end the connection being answered.)
 	release := sync.OnceFunc(func() {
+		ln.Close()
+		os.Remove(cfg.Control)
 		os.Remove(filepath.Join(cfg.Store, mountInfoNam))
 		s.Close()
 		lock.Close()
@@ -274,8 +279,6 @@ func Serve(ctx context.Context, cfg ServeConfig, ready func(ReadyInfo)) (err err
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	srv.Shutdown(sctx)
 	cancel()
-	ln.Close()
-	os.Remove(cfg.Control)
 	release()
 	return nil
 }
