@@ -46,12 +46,16 @@ const (
 	ResourceContainer ResourceKind = "container" // a container; key: its name; engine: its endpoint
 	ResourceImage     ResourceKind = "image"     // an image the run loaded; key: its id (sha256:...); engine: its endpoint
 	ResourceVolume    ResourceKind = "volume"    // a volume; key: its name; engine: its endpoint
+	// ResourceVM is a virtual machine, or a VM-backed container, that a
+	// target's own tool manages (limactl, Apple's container, msb); key: its
+	// name; exe: the tool. Only the target's provisioner removes it.
+	ResourceVM ResourceKind = "vm"
 )
 
 // ResourceKinds lists every kind, in the order of the constants.
 var ResourceKinds = []ResourceKind{
 	ResourceDir, ResourceStateDir, ResourceSocket, ResourceStore, ResourceMount,
-	ResourceProcess, ResourceContainer, ResourceImage, ResourceVolume,
+	ResourceProcess, ResourceContainer, ResourceImage, ResourceVolume, ResourceVM,
 }
 
 // IsPath reports whether the kind's key is a filesystem path.

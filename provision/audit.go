@@ -50,6 +50,11 @@ func (o AuditOptions) wants(target string) bool {
 	return false
 }
 
+// named reports whether target was asked for by name.
+func (o AuditOptions) named(target string) bool {
+	return len(o.Targets) > 0 && o.wants(target)
+}
+
 // AuditResult is what the audit found.
 type AuditResult struct {
 	Leftovers []Resource `json:"leftovers"`
@@ -123,6 +128,25 @@ func Audit(ctx context.Context, opts AuditOptions) (*AuditResult, error) {
 			return nil, err
 		}
 	}
+	for _, t := range backendTargets() {
+		if !a.opts.wants(t) {
+			continue
+		}
+		found, notes, err := backendOf(t).Audit(ctx, a.opts.Run)
+		if err != nil {
+			if a.opts.named(t) {
+				return nil, fmt.Errorf("cannot audit %s: %w", t, err)
+			}
+			notes = append(notes, fmt.Sprintf("not checked: %v", err))
+		}
+		for _, n := range notes {
+			a.res.Notes = append(a.res.Notes, t+": "+n)
+		}
+		for _, r := range found {
+			r.Target = t
+			a.add(r)
+		}
+	}
 	if a.res.Leftovers == nil {
 		a.res.Leftovers = []Resource{}
 	}
@@ -178,6 +202,11 @@ func (a *auditor) run(ctx context.Context, id, dir string) {
 // Exists reports whether the resource of e is still there, with a few
 // words about it.
 func Exists(ctx context.Context, runDir string, e manifests.LedgerEntry) (bool, string, error) {
+	if b := backendOf(e.Target); b != nil {
+		if ok, detail, err := b.Exists(ctx, runDir, e); !errors.Is(err, ErrGeneric) {
+			return ok, detail, err
+		}
+	}
 	switch e.Kind {
 	case manifests.ResourceMount:
 		ms, err := MountsUnder(e.Key)
@@ -387,6 +416,11 @@ func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*Au
 		case (r.Kind == manifests.ResourceContainer || r.Kind == manifests.ResourceVolume) && r.Target == TargetDocker:
 			e := manifests.LedgerEntry{Kind: r.Kind, Key: r.Key, Engine: host}
 			err = removeOnEngine(ctx, "/nonexistent", e)
+		case backendOf(r.Target) != nil && !r.Kind.IsPath() && r.Kind != manifests.ResourceProcess:
+			e := manifests.LedgerEntry{RunID: r.Run, Target: r.Target, Kind: r.Kind, Key: r.Key}
+			if err = backendOf(r.Target).Remove(ctx, "/nonexistent", e); errors.Is(err, ErrGeneric) {
+				continue
+			}
 		default:
 			continue
 		}

@@ -123,6 +123,11 @@ func RemoveResource(ctx context.Context, runDir string, e manifests.LedgerEntry,
 	if e.Kind.IsPath() && !within(e.Key, runDir) {
 		return fmt.Errorf("%s lies outside the run directory %s: not touching it", e.Key, runDir)
 	}
+	if b := backendOf(e.Target); b != nil {
+		if err := b.Remove(ctx, runDir, e); !errors.Is(err, ErrGeneric) {
+			return err
+		}
+	}
 	switch e.Kind {
 	case manifests.ResourceDir, manifests.ResourceStore:
 		return removeTree(e.Key)
@@ -149,6 +154,8 @@ func RemoveResource(ctx context.Context, runDir string, e manifests.LedgerEntry,
 		return errs.ErrorOrNil()
 	case manifests.ResourceContainer, manifests.ResourceImage, manifests.ResourceVolume:
 		return removeOnEngine(ctx, runDir, e)
+	case manifests.ResourceVM:
+		return fmt.Errorf("%s of target %q: this sealbench has no provisioner for that target", e.Name(), e.Target)
 	}
 	return fmt.Errorf("unknown resource kind %q", e.Kind)
 }
