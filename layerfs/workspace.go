@@ -206,8 +206,15 @@ func Mount(ctx context.Context, s *Store, mountpoint string, opts MountOptions) 
 			// as go-fuse's loopback does.
 			EnableLocks: true,
 			Options:     []string{"default_permissions"},
-			Debug:       opts.Debug,
-			Logger:      opts.Logger,
+			// The blobs and data files passthrough serves from may lie on
+			// a stacked filesystem themselves: a container's overlayfs
+			// root has depth 1, and at go-fuse's default of 1 the kernel
+			// refuses them (ELOOP), so reads quietly went through the
+			// daemon in every Sandbox. 2 is the kernel's maximum; it
+			// means nothing can stack on a Workspace, which nothing does.
+			MaxStackDepth: 2,
+			Debug:         opts.Debug,
+			Logger:        opts.Logger,
 		},
 		EntryTimeout:    &timeout,
 		AttrTimeout:     &timeout,
