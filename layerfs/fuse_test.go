@@ -122,6 +122,58 @@ func TestPassthroughInUse(t *testing.T) {
 	}
 }
 
+// TestPassthroughFromOverlayfs: a Store on a stacked filesystem (an
+// overlayfs, as a container's root is) still gets passthrough, so no READ
+// reaches the daemon. At go-fuse's default stack depth the kernel refused
+// such backing files and every Sandbox read went through the daemon.
+func TestPassthroughFromOverlayfs(t *testing.T) {
+	needFUSE(t)
+	d := t.TempDir()
+	for _, sub := range []string{"lower", "upper", "work", "merged"} {
+		if err := os.Mkdir(filepath.Join(d, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	merged := filepath.Join(d, "merged")
+	opts := "lowerdir=" + filepath.Join(d, "lower") + ",upperdir=" + filepath.Join(d, "upper") + ",workdir=" + filepath.Join(d, "work")
+	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
+		testenv.Skip(t, "cannot mount an overlayfs here: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(merged, unix.MNT_DETACH) })
+	s, err := Init(context.Background(), filepath.Join(merged, "store"), ProfileDisposable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "base"), strings.Repeat("b", 4<<20))
+	l, err := s.Import(context.Background(), src, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(merged, "overlay"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ws := mountWSOpts(t, s, MountOptions{Layer: l, OverlayDir: filepath.Join(merged, "overlay")})
+	if !ws.features.Passthrough {
+		testenv.Skip(t, "kernel did not grant FUSE passthrough")
+	}
+	if b, err := os.ReadFile(filepath.Join(ws.Mountpoint(), "base")); err != nil || len(b) != 4<<20 {
+		t.Fatalf("read: %d %v", len(b), err)
+	}
+	writeFile(t, filepath.Join(ws.Mountpoint(), "new"), strings.Repeat("n", 1<<20))
+	if b, err := os.ReadFile(filepath.Join(ws.Mountpoint(), "new")); err != nil || len(b) != 1<<20 {
+		t.Fatalf("read back: %d %v", len(b), err)
+	}
+	st, err := ws.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.Requests["READ"].Count + st.Requests["WRITE"].Count; n != 0 {
+		t.Errorf("a Store on overlayfs: %d READ and WRITE requests reached the daemon, want 0 with passthrough", n)
+	}
+}
+
 // TestOverlay checks copy-up, whiteouts, opaque directories and that the
 // base Layer never changes.
 func TestOverlay(t *testing.T) {
