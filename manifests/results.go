@@ -566,3 +566,7 @@ func (p *RunPins) Marshal() ([]byte, error) {
 	}
 	return append(b, '\n'), nil
 }
+
+// ValidTargetName reports whether name can name a target in results:
+// lowercase letters, digits and '-', starting with a letter.
+func ValidTargetName(name string) bool { return targetRE.MatchString(name) }

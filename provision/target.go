@@ -78,6 +78,9 @@ type Identity struct {
 	Arch          string `json:"arch"`
 	CPUs          int    `json:"cpus"`
 	MemoryBytes   int64  `json:"memoryBytes"`
+	// Emulated says the target's CPU is emulated (QEMU TCG): its timings
+	// are the emulator's, so it is a pass/fail and exact-counts target.
+	Emulated bool `json:"emulated,omitempty"`
 }
 
 // Engine kinds, as Identity.Engine says.

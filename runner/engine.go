@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/runner/stats"
 )
 
@@ -33,14 +35,26 @@ const (
 	BodyUser = "65534:65534"
 )
 
+// EngineTarget is one target RunEngine drives: a name for the samples and
+// the Engine API endpoint that serves it.
+type EngineTarget struct {
+	Name     string // local, docker, ...: the target's name in samples and pins
+	Endpoint string // e.g. unix:///run/standin.sock
+	// Emulated says the target's CPU is emulated (QEMU TCG): pinned, so
+	// that the report can say its timings are the emulator's.
+	Emulated bool
+}
+
 // EngineOptions says what RunEngine runs, where, and where results go.
 type EngineOptions struct {
-	Engine   string // the Engine API endpoint, e.g. unix:///run/standin.sock
-	Target   string // the target's name in samples and pins
-	RunID    string
-	BundleID string // build-linux-<hash>, as verified
-	ImageRef string // the Sandbox image, already on the Engine
-	ImageID  manifests.Digest
+	// Run is the run whose ledger records every Sandbox before it is
+	// created, so that `sealbench teardown --run` finds what a crash left.
+	Run     *provision.Run
+	Targets []EngineTarget
+	// BundleID is build-linux-<hash>, as verified; Image is the Sandbox
+	// image, already on every target's Engine under Image.ID.
+	BundleID string
+	Image    provision.Image
 	// RunnerSHA256 and StandinSHA256 are the bundle's digests of the two.
 	RunnerSHA256, StandinSHA256 manifests.Digest
 	Cells                       []string
@@ -48,17 +62,34 @@ type EngineOptions struct {
 	Seed                        uint64
 	Native                      bool
 	OutDir                      string
-	LockPath                    string // the host-wide lock; default /run/lock/sealbench.lock
+	LockPath                    string            // the host-wide lock; default /run/lock/sealbench.lock
+	Tools                       map[string]string // tool versions to pin (go, docker...), beside each Engine's
 	Log                         func(string, ...any)
+	// Status, when set, hears the phase of the sample under way ("local
+	// C03 3/24: timed run"), for a terminal's status line.
+	Status func(string)
 }
 
-// RunEngine runs every cell Samples times on one Engine under the cache
-// protocol, writing each sample to OutDir/samples.jsonl as it completes
-// (fsync'd), and OutDir/pins.json at the start and again at the end. A cell
-// that fails is kept as failed, never retried. It returns the samples.
+// engineConn is one target's Engine, connected.
+type engineConn struct {
+	EngineTarget
+	cli     *client.Client
+	engine  string // manifests.EngineDockerd or EngineStandin
+	version string // the Engine's version
+}
+
+// RunEngine runs every cell Samples times on every target under the cache
+// protocol, targets and cells in a seeded random interleaving, writing each
+// sample to OutDir/samples.jsonl as it completes (fsync'd), and
+// OutDir/pins.json at the start and again at the end. A cell that fails is
+// kept as failed, never retried. It returns the samples; on an error (the
+// context ended, say) the samples so far, all of them already on disk.
 func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error) {
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
+	}
+	if o.Status == nil {
+		o.Status = func(string) {}
 	}
 	if o.Samples <= 0 {
 		o.Samples = 1
@@ -66,43 +97,45 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 	if o.LockPath == "" {
 		o.LockPath = "/run/lock/sealbench.lock"
 	}
-	cli, err := client.NewClientWithOpts(client.WithHost(o.Engine), client.WithAPIVersionNegotiation())
-	if err != nil {
-		return nil, fmt.Errorf("engine %s: %w", o.Engine, err)
+	if o.Run == nil {
+		return nil, errors.New("RunEngine: no run to record Sandboxes in")
 	}
-	defer cli.Close()
-	info, err := cli.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("engine %s does not answer: %w", o.Engine, err)
+	if len(o.Targets) == 0 {
+		return nil, errors.New("RunEngine: no targets")
 	}
-	ver, err := cli.ServerVersion(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("engine %s: %w", o.Engine, err)
+	pins := &manifests.RunPins{
+		FormatVersion: manifests.ResultsFormatVersion, RunID: o.Run.ID, BundleID: o.BundleID,
+		ImageID: o.Image.ID, RunnerSHA256: o.RunnerSHA256, StandinSHA256: o.StandinSHA256,
+		StoreProfile: manifests.StoreDisposable, ConstructionWorkers: 1,
+		Tools: map[string]string{}, Cells: o.Cells, Native: o.Native,
+		Seed: o.Seed, Samples: o.Samples, Start: time.Now().UTC(),
 	}
-	engine := manifests.EngineDockerd
-	if strings.Contains(ver.Platform.Name, "stand-in") {
-		engine = manifests.EngineStandin
+	for k, v := range o.Tools {
+		pins.Tools[k] = v
 	}
-	img, err := cli.ImageInspect(ctx, o.ImageRef)
-	if err != nil {
-		return nil, fmt.Errorf("the Sandbox image %s is not on %s: %w", o.ImageRef, o.Target, err)
+	conns := map[string]*engineConn{}
+	var names []string
+	for _, t := range o.Targets {
+		if _, dup := conns[t.Name]; dup {
+			return nil, fmt.Errorf("target %s named twice", t.Name)
+		}
+		c, tp, err := connectEngine(ctx, t, o.Image)
+		if err != nil {
+			return nil, err
+		}
+		defer c.cli.Close()
+		conns[t.Name] = c
+		names = append(names, t.Name)
+		pins.Targets = append(pins.Targets, tp)
+		pins.Tools["engine."+t.Name] = tp.Engine + " " + c.version
 	}
-	if img.ID != o.ImageID.String() {
-		return nil, fmt.Errorf("%s reports image id %s for %s, the pinned id is %s: refusing to run on another image", o.Target, img.ID, o.ImageRef, o.ImageID)
+	pins.FillDefaults()
+	if err := pins.Validate(); err != nil {
+		return nil, fmt.Errorf("the run's pins are invalid (a bug): %w", err)
 	}
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return nil, err
 	}
-	pins := &manifests.RunPins{
-		FormatVersion: manifests.ResultsFormatVersion, RunID: o.RunID, BundleID: o.BundleID,
-		ImageID: o.ImageID, RunnerSHA256: o.RunnerSHA256, StandinSHA256: o.StandinSHA256,
-		Targets: []manifests.TargetPins{{Name: o.Target, Engine: engine, Kernel: info.KernelVersion,
-			CPUs: info.NCPU, MemoryBytes: info.MemTotal}},
-		StoreProfile: manifests.StoreDisposable, ConstructionWorkers: 1,
-		Tools: map[string]string{"engine": ver.Version}, Cells: o.Cells, Native: o.Native,
-		Seed: o.Seed, Samples: o.Samples, Start: time.Now().UTC(),
-	}
-	pins.FillDefaults()
 	if err := writePins(o.OutDir, pins); err != nil {
 		return nil, err
 	}
@@ -113,15 +146,19 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 	defer f.Close()
 
 	var out []manifests.Sample
-	for i, slot := range stats.Interleave([]string{o.Target}, o.Cells, o.Samples, o.Seed) {
+	slots := stats.Interleave(names, o.Cells, o.Samples, o.Seed)
+	for i, slot := range slots {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
+		c := conns[slot.Target]
+		where := fmt.Sprintf("%s %s %d/%d", c.Name, slot.Cell, i+1, len(slots))
+		o.Status(where + ": waiting for the host lock")
 		unlock, wait, err := lockHost(ctx, o.LockPath)
 		if err != nil {
 			return out, err
 		}
-		s := runSample(ctx, cli, engine, o, slot.Cell, slot.Round, i)
+		s := runSample(ctx, c, o, slot.Cell, slot.Round, i, func(phase string) { o.Status(where + ": " + phase) })
 		unlock()
 		s.LockWaitNs = wait.Nanoseconds()
 		if err := s.Validate(); err != nil {
@@ -137,12 +174,47 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 		if err := f.Sync(); err != nil {
 			return out, err
 		}
-		o.Log("%s %s round %d: %s, command %.1f ms, exec overhead %.2f ms", o.Target, s.Cell, s.Round, sampleSummary(s),
+		o.Log("%s round %d: %s, command %.1f ms, exec overhead %.2f ms", where, s.Round, sampleSummary(s),
 			float64(s.CommandNs)/1e6, float64(s.ExecOverheadNs)/1e6)
 		out = append(out, s)
 	}
 	pins.End = time.Now().UTC()
 	return out, writePins(o.OutDir, pins)
+}
+
+// connectEngine connects to t's Engine, checks that it holds the pinned
+// image, and says what to pin about the target.
+func connectEngine(ctx context.Context, t EngineTarget, img provision.Image) (*engineConn, manifests.TargetPins, error) {
+	cli, err := provision.NewClient(t.Endpoint)
+	if err != nil {
+		return nil, manifests.TargetPins{}, fmt.Errorf("target %s: engine %s: %w", t.Name, t.Endpoint, err)
+	}
+	fail := func(err error) (*engineConn, manifests.TargetPins, error) {
+		cli.Close()
+		return nil, manifests.TargetPins{}, err
+	}
+	info, err := cli.Info(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("target %s: engine %s does not answer: %w", t.Name, t.Endpoint, err))
+	}
+	ver, err := cli.ServerVersion(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("target %s: engine %s: %w", t.Name, t.Endpoint, err))
+	}
+	engine := manifests.EngineDockerd
+	if strings.Contains(ver.Platform.Name, "stand-in") {
+		engine = manifests.EngineStandin
+	}
+	have, err := cli.ImageInspect(ctx, img.ID.String())
+	if err != nil {
+		return fail(fmt.Errorf("the Sandbox image %s is not on %s: %w", img.ID, t.Name, err))
+	}
+	if have.ID != img.ID.String() {
+		return fail(fmt.Errorf("%s reports image id %s for %s, the pinned id is %s: refusing to run on another image", t.Name, have.ID, img.ID, img.ID))
+	}
+	c := &engineConn{EngineTarget: t, cli: cli, engine: engine, version: ver.Version}
+	return c, manifests.TargetPins{Name: t.Name, Engine: engine, Kernel: info.KernelVersion,
+		CPUs: info.NCPU, MemoryBytes: info.MemTotal, Emulated: t.Emulated}, nil
 }
 
 func sampleSummary(s manifests.Sample) string {
@@ -317,10 +389,10 @@ func parseTimed(out []byte) (ns int64, rc int, err error) {
 // (an empty base owned by BodyUser otherwise); a warm-up mount, run and
 // unmount; a fresh mount, the timed body, the verifier, telemetry, Commit and
 // unmount; the native reference when asked.
-func runSample(ctx context.Context, cli *client.Client, engine string, o EngineOptions, cellName string, round, order int) manifests.Sample {
+func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName string, round, order int, phase func(string)) manifests.Sample {
 	s := manifests.Sample{
-		FormatVersion: manifests.ResultsFormatVersion, RunID: o.RunID, BundleID: o.BundleID,
-		Target: o.Target, Cell: cellName, Round: round, Order: order,
+		FormatVersion: manifests.ResultsFormatVersion, RunID: o.Run.ID, BundleID: o.BundleID,
+		Target: c.Name, Cell: cellName, Round: round, Order: order,
 		Verifier: manifests.VerifierNotRun, FUSERequests: map[string]int64{},
 		Load1: load1(), Start: time.Now().UTC(),
 	}
@@ -329,21 +401,19 @@ func runSample(ctx context.Context, cli *client.Client, engine string, o EngineO
 		if err != nil {
 			return err
 		}
-		created, err := cli.ContainerCreate(ctx, &container.Config{
-			Image: o.ImageRef, Cmd: []string{"sleep", "infinity"},
-			Labels: map[string]string{"sealbench.run": o.RunID, "sealbench.cell": cellName},
-		}, &container.HostConfig{
-			NetworkMode: "none", CapAdd: []string{"SYS_ADMIN"},
-			Resources: container.Resources{Devices: []container.DeviceMapping{{PathOnHost: "/dev/fuse", PathInContainer: "/dev/fuse", CgroupPermissions: "rwm"}}},
-		}, nil, nil, "")
+		phase("creating the Sandbox")
+		cli := c.cli
+		name := fmt.Sprintf("%s-%03d-%s", c.Name, order, strings.ToLower(cellName))
+		id, err := provision.CreateSandbox(ctx, o.Run, c.Name, c.Endpoint, cli, o.Image, name, []string{"sleep", "infinity"})
 		if err != nil {
-			return fmt.Errorf("creating the Sandbox: %w", err)
+			return err
 		}
-		defer cli.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true})
-		if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		defer cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true})
+		if err := cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 			return fmt.Errorf("starting the Sandbox: %w", err)
 		}
-		sb := &sandbox{cli: cli, id: created.ID, engine: engine}
+		sb := &sandbox{cli: cli, id: id, engine: c.engine}
+		phase("sha256sum -c of the bundle")
 		if _, err := sb.must(ctx, "checking the bundle with sha256sum -c", false, BundleDir, "sha256sum -c --quiet SHA256SUMS", nil); err != nil {
 			return err
 		}
@@ -358,6 +428,7 @@ func runSample(ctx context.Context, cli *client.Client, engine string, o EngineO
 				return err
 			}
 		}
+		phase("setup")
 		imp, err := sb.must(ctx, "importing the base Layer", true, "/", layerfsd+`$L import --store `+w+`/store --from `+w+`/base -m base`, nil)
 		if err != nil {
 			return err
@@ -385,6 +456,7 @@ func runSample(ctx context.Context, cli *client.Client, engine string, o EngineO
 			return nil
 		}
 		// Warm-up: an identical run on an earlier mount, then its unmount.
+		phase("warm-up")
 		if _, err := mount("1"); err != nil {
 			return err
 		}
@@ -396,6 +468,7 @@ func runSample(ctx context.Context, cli *client.Client, engine string, o EngineO
 			return err
 		}
 		// The timed run, on a fresh mount.
+		phase("timed run")
 		if s.MountNs, err = mount("2"); err != nil {
 			return err
 		}
@@ -428,6 +501,7 @@ func runSample(ctx context.Context, cli *client.Client, engine string, o EngineO
 			s.FUSERequests[op] = c.Count
 		}
 		s.Statements, s.StoreBytes, s.OverlayBytes = st.SQLStatements, st.StoreUsage.DBBytes+st.StoreUsage.BlobBytes, st.OverlayBytes
+		phase("verifier")
 		stdout, err := sb.must(ctx, "reading the body's output", false, "/", "cat "+w+"/out/stdout", nil)
 		if err != nil {
 			return err
@@ -441,6 +515,7 @@ func runSample(ctx context.Context, cli *client.Client, engine string, o EngineO
 		if !v.Pass {
 			s.Verifier, s.VerifierDetail = manifests.VerifierFail, v.Detail
 		}
+		phase("commit and unmount")
 		var cm struct{ DurationNs int64 }
 		if err := layerfsdJSON("committing", "commit --control "+w+"/ctl2 -m "+cellName, &cm); err != nil {
 			return err
@@ -464,6 +539,7 @@ func runSample(ctx context.Context, cli *client.Client, engine string, o EngineO
 			}
 		}
 		if o.Native {
+			phase("native reference")
 			prep := "true"
 			if cell.Base != "" {
 				prep = "cp " + w + "/base/" + BaseFile + " " + w + "/native/"

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -107,8 +108,9 @@ func grouped(v string) string {
 	return strings.Join(parts, " / ")
 }
 
+// gib says b in GiB with at most one decimal: 23.5 GiB, 2 GiB.
 func gib(b int64) string {
-	return strconv.FormatFloat(float64(b)/(1<<30), 'f', -1, 64) + " GiB"
+	return strconv.FormatFloat(math.Round(float64(b)/(1<<30)*10)/10, 'f', -1, 64) + " GiB"
 }
 
 func when(t time.Time) string {

@@ -4,6 +4,7 @@ package cmd
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -44,12 +45,11 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 					return usageErrorf("run ids look like 20261129T085500-3f9a1c", "--run: %v", err)
 				}
 			}
-			switch target {
-			case "":
-			case provision.TargetLocal, provision.TargetDocker:
+			if target != "" {
+				if t, ok := lookupTarget(target); !ok || !t.written {
+					return usageErrorf("--target takes one of "+strings.Join(writtenTargets(), ", "), "no target named %q to audit", target)
+				}
 				opts.Targets = []string{target}
-			default:
-				return usageErrorf("--target takes local or docker", "no target named %q to audit", target)
 			}
 			var res *provision.AuditResult
 			var fixErr error
@@ -97,7 +97,7 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&target, "target", "", "audit only this target: local or docker (default: all)")
+	c.Flags().StringVar(&target, "target", "", "audit only this target: "+strings.Join(writtenTargets(), ", ")+" (default: all)")
 	c.Flags().BoolVar(&fix, "fix", false, "tear down what is found")
 	c.Flags().StringVar(&runID, "run", "", "audit (and fix) only this run")
 	return c

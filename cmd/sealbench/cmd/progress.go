@@ -76,3 +76,15 @@ func (p *progress) Close() {
 	}
 	p.mu.Unlock()
 }
+
+// Status shows what is under way on a terminal's ticking line, without a
+// line of its own; in a log it prints nothing (Logf lines say enough).
+func (p *progress) Status(msg string) {
+	if !p.tty {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last = msg
+	fmt.Fprintf(p.w, "\r\033[K[%5.1fs] %s ...", time.Since(p.start).Seconds(), msg)
+}

@@ -20,18 +20,8 @@ import (
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/docker"
-	"github.com/sealbench/sealbench/provision/local"
 	"github.com/sealbench/sealbench/vmimages"
 )
-
-// notYetTargets are the targets DESIGN.md names whose provisioners are not
-// written yet.
-var notYetTargets = map[string]string{
-	"lima":         "a Lima VM under QEMU",
-	"apple":        "an Apple Container VM (macOS only)",
-	"microsandbox": "a microsandbox microVM",
-}
 
 func newProvisionCmd(g *global) *cobra.Command {
 	var bundlePath, key, expect string
@@ -64,19 +54,11 @@ down; ` + "`sealbench audit`" + ` proves nothing is left.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			target := args[0]
-			if what, ok := notYetTargets[target]; ok {
-				return usageErrorf("provision local or docker for now; run `sealbench doctor` to see what this host can run",
-					"provisioning %s (%s) is not written yet: only local and docker are", target, what)
-			}
-			if target != local.Name && target != docker.Name {
-				return usageErrorf("targets: local, docker (lima, apple, microsandbox: not yet)", "no target named %q", target)
+			if err := checkTargets([]string{target}); err != nil {
+				return err
 			}
 			if bundlePath == "" {
 				return usageErrorf("pass --bundle out/build-linux-<hash> (the bundle directory)", "--bundle is required")
-			}
-			if target == local.Name && os.Geteuid() != 0 {
-				return usageErrorf("run it as root (sudo); `sealbench doctor` says what this host can run",
-					"the local target needs root: the stand-in runs Sandboxes as mount, PID and network namespaces")
 			}
 			if expect != "" && !strings.HasPrefix(expect, manifests.BundleNamePrefix) {
 				return usageErrorf("--id takes a bundle name such as build-linux-0123456789ab", "--id %q is not a bundle name", expect)
@@ -153,28 +135,11 @@ func provisionTarget(ctx context.Context, p *progress, target, bundlePath, key, 
 			err = multierror.Append(err, fmt.Errorf("and tearing the failed run down: %w (run `sealbench teardown --run %s`)", terr, run.ID))
 		}
 	}()
-	var t provision.Target
-	switch target {
-	case local.Name:
-		f, ok := res.Manifest.File(local.StandinBundlePath())
-		if !ok {
-			return nil, usageErrorf("seal a bundle with the stand-in (sealbench seal)", "bundle %s has no %s", res.Name, local.StandinBundlePath())
-		}
-		t, err = local.New(local.Options{Run: run, Bundle: bundlePath, Standin: f.Digest, Log: p.Logf})
-	case docker.Name:
-		t, err = docker.New(docker.Options{Run: run, Log: p.Logf})
-	}
+	t, err := newTarget(target, run, bundlePath, res, p.Logf)
 	if err != nil {
 		return nil, err
 	}
-	if err := t.Create(ctx); err != nil {
-		return nil, fmt.Errorf("bringing up %s: %w", target, err)
-	}
-	p.Logf("%s is up at %s; loading %s", target, t.Endpoint(), img.Ref)
-	if err := t.InstallImage(ctx, img); err != nil {
-		return nil, fmt.Errorf("installing the Sandbox image into %s: %w", target, err)
-	}
-	id, err := t.Identity(ctx)
+	id, err := bringUp(ctx, t, img, p.Logf)
 	if err != nil {
 		return nil, err
 	}

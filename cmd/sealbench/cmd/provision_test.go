@@ -82,14 +82,14 @@ func TestProvisionRefusesBadInput(t *testing.T) {
 		{[]string{"provision", "lima", "--bundle", "x"}, ExitUnusable, "not written yet"},
 		{[]string{"provision", "apple", "--bundle", "x"}, ExitUnusable, "not written yet"},
 		{[]string{"provision", "microsandbox", "--bundle", "x"}, ExitUnusable, "not written yet"},
-		{[]string{"provision", "vmware", "--bundle", "x"}, ExitUnusable, "targets: local, docker"},
+		{[]string{"provision", "vmware", "--bundle", "x"}, ExitUnusable, `no target named "vmware"`},
 		{[]string{"provision", "local"}, ExitUnusable, "--bundle"},
 		{[]string{"provision", "local", "--bundle", "x", "--id", "nope"}, ExitUnusable, "bundle name"},
 		{[]string{"provision", "local", "--bundle", filepath.Join(state, "missing"), "--key", filepath.Join(state, "no.pub")}, ExitSignature, "--key"},
 		{[]string{"teardown"}, ExitUnusable, "--run ID"},
 		{[]string{"teardown", "--run", "x", "--all"}, ExitUnusable, "exactly one"},
 		{[]string{"teardown", "--run", "../etc"}, ExitUnusable, "run id"},
-		{[]string{"audit", "--target", "vmware"}, ExitUnusable, "local or docker"},
+		{[]string{"audit", "--target", "vmware"}, ExitUnusable, `no target named "vmware"`},
 	} {
 		code, stdout, stderr := run(t, c.args...)
 		if code != c.code || !strings.Contains(stdout+stderr, c.want) {

@@ -3,113 +3,296 @@
 package cmd
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runner"
 )
 
-// TestRunOnLocalAndDocker is the whole chain on real targets: seal this
-// tree with its Sandbox image, provision local, run cells with --native on
-// it and on dockerd, check every sample passed its verifier with the same
-// exact counts on both, that a report compares them, then tear down and
-// audit.
-func TestRunOnLocalAndDocker(t *testing.T) {
-	testenv.Short(t, "seals a bundle and runs cells on two targets")
+// sealed is a bundle this tree seals once for the package's run tests,
+// with its real Sandbox image (pinned Debian packages).
+type sealed struct {
+	Name, Dir, PubKey string
+	ImageRef          string
+}
+
+var (
+	sealOnce sync.Once
+	sealDir  string
+	sealOut  sealed
+	sealErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sealDir != "" {
+		os.RemoveAll(sealDir)
+	}
+	os.Exit(code)
+}
+
+// sealForRun seals this tree (keygen, seal with the image) once per test
+// binary; the run tests share it.
+func sealForRun(t *testing.T) sealed {
+	t.Helper()
+	testenv.Short(t, "seals a bundle with its Sandbox image and runs cells")
 	testenv.NeedRoot(t)
 	testenv.NeedFUSE(t)
 	testenv.NeedCommand(t, "apt-get")
-	docker := testenv.NeedDocker(t)
-	t.Setenv("SEALBENCH_PASSWORD", "")
-	keys, out := t.TempDir(), t.TempDir()
-	state, err := os.MkdirTemp("", "sbr-") // short: the stand-in's socket lives under it
+	root := testenv.ModuleRoot(t)
+	sealOnce.Do(func() {
+		if sealDir, sealErr = os.MkdirTemp("", "sealbench-run-test-"); sealErr != nil {
+			return
+		}
+		t.Setenv("SEALBENCH_PASSWORD", "")
+		keys, out := filepath.Join(sealDir, "keys"), filepath.Join(sealDir, "out")
+		if code, _, stderr := run(t, "keygen", "--out", keys); code != ExitOK {
+			sealErr = fmt.Errorf("keygen: %s", stderr)
+			return
+		}
+		code, stdout, stderr := run(t, "seal", "--json", "--key", filepath.Join(keys, "sealbench.key"), "--out", out, "--source", root)
+		if code != ExitOK {
+			sealErr = fmt.Errorf("seal: exit %d\n%s", code, stderr)
+			return
+		}
+		var s struct {
+			Name, Dir string
+			Image     struct{ Ref string }
+		}
+		if sealErr = json.Unmarshal([]byte(stdout), &s); sealErr != nil {
+			return
+		}
+		sealOut = sealed{Name: s.Name, Dir: s.Dir, PubKey: filepath.Join(keys, "sealbench.pub"), ImageRef: s.Image.Ref}
+	})
+	if sealErr != nil {
+		t.Fatal(sealErr)
+	}
+	return sealOut
+}
+
+// shortStateDir makes a short state directory (the stand-in's socket
+// lives under it) and points SEALBENCH_STATE_DIR at it.
+func shortStateDir(t *testing.T) string {
+	state, err := os.MkdirTemp("", "sbr-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(state)
+	t.Cleanup(func() { os.RemoveAll(state) })
 	t.Setenv(provision.StateDirEnv, state)
-	if code, _, stderr := run(t, "keygen", "--out", keys); code != ExitOK {
-		t.Fatalf("keygen: %s", stderr)
-	}
-	code, stdout, stderr := run(t, "seal", "--json", "--key", filepath.Join(keys, "sealbench.key"), "--out", out, "--source", testenv.ModuleRoot(t))
-	if code != ExitOK {
-		t.Fatalf("seal: exit %d\n%s", code, stderr)
-	}
-	var sealed struct {
-		Name, Dir string
-		Image     struct{ Ref string }
-	}
-	json.Unmarshal([]byte(stdout), &sealed)
-	pub := filepath.Join(keys, "sealbench.pub")
+	return state
+}
 
-	code, stdout, stderr = run(t, "provision", "local", "--bundle", sealed.Dir, "--key", pub, "--json")
+// TestRunOnLocalAndDocker is the product's main job on real targets: one
+// `sealbench run --target local,docker` provisions both from a sealed
+// bundle, runs all twelve cells with --native, reports, tears down and
+// audits. Every verifier passes, the exact counts are equal on both
+// targets, and nothing of the run is left on the host or in dockerd.
+func TestRunOnLocalAndDocker(t *testing.T) {
+	b := sealForRun(t)
+	testenv.NeedDocker(t)
+	state := shortStateDir(t)
+	out := t.TempDir()
+	code, stdout, stderr := run(t, "run", "--json", "--target", "local,docker", "--bundle", b.Dir, "--key", b.PubKey,
+		"--id", b.Name, "--native", "--seed", "1", "--out", out)
 	if code != ExitOK {
-		t.Fatalf("provision local: exit %d\n%s", code, stderr)
+		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var p struct{ Run, Endpoint string }
-	json.Unmarshal([]byte(stdout), &p)
-	t.Cleanup(func() { run(t, "teardown", "--run", p.Run) })
-	t.Cleanup(func() { exec.Command(docker, "rmi", "--force", sealed.Image.Ref).Run() })
-
-	cells := "C01,C09,C11,C12"
-	dockerHost := os.Getenv("DOCKER_HOST")
-	if dockerHost == "" {
-		dockerHost = "unix:///var/run/docker.sock"
+	var o runOutcome
+	if err := json.Unmarshal([]byte(stdout), &o); err != nil {
+		t.Fatalf("run --json: %v\n%s", err, stdout)
 	}
-	dirs := map[string]string{}
-	for name, engine := range map[string]string{"local": p.Endpoint, "docker": dockerHost} {
-		dirs[name] = filepath.Join(t.TempDir(), name)
-		code, stdout, stderr := run(t, "run", "--engine", engine, "--name", name, "--bundle", sealed.Dir, "--key", pub,
-			"--id", sealed.Name, "--cells", cells, "--native", "--seed", "1", "--out", dirs[name])
-		if code != ExitOK {
-			t.Fatalf("run on %s: exit %d\n%s\n%s", name, code, stdout, stderr)
+	if o.Samples != 24 || o.Failed != 0 || o.Kept || len(o.Leftovers) != 0 || o.Teardown == nil || len(o.Targets) != 2 {
+		t.Errorf("outcome: %+v", o)
+	}
+	f, err := os.Open(filepath.Join(out, "samples.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := manifests.ReadSamples(f)
+	f.Close()
+	if err != nil || len(samples) != 24 {
+		t.Fatalf("%d samples, %v", len(samples), err)
+	}
+	byCell := map[string]map[string]manifests.Sample{}
+	for _, s := range samples {
+		if s.Status != manifests.StatusOK || s.Verifier != manifests.VerifierPass || s.CommandNs <= 0 || s.NativeNs == nil ||
+			s.MountNs <= 0 || s.FUSETotal() == 0 || (s.Files == 0) != (s.Cell == "C03") {
+			t.Errorf("%s %s: %+v", s.Target, s.Cell, s)
 		}
-		f, err := os.Open(filepath.Join(dirs[name], "samples.jsonl"))
-		if err != nil {
-			t.Fatal(err)
+		if byCell[s.Cell] == nil {
+			byCell[s.Cell] = map[string]manifests.Sample{}
 		}
-		samples, err := manifests.ReadSamples(f)
-		f.Close()
-		if err != nil || len(samples) != 4 {
-			t.Fatalf("%s: %d samples, %v", name, len(samples), err)
-		}
-		for _, s := range samples {
-			if s.Status != manifests.StatusOK || s.Verifier != manifests.VerifierPass || s.CommandNs <= 0 || s.NativeNs == nil ||
-				s.MountNs <= 0 || s.FUSETotal() == 0 || s.Files == 0 {
-				t.Errorf("%s %s: %+v", name, s.Cell, s)
-			}
-		}
-		if _, err := os.Stat(filepath.Join(dirs[name], "report.md")); err != nil {
-			t.Errorf("%s: no report.md: %v", name, err)
+		byCell[s.Cell][s.Target] = s
+	}
+	// The same work on both: every exact count equal.
+	for _, cell := range runner.Names() {
+		l, d := byCell[cell]["local"], byCell[cell]["docker"]
+		if l.Files != d.Files || l.Bytes != d.Bytes || l.Statements != d.Statements || fmt.Sprint(l.FUSERequests) != fmt.Sprint(d.FUSERequests) {
+			t.Errorf("%s did different work: local %d files %d bytes %d statements %v; docker %d files %d bytes %d statements %v", cell,
+				l.Files, l.Bytes, l.Statements, l.FUSERequests, d.Files, d.Bytes, d.Statements, d.FUSERequests)
 		}
 	}
-	// One report over both: the files and bytes each cell left are the same
-	// work on both targets.
-	code, stdout, stderr = run(t, "report", "--format", "json", "--baseline", "docker", dirs["docker"], dirs["local"])
-	var rep struct {
-		Differences []struct {
-			Cell, Count string
-			Values      map[string]string
-		}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil || !strings.Contains(string(md), "Every count is equal across all targets") {
+		t.Errorf("report.md does not say the counts are equal (%v):\n%.2000s", err, md)
 	}
-	if code != ExitOK || json.Unmarshal([]byte(stdout), &rep) != nil {
-		t.Fatalf("report: exit %d\n%s", code, stderr)
+	var pins manifests.RunPins
+	if b, err := os.ReadFile(filepath.Join(out, "pins.json")); err != nil || json.Unmarshal(b, &pins) != nil || len(pins.Targets) != 2 || pins.End.IsZero() || pins.Tools["go"] == "" {
+		t.Errorf("pins.json: %v %+v", err, pins)
 	}
-	for _, d := range rep.Differences {
-		if d.Count == "files" || d.Count == "bytes" || d.Count == "result" {
-			t.Errorf("the two targets did different work: %s %s: %v", d.Cell, d.Count, d.Values)
-		}
-	}
-	code, _, stderr = run(t, "teardown", "--run", p.Run)
-	if code != ExitOK {
-		t.Errorf("teardown: %s", stderr)
-	}
-	if code, stdout, _ := run(t, "audit", "--run", p.Run); code != ExitOK {
+	// The run tore itself down: the audit of everything finds nothing.
+	if code, stdout, _ := run(t, "audit", "--json"); code != ExitOK {
 		t.Errorf("audit after the run: exit %d\n%s", code, stdout)
 	}
+	if ents, _ := os.ReadDir(provision.RunsDir(state)); len(ents) != 0 {
+		t.Errorf("runs left in the state directory: %v", ents)
+	}
+}
+
+// TestRunRefusesBadInput: each bad flag is a usage error (exit 3) that
+// names the problem, before anything is made.
+func TestRunRefusesBadInput(t *testing.T) {
+	state := shortStateDir(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run"}, "--target or --engine is required"},
+		{[]string{"run", "--target", "local", "--engine", "unix:///x.sock"}, "not both"},
+		{[]string{"run", "--target", "nowhere"}, `no target named "nowhere"`},
+		{[]string{"run", "--target", "docker,docker"}, "named twice"},
+		{[]string{"run", "--engine", "unix:///x.sock", "--name", "Bad Name"}, "is not a target name"},
+		{[]string{"run", "--target", "docker", "--cells", "C13"}, "C13"},
+		{[]string{"run", "--target", "docker", "--samples", "0"}, "--samples"},
+		{[]string{"run", "--target", "docker", "--id", "v1"}, "not a bundle name"},
+	} {
+		code, _, stderr := run(t, tc.args...)
+		if code != ExitUnusable || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, want %d with %q\n%s", tc.args, code, ExitUnusable, tc.want, stderr)
+		}
+	}
+	if ents, _ := os.ReadDir(provision.RunsDir(state)); len(ents) != 0 {
+		t.Errorf("bad input made runs: %v", ents)
+	}
+}
+
+// TestRunCrashTrials kills `sealbench run` with SIGKILL at seeded points
+// (while provisioning, during a cell, during teardown), then checks that
+// `sealbench teardown --run ID` and `sealbench audit` leave nothing: no
+// container, image, mount, process or directory of the run.
+func TestRunCrashTrials(t *testing.T) {
+	b := sealForRun(t)
+	docker := testenv.NeedDocker(t)
+	state := shortStateDir(t)
+	bin := filepath.Join(t.TempDir(), "sealbench")
+	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(testenv.ModuleRoot(t), "cmd", "sealbench")).CombinedOutput(); err != nil {
+		t.Fatalf("building sealbench: %v\n%s", err, out)
+	}
+	// Each trial waits for a line of the run's log, then kills after a
+	// seeded delay.
+	trials := []struct {
+		name     string
+		after    *regexp.Regexp
+		maxDelay int // ms
+	}{
+		{"provisioning", regexp.MustCompile(`run \S+: ledger in`), 400},
+		{"provisioning docker", regexp.MustCompile(`local: standin`), 400},
+		{"during a cell", regexp.MustCompile(`(local|docker) C01 \d/4 round \d+: ok`), 400},
+		{"during a cell with a base", regexp.MustCompile(`C09 \d/4 round \d+: ok`), 400},
+		{"during teardown", regexp.MustCompile(`removed container`), 1},
+	}
+	rng := rand.New(rand.NewPCG(7, 11))
+	for _, tr := range trials {
+		t.Run(strings.ReplaceAll(tr.name, " ", "_"), func(t *testing.T) {
+			delay := time.Duration(rng.IntN(tr.maxDelay)) * time.Millisecond
+			cmd := exec.Command(bin, "run", "--target", "local,docker", "--bundle", b.Dir, "--key", b.PubKey,
+				"--cells", "C01,C09", "--seed", "3", "--out", t.TempDir())
+			cmd.Env = os.Environ()
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			runID, killed := watchAndKill(t, cmd, stderr, tr.after, delay)
+			if runID == "" {
+				t.Fatal("the run never said its id")
+			}
+			if !killed {
+				t.Fatalf("the run ended before %q showed up", tr.after)
+			}
+			t.Logf("killed run %s %v after %q", runID, delay, tr.after)
+			// The crash left the run behind (at least its directory and
+			// ledger), and the audit says so...
+			if code, stdout, _ := run(t, "audit", "--run", runID, "--json"); code != ExitLeftovers {
+				t.Errorf("audit right after the crash: exit %d, want %d (leftovers)\n%s", code, ExitLeftovers, stdout)
+			} else {
+				t.Logf("left by the crash: %s", stdout)
+			}
+			// ...until teardown, from the ledger alone, removes it all.
+			if code, _, stderr := run(t, "teardown", "--run", runID); code != ExitOK {
+				t.Errorf("teardown after the crash: exit %d\n%s", code, stderr)
+			}
+			if code, stdout, _ := run(t, "audit", "--json"); code != ExitOK {
+				t.Errorf("audit after teardown: exit %d\n%s", code, stdout)
+			}
+			if ents, _ := os.ReadDir(provision.RunsDir(state)); len(ents) != 0 {
+				t.Errorf("left in the state directory: %v", ents)
+			}
+			if out, _ := exec.Command(docker, "ps", "-aq", "--filter", "label="+manifests.RunLabel+"="+runID).Output(); len(strings.TrimSpace(string(out))) != 0 {
+				t.Errorf("containers of run %s left in dockerd: %s", runID, out)
+			}
+		})
+	}
+}
+
+// watchAndKill reads the run's log until after matches, then kills it
+// with SIGKILL after delay. It returns the run id the log named, and
+// whether the kill came before the run ended by itself.
+func watchAndKill(t *testing.T, cmd *exec.Cmd, stderr io.Reader, after *regexp.Regexp, delay time.Duration) (string, bool) {
+	t.Helper()
+	idRE := regexp.MustCompile(`run (\S+): ledger in`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		cmd.Process.Kill()
+	}()
+	var runID string
+	var log strings.Builder
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		line := sc.Text()
+		log.WriteString(line + "\n")
+		if m := idRE.FindStringSubmatch(line); m != nil {
+			runID = m[1]
+		}
+		if after.MatchString(line) {
+			time.Sleep(delay)
+			err := cmd.Process.Signal(syscall.SIGKILL)
+			go io.Copy(io.Discard, stderr)
+			cmd.Wait()
+			return runID, err == nil
+		}
+	}
+	cmd.Wait()
+	t.Logf("the run's log:\n%s", log.String())
+	return runID, false
 }
