@@ -99,10 +99,13 @@ func LoadImage(ctx context.Context, run *Run, target, endpoint string, cli *clie
 // the Engine and known before the container exists.
 func SandboxName(runID, name string) string { return "sealbench-" + runID + "-" + name }
 
-// SandboxConfig is how every Sandbox is created, on dockerd and on the
-// stand-in alike: the run's label, /dev/fuse, CAP_SYS_ADMIN (for FUSE
-// mounts), no network at all.
-func SandboxConfig(runID string, img Image, cmd []string) (*container.Config, *container.HostConfig) {
+// SandboxConfig is how every Sandbox is created: the run's label,
+// /dev/fuse, CAP_SYS_ADMIN (for layerfsd's FUSE mounts), no network at all,
+// and no-new-privileges (so no setuid or file-capability binary can give a
+// body more than it has). On dockerd (engine EngineDockerd) it also gets
+// DockerSeccompProfile, which refuses new namespaces; the stand-in's
+// Sandboxes have their own, stricter filter.
+func SandboxConfig(runID string, img Image, cmd []string, engine string) (*container.Config, *container.HostConfig) {
 	cfg := &container.Config{
 		Image:  img.ID.String(),
 		Cmd:    cmd,
@@ -113,20 +116,41 @@ func SandboxConfig(runID string, img Image, cmd []string) (*container.Config, *c
 		Resources: container.Resources{
 			Devices: []container.DeviceMapping{{PathOnHost: "/dev/fuse", PathInContainer: "/dev/fuse", CgroupPermissions: "rwm"}},
 		},
-		CapAdd: []string{"SYS_ADMIN"},
+		CapAdd:      []string{"SYS_ADMIN"},
+		SecurityOpt: []string{"no-new-privileges"},
+	}
+	if engine == EngineDockerd {
+		host.SecurityOpt = append(host.SecurityOpt, "seccomp="+DockerSeccompProfile())
 	}
 	return cfg, host
+}
+
+// EngineKind asks the Engine behind cli what it is: EngineStandin or
+// EngineDockerd.
+func EngineKind(ctx context.Context, cli *client.Client) (string, error) {
+	v, err := cli.ServerVersion(ctx)
+	if err != nil {
+		return "", err
+	}
+	if strings.Contains(v.Platform.Name, "stand-in") {
+		return EngineStandin, nil
+	}
+	return EngineDockerd, nil
 }
 
 // CreateSandbox records and creates one Sandbox container of run on the
 // Engine at endpoint, returning its id.
 func CreateSandbox(ctx context.Context, run *Run, target, endpoint string, cli *client.Client, img Image, name string, cmd []string) (string, error) {
+	engine, err := EngineKind(ctx, cli)
+	if err != nil {
+		return "", fmt.Errorf("asking the Engine at %s what it is: %w", endpoint, err)
+	}
 	cname := SandboxName(run.ID, name)
 	if err := run.Ledger.Record(manifests.LedgerEntry{Target: target, Kind: manifests.ResourceContainer, Key: cname, Engine: endpoint,
 		Labels: map[string]string{manifests.RunLabel: run.ID}, Detail: "Sandbox " + name}); err != nil {
 		return "", err
 	}
-	cfg, host := SandboxConfig(run.ID, img, cmd)
+	cfg, host := SandboxConfig(run.ID, img, cmd, engine)
 	resp, err := cli.ContainerCreate(ctx, cfg, host, &network.NetworkingConfig{}, nil, cname)
 	if err != nil {
 		return "", fmt.Errorf("creating Sandbox %s on %s: %w", cname, endpoint, err)

@@ -153,6 +153,9 @@ func (l *Local) Create(ctx context.Context) (err error) {
 	cmd := exec.Command(l.bin, "serve", "--socket", l.sock, "--state", l.state)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = l.dir
+	// A clean environment: the stand-in needs none of ours (and so never
+	// holds SEALBENCH_PASSWORD or anything else it was not meant to see).
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
 	// Its own session: it outlives this process (provision leaves it up)
 	// and a Ctrl-C at our terminal does not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

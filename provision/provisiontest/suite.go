@@ -4,6 +4,7 @@
 package provisiontest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
@@ -42,6 +44,7 @@ var Tests = map[string]func(t *testing.T, s *Suite){
 	"CreateAfterDestroyWorksAgain":  createAfterDestroy,
 	"InstallMissingTarFailsClean":   installMissingTar,
 	"EndpointIsAnEngineAPIEndpoint": endpoint,
+	"SandboxExecIsConfined":         execConfined,
 }
 
 // Run runs every test of the suite, in name order.
@@ -331,5 +334,99 @@ func endpoint(t *testing.T, s *Suite) {
 	defer cli.Close()
 	if _, err := cli.Ping(e.ctx); err != nil {
 		t.Errorf("ping %s: %v", ep, err)
+	}
+}
+
+// confinedScript tries, as a cell body would, to get out of its Sandbox,
+// and prints one "ESCAPED ..." line for each attempt that worked. It uses
+// only the shell and busybox applets (the Sandbox image has no grep, sed
+// or awk), and ends with "checks done" so that a script that died early
+// is not mistaken for a confined one.
+const confinedScript = `
+fail() { echo "ESCAPED: $*"; }
+[ "$(busybox id -u):$(busybox id -g)" = 65534:65534 ] || fail "runs as $(busybox id), not 65534:65534"
+while read -r k v; do
+	case "$k" in
+	NoNewPrivs:) [ "$v" = 1 ] || fail "NoNewPrivs is $v in /proc/self/status: a setuid or file-capability binary would gain privileges" ;;
+	CapInh:|CapPrm:|CapEff:|CapAmb:) [ "$v" = 0000000000000000 ] || fail "$k $v: holds capabilities" ;;
+	esac
+done </proc/self/status
+busybox mount -t tmpfs escape /tmp 2>/dev/null && fail "mounted a tmpfs on /tmp"
+for f in -U -m -n -i -u -C -p; do
+	busybox unshare $f true 2>/dev/null && fail "unshare $f: made a new namespace"
+done
+busybox hostname escaped 2>/dev/null && fail "set the hostname"
+busybox kill -9 1 2>/dev/null && fail "killed the Sandbox's pid 1"
+( echo escaped >/proc/sys/kernel/hostname ) 2>/dev/null && fail "wrote /proc/sys/kernel/hostname"
+out=$(busybox traceroute -n -m 1 -w 1 127.0.0.1 2>&1)
+case "$out" in *"socket: Operation not permitted"*) ;; *) fail "raw IP socket (traceroute): $out" ;; esac
+out=$(busybox arping -c 1 -w 1 -I lo 127.0.0.1 2>&1)
+case "$out" in *"socket"*"Operation not permitted"*) ;; *) fail "packet socket (arping): $out" ;; esac
+for a in 192.0.2.1 10.0.0.1 172.17.0.1 8.8.8.8; do
+	busybox nc -w 2 $a 80 </dev/null >/dev/null 2>&1 && fail "connected to $a:80"
+done
+for i in /sys/class/net/*; do
+	case "$i" in */lo) ;; *) fail "network interface $i" ;; esac
+done
+for p in / /bin /etc /opt/sealbench /opt/sealbench/bin; do
+	[ -d "$p" ] || continue
+	( echo x >"$p/.escape" ) 2>/dev/null && fail "created a file in $p"
+	busybox touch "$p" 2>/dev/null && fail "changed the times of $p"
+done
+for f in /bin/busybox /bin/sh /etc/passwd /opt/sealbench/SHA256SUMS /opt/sealbench/manifest.json; do
+	[ -e "$f" ] || continue
+	( echo x >>"$f" ) 2>/dev/null && fail "appended to $f"
+	busybox chmod 0777 "$f" 2>/dev/null && fail "changed the mode of $f"
+	busybox mv "$f" "$f.moved" 2>/dev/null && fail "renamed $f"
+	busybox rm "$f" 2>/dev/null && fail "removed $f"
+done
+n=0
+for p in /proc/[0-9]*; do n=$((n+1)); done
+[ "$n" -le 8 ] || fail "sees $n processes: the host's, not only the Sandbox's"
+for n in 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 63 64 100 255 256; do
+	[ -e /proc/self/fd/$n ] && fail "fd $n is open: $(busybox readlink /proc/self/fd/$n)"
+done
+for n in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+	( cd /proc/self/fd/$n 2>/dev/null ) && fail "cd through /proc/self/fd/$n"
+done
+echo "checks done"
+`
+
+// execConfined: an exec as the cell bodies run (uid 65534, not
+// privileged; runner.BodyUser) in a Sandbox made as every Sandbox is
+// (CAP_SYS_ADMIN and /dev/fuse granted to the container, for layerfsd)
+// cannot gain capabilities, mount, unshare, open raw sockets, reach
+// another address, write the image's files, see other processes, or get
+// out through an inherited descriptor; NoNewPrivs is 1.
+func execConfined(t *testing.T, s *Suite) {
+	e := newEnv(t, s)
+	e.must(t, "Create", e.target.Create(e.ctx))
+	e.must(t, "InstallImage", e.target.InstallImage(e.ctx, s.Image))
+	cli, err := provision.NewClient(e.target.Endpoint())
+	e.must(t, "client", err)
+	defer cli.Close()
+	id, err := provision.CreateSandbox(e.ctx, e.run, e.target.Name(), e.target.Endpoint(), cli, s.Image, "confined", []string{"sleep", "600"})
+	e.must(t, "CreateSandbox", err)
+	e.must(t, "ContainerStart", cli.ContainerStart(e.ctx, id, container.StartOptions{}))
+	created, err := cli.ContainerExecCreate(e.ctx, id, container.ExecOptions{
+		Cmd: []string{"/bin/sh", "-c", confinedScript}, User: "65534:65534",
+		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"}, AttachStdout: true, AttachStderr: true,
+	})
+	e.must(t, "ContainerExecCreate", err)
+	hr, err := cli.ContainerExecAttach(e.ctx, created.ID, container.ExecAttachOptions{})
+	e.must(t, "ContainerExecAttach", err)
+	var stdout, stderr bytes.Buffer
+	_, err = stdcopy.StdCopy(&stdout, &stderr, hr.Reader)
+	hr.Close()
+	e.must(t, "reading the exec's output", err)
+	insp, err := cli.ContainerExecInspect(e.ctx, created.ID)
+	e.must(t, "ContainerExecInspect", err)
+	if insp.ExitCode != 0 || !strings.Contains(stdout.String(), "checks done") {
+		t.Fatalf("the escape attempts did not run to the end: exit %d\nstdout:\n%s\nstderr:\n%s", insp.ExitCode, &stdout, &stderr)
+	}
+	for _, l := range strings.Split(stdout.String(), "\n") {
+		if what, ok := strings.CutPrefix(l, "ESCAPED: "); ok {
+			t.Errorf("%s: an exec as uid 65534 %s", e.target.Name(), what)
+		}
 	}
 }

@@ -1,6 +1,9 @@
+//go:build linux
+
 package standin
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -29,7 +32,18 @@ func withBusybox(t testing.TB, s *testServer, probe bool) {
 	t.Helper()
 	layers := [][]byte{layerTar(t, busyboxEntries(t))}
 	if probe {
-		layers = append(layers, layerTar(t, []entry{{name: "bin/probe", body: string(buildProbe(t)), mode: 0o755}}))
+		pb := string(buildProbe(t))
+		layers = append(layers, layerTar(t, []entry{
+			{name: "bin/probe", body: pb, mode: 0o755},
+			// What a body could try to gain root with; and a bundle, as
+			// the Sandbox image holds one, for bodies to try to change.
+			{name: "bin/probe-suid", body: pb, mode: 0o4755},
+			{name: "opt/", typ: tar.TypeDir},
+			{name: "opt/sealbench/", typ: tar.TypeDir},
+			{name: "opt/sealbench/SHA256SUMS", body: "0000  bin/tool\n"},
+			{name: "opt/sealbench/bin/", typ: tar.TypeDir},
+			{name: "opt/sealbench/bin/tool", body: "#!/bin/sh\n", mode: 0o755},
+		}))
 	}
 	s.load(t, dockerSaveTar(t, testImage, buildImage(t, layers...)))
 }
@@ -375,6 +389,18 @@ func TestIsolationUnprivilegedExec(t *testing.T) {
 		t.Errorf("unprivileged exec sees processes %q, want the init, sleep and itself", procs)
 	}
 
+	// A cell body: uid 65534, not privileged, as the runner runs it
+	// (runner.BodyUser). Besides all of the above, it cannot change the
+	// bundle in the image, and a setuid-root binary does not make it root.
+	// In this container (read-only root) and in one made as every
+	// Sandbox is (provision.SandboxConfig: a writable root).
+	sandboxLike := &container.HostConfig{CapAdd: []string{"SYS_ADMIN"}}
+	sandboxLike.Devices = host.Devices
+	writable := s.run(t, &container.Config{Cmd: []string{"sleep", "1000"}, WorkingDir: "/work"}, sandboxLike)
+	for _, id := range []string{id, writable} {
+		bodyConfined(t, s, id)
+	}
+
 	// A privileged exec keeps what the container was granted: the LayerFS
 	// daemon mounts FUSE with it. This is also the check that the
 	// refusals above are the Sandbox's doing, not the probe's.
@@ -393,6 +419,41 @@ func TestIsolationUnprivilegedExec(t *testing.T) {
 	}
 	if priv["dial_external"] == "ok" || priv["write_proc_sys"] == "ok" {
 		t.Errorf("privileged exec reached outside: dial %q, /proc/sys %q", priv["dial_external"], priv["write_proc_sys"])
+	}
+}
+
+// bodyConfined probes an exec as a cell body runs (runner.BodyUser: uid
+// 65534, not privileged). Besides what any unprivileged exec is denied, it
+// cannot change the bundle in the image, and a setuid-root binary does not
+// make it root.
+func bodyConfined(t *testing.T, s *testServer, id string) {
+	t.Helper()
+	body := s.probe(t, id, container.ExecOptions{User: "65534:65534"})
+	for k, want := range map[string]string{
+		"uid": "65534:65534", "NoNewPrivs": "1", "setuid_euid": "65534",
+		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
+		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000",
+		"fds": "0,1,2", "chdir_fd": "none", "interfaces": "lo",
+	} {
+		if body[k] != want {
+			t.Errorf("exec as uid 65534: %s = %q, want %q", k, body[k], want)
+		}
+	}
+	for _, k := range []string{"mount", "unshare_user", "unshare_mount", "unshare_net", "raw_socket", "packet_socket", "dial_external", "udp_external", "write_root", "write_proc_sys", "fuse_mount"} {
+		if body[k] == "ok" {
+			t.Errorf("exec as uid 65534: %s succeeded", k)
+		}
+	}
+	if strings.HasPrefix(body["write_bundle"], "ok") || !strings.Contains(body["write_bundle"], "create: ") {
+		t.Errorf("exec as uid 65534 changed the bundle in the image: %s", body["write_bundle"])
+	}
+	if procs := strings.Split(body["processes"], ";"); len(procs) != 3 {
+		t.Errorf("exec as uid 65534 sees processes %q, want the init, sleep and itself", procs)
+	}
+	// The control: without no_new_privs (a privileged exec as the same
+	// user) the setuid bit works, so the refusal above is the Sandbox's.
+	if ctl := s.probe(t, id, container.ExecOptions{User: "65534:65534", Privileged: true}); ctl["setuid_euid"] != "0" {
+		t.Errorf("privileged exec as uid 65534: the setuid-root probe ran as %q, want 0: the setuid check above proves nothing", ctl["setuid_euid"])
 	}
 }
 

@@ -1,3 +1,5 @@
+//go:build linux
+
 package standin
 
 import (
@@ -194,20 +196,31 @@ func TestImageLoadRejectsTraversal(t *testing.T) {
 	if err := os.Mkdir(outside, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// What a layer must not remove, replace or mark either.
+	victim := filepath.Join(outside, "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	rel, err := filepath.Rel(filepath.Join(s.state, "tmp", "layer-x"), outside)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, es := range map[string][]entry{
-		"dotdot":                {{name: "../../../../evil", body: "x"}},
-		"dotdot to outside":     {{name: rel + "/evil", body: "x"}},
-		"absolute":              {{name: outside + "/evil", body: "x"}},
-		"through symlink":       {{name: "link", typ: tar.TypeSymlink, link: outside}, {name: "link/evil", body: "x"}},
-		"through rel symlink":   {{name: "d/", typ: tar.TypeDir}, {name: "d/link", typ: tar.TypeSymlink, link: "../../../../../../../" + outside}, {name: "d/link/evil", body: "x"}},
-		"symlink climbing out":  {{name: "link", typ: tar.TypeSymlink, link: "../../etc"}},
-		"hard link outside":     {{name: "hl", typ: tar.TypeLink, link: "../../../../../etc/passwd"}},
-		"hard link absolute":    {{name: "hl", typ: tar.TypeLink, link: "/etc/passwd"}},
-		"hard link via symlink": {{name: "s", typ: tar.TypeSymlink, link: "/etc"}, {name: "hl", typ: tar.TypeLink, link: "s/passwd"}},
+		"dotdot":                    {{name: "../../../../evil", body: "x"}},
+		"dotdot to outside":         {{name: rel + "/evil", body: "x"}},
+		"absolute":                  {{name: outside + "/evil", body: "x"}},
+		"through symlink":           {{name: "link", typ: tar.TypeSymlink, link: outside}, {name: "link/evil", body: "x"}},
+		"through rel symlink":       {{name: "d/", typ: tar.TypeDir}, {name: "d/link", typ: tar.TypeSymlink, link: "../../../../../../../" + outside}, {name: "d/link/evil", body: "x"}},
+		"symlink climbing out":      {{name: "link", typ: tar.TypeSymlink, link: "../../etc"}},
+		"hard link outside":         {{name: "hl", typ: tar.TypeLink, link: "../../../../../etc/passwd"}},
+		"hard link absolute":        {{name: "hl", typ: tar.TypeLink, link: "/etc/passwd"}},
+		"hard link via symlink":     {{name: "s", typ: tar.TypeSymlink, link: "/etc"}, {name: "hl", typ: tar.TypeLink, link: "s/passwd"}},
+		"hard link to outside":      {{name: "hl", typ: tar.TypeLink, link: victim}},
+		"overwrite through symlink": {{name: "link", typ: tar.TypeSymlink, link: outside}, {name: "link/victim", body: "owned"}},
+		"whiteout through symlink":  {{name: "link", typ: tar.TypeSymlink, link: outside}, {name: "link/.wh.victim", body: ""}},
+		"opaque through symlink":    {{name: "link", typ: tar.TypeSymlink, link: outside}, {name: "link/.wh..wh..opq", body: ""}},
+		"whiteout climbing out":     {{name: "d/", typ: tar.TypeDir}, {name: "d/.wh...", body: ""}},
+		"dir through symlink":       {{name: "link", typ: tar.TypeSymlink, link: outside}, {name: "link/sub/", typ: tar.TypeDir}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := s.cli.ImageLoad(context.Background(), bytes.NewReader(rawSaveTar(t, "evil:1", layerTar(t, es), "")))
@@ -217,8 +230,17 @@ func TestImageLoadRejectsTraversal(t *testing.T) {
 			if !errdefsInvalid(err) {
 				t.Errorf("error %v: want a 400", err)
 			}
-			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+			if ents, _ := os.ReadDir(outside); len(ents) != 1 {
 				t.Errorf("wrote outside the state dir: %v", ents)
+			}
+			if b, err := os.ReadFile(victim); err != nil || string(b) != "keep" {
+				t.Errorf("a file outside the state dir was changed: %q, %v", b, err)
+			}
+			if fi, err := os.Stat(outside); err != nil || fi.Mode().Perm() != 0o755 {
+				t.Errorf("the directory outside was changed: %v, %v", fi.Mode(), err)
+			}
+			if n, _ := unix.Getxattr(outside, "trusted.overlay.opaque", make([]byte, 8)); n > 0 {
+				t.Error("the directory outside was marked opaque")
 			}
 			assertEmptyStore(t, s)
 		})

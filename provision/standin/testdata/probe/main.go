@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"time"
@@ -19,7 +20,60 @@ func errString(err error) string {
 	return err.Error()
 }
 
+// bundleDir is where the Sandbox image holds the bundle.
+const bundleDir = "/opt/sealbench"
+
+// writeBundle tries every way to change the bundle in the image, and
+// returns the first that worked, or what each attempt answered.
+func writeBundle() string {
+	if _, err := os.Stat(bundleDir); err != nil {
+		return err.Error()
+	}
+	attempts := []struct {
+		what string
+		do   func() error
+	}{
+		{"create", func() error {
+			f, err := os.Create(bundleDir + "/added")
+			if err == nil {
+				f.Close()
+			}
+			return err
+		}},
+		{"write", func() error {
+			f, err := os.OpenFile(bundleDir+"/SHA256SUMS", os.O_WRONLY|os.O_APPEND, 0)
+			if err == nil {
+				_, err = f.WriteString("x")
+				f.Close()
+			}
+			return err
+		}},
+		{"truncate", func() error { return os.Truncate(bundleDir+"/SHA256SUMS", 0) }},
+		{"chmod", func() error { return os.Chmod(bundleDir+"/bin/tool", 0o777) }},
+		{"chown", func() error { return os.Chown(bundleDir+"/bin/tool", os.Getuid(), os.Getgid()) }},
+		{"rename", func() error { return os.Rename(bundleDir+"/bin/tool", bundleDir+"/bin/moved") }},
+		{"remove", func() error { return os.Remove(bundleDir + "/SHA256SUMS") }},
+		{"mkdir", func() error { return os.Mkdir(bundleDir+"/bin/new", 0o755) }},
+		{"symlink", func() error { return os.Symlink("/tmp", bundleDir+"/bin/link") }},
+		{"utimes", func() error { return os.Chtimes(bundleDir+"/bin/tool", time.Now(), time.Now()) }},
+	}
+	var refused []string
+	for _, a := range attempts {
+		if err := a.do(); err == nil {
+			return "ok: " + a.what
+		} else {
+			refused = append(refused, a.what+": "+err.Error())
+		}
+	}
+	return strings.Join(refused, "; ")
+}
+
 func main() {
+	// probe euid: what a setuid copy of the probe runs as.
+	if len(os.Args) > 1 && os.Args[1] == "euid" {
+		fmt.Print(os.Geteuid())
+		return
+	}
 	r := map[string]string{}
 	// First, with raw system calls: Go's poller opens descriptors of its own.
 	if d, err := syscall.Open("/proc/self/fd", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err == nil {
@@ -137,5 +191,14 @@ func main() {
 		r["dev_fuse"] = err.Error()
 	}
 	r["write_proc_sys"] = errString(os.WriteFile("/proc/sys/kernel/hostname", []byte("x"), 0))
+	r["uid"] = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	r["write_bundle"] = writeBundle()
+	// A setuid-root copy of the probe, if the image has one: with
+	// no_new_privs the kernel ignores the setuid bit.
+	if out, err := exec.Command("/bin/probe-suid", "euid").Output(); err == nil {
+		r["setuid_euid"] = string(out)
+	} else {
+		r["setuid_euid"] = err.Error()
+	}
 	json.NewEncoder(os.Stdout).Encode(r)
 }
