@@ -50,11 +50,12 @@ $(COSIGN):
 	GOBIN=$(TOOLS)/bin GOFLAGS= $(GO) install github.com/sigstore/cosign/v2/cmd/cosign@$(COSIGN_VERSION)
 
 .PHONY: check
-check: ## gofmt and go vet, for both builds (host and in-bundle)
+check: ## gofmt and go vet, for both builds (host and in-bundle); the host build for macOS too
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags sealbench_bundle ./cmd/...
+	GOOS=darwin GOARCH=arm64 $(GO) build ./...
 
 .PHONY: test
 test: deps tools check ## Everything CI runs: checks, all tests, short fuzz runs
@@ -71,6 +72,7 @@ fuzz: ## Short fuzz runs of every parser (FUZZTIME=15s each)
 	$(GO) test -run '^$$' -fuzz '^FuzzReadSamples$$' -fuzztime $(FUZZTIME) ./manifests/
 	$(GO) test -run '^$$' -fuzz '^FuzzUnpackLayer$$' -fuzztime $(FUZZTIME) ./provision/standin/
 	$(GO) test -run '^$$' -fuzz '^FuzzEngineAPIRequests$$' -fuzztime $(FUZZTIME) ./provision/standin/
+	$(GO) test -run '^$$' -fuzz '^FuzzImageLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./provision/standin/
 
 .PHONY: bench-layerfs
 bench-layerfs: ## The twelve cells on a LayerFS workspace against a plain directory, ratios and geomean (root, FUSE; minutes)

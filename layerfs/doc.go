@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package layerfs is LayerFS: a layered workspace filesystem whose states are
 // kept in a Store.
 //

@@ -1,3 +1,5 @@
+//go:build linux
+
 package layerfs
 
 // This file wraps every request method of go-fuse's RawFileSystem to count

@@ -96,7 +96,9 @@ type LedgerEntry struct {
 	Engine string `json:"engine,omitempty"`
 	// Exe is, for a process, the path of the binary it runs: teardown
 	// matches a process by its argv (Exe first, Key among the rest), never
-	// by a pid alone.
+	// by a pid alone. For a VM, and for a container, image or volume with
+	// no Engine, it is the target's tool that holds it (limactl,
+	// container, msb).
 	Exe string `json:"exe,omitempty"`
 	// Labels are the labels the resource is created with, where the
 	// backend has labels; they include RunLabel.
@@ -161,32 +163,47 @@ func (e *LedgerEntry) validate(p *problems) {
 		p.addf("key", "contains a NUL or a newline")
 	case e.Kind.IsPath() && (!filepath.IsAbs(e.Key) || filepath.Clean(e.Key) != e.Key || e.Key == "/"):
 		p.addf("key", "%q: a %s is named by an absolute, clean path other than /", e.Key, e.Kind)
-	case e.Kind == ResourceImage:
+	case e.Kind == ResourceImage && e.Exe == "":
 		if _, err := ParseDigest(e.Key); err != nil {
-			p.addf("key", "an image is named by its id: %v", err)
+			p.addf("key", "an image in an Engine is named by its id: %v", err)
 		}
 	case e.Kind == ResourceProcess && len(e.Key) < 8:
 		p.addf("key", "%q: a process marker must be unique on the host (8 characters or more)", e.Key)
 	}
-	if e.Kind.OnEngine() {
+	// Where the resource lives: an Engine (containers, images, volumes),
+	// or a target's own tool (Exe: VMs, and the images and volumes such a
+	// tool holds), or the host (Exe of a process: its binary).
+	toolHeld := e.Kind.OnEngine() && e.Engine == "" && e.Exe != ""
+	switch {
+	case e.Kind.OnEngine() && !toolHeld:
 		if !strings.HasPrefix(e.Engine, "unix:///") && !strings.HasPrefix(e.Engine, "tcp://") {
-			p.addf("engine", "%q: a %s needs its Engine endpoint (unix:///... or tcp://...)", e.Engine, e.Kind)
+			p.addf("engine", "%q: a %s needs its Engine endpoint (unix:///... or tcp://...), or exe: the tool that holds it", e.Engine, e.Kind)
 		}
-	} else if e.Engine != "" {
+		if e.Exe != "" {
+			p.addf("exe", "set on a %s in an Engine", e.Kind)
+		}
+	case e.Engine != "" && !e.Kind.OnEngine():
 		p.addf("engine", "set on a %s, which does not live in an Engine", e.Kind)
 	}
-	if e.Kind == ResourceProcess {
+	switch {
+	case e.Kind == ResourceProcess, e.Kind == ResourceVM, toolHeld:
 		if !filepath.IsAbs(e.Exe) {
-			p.addf("exe", "%q: a process needs the absolute path of its binary", e.Exe)
+			p.addf("exe", "%q: a %s needs the absolute path of its binary or tool", e.Exe, e.Kind)
 		}
-	} else if e.Exe != "" {
+	case e.Exe != "" && !e.Kind.OnEngine():
 		p.addf("exe", "set on a %s", e.Kind)
 	}
-	if e.Kind == ResourceContainer || e.Kind == ResourceVolume {
+	if (e.Kind == ResourceContainer || e.Kind == ResourceVolume) && !toolHeld {
 		if got := e.Labels[RunLabel]; got != e.RunID {
 			p.addf("labels", "a %s must carry %s=%s (has %q)", e.Kind, RunLabel, e.RunID, got)
 		}
 	}
+}
+
+// ToolHeld reports whether e names a container, image or volume held by a
+// target's own tool (Exe) rather than by an Engine.
+func (e *LedgerEntry) ToolHeld() bool {
+	return e.Kind.OnEngine() && e.Engine == "" && e.Exe != ""
 }
 
 // MarshalLine encodes e as one ledger line: compact JSON and a newline.

@@ -22,6 +22,9 @@ func sampleLedger() []LedgerEntry {
 		{RunID: run, Seq: 6, Time: at(3), Target: "local", Kind: ResourceImage, Key: "sha256:" + strings.Repeat("ab", 32), Engine: engine, Detail: "sealbench/sandbox:build-linux-0123456789ab"},
 		{RunID: run, Seq: 7, Time: at(4), Target: "docker", Kind: ResourceContainer, Key: "sealbench-" + run + "-c01", Engine: "unix:///run/docker.sock"},
 		{RunID: run, Seq: 8, Time: at(5), Target: "local", Kind: ResourceMount, Key: dir + "/local/ws/c01"},
+		{RunID: run, Seq: 9, Time: at(6), Target: "apple", Kind: ResourceImage, Key: "sealbench/sandbox:build-linux-0123456789ab", Exe: "/usr/local/bin/container", Detail: "loaded with container image load"},
+		{RunID: run, Seq: 10, Time: at(7), Target: "apple", Kind: ResourceVM, Key: "sealbench-" + run + "-vm", Exe: "/usr/local/bin/container", Labels: map[string]string{RunLabel: run}},
+		{RunID: run, Seq: 11, Time: at(8), Target: "apple", Kind: ResourceVolume, Key: "0f3c1a2b", Exe: "/usr/local/bin/container", Detail: "the VM's anonymous volume"},
 	}
 }
 
@@ -44,7 +47,7 @@ func TestLedgerGolden(t *testing.T) {
 	if err != nil || len(warnings) != 0 {
 		t.Fatalf("ReadLedger: %v, warnings %v", err, warnings)
 	}
-	if len(got) != 8 || got[6].Labels[RunLabel] != got[6].RunID {
+	if len(got) != len(sampleLedger()) || got[6].Labels[RunLabel] != got[6].RunID || got[9].Exe != "/usr/local/bin/container" {
 		t.Errorf("read back %d entries; container labels %v", len(got), got[6].Labels)
 	}
 }
@@ -91,6 +94,11 @@ func TestLedgerValidateNamesEveryField(t *testing.T) {
 		"container no label":  {Kind: ResourceContainer, Key: "c", Engine: "unix:///s", Labels: map[string]string{"x": "y"}},
 		"container no engine": {Kind: ResourceContainer, Key: "c"},
 		"short marker":        {Kind: ResourceProcess, Key: "abc", Exe: "/bin/x"},
+		"vm without its tool": {Kind: ResourceVM, Key: "sealbench-r1-vm"},
+		"vm relative tool":    {Kind: ResourceVM, Key: "sealbench-r1-vm", Exe: "limactl"},
+		"vm in an engine":     {Kind: ResourceVM, Key: "v", Exe: "/usr/bin/msb", Engine: "unix:///s"},
+		"engine and tool":     {Kind: ResourceImage, Key: "sha256:" + strings.Repeat("ab", 32), Engine: "unix:///s", Exe: "/usr/bin/container"},
+		"tool on a directory": {Kind: ResourceDir, Key: "/var/x", Exe: "/usr/bin/container"},
 	} {
 		bad.RunID, bad.Seq, bad.Time = "r1", 1, time.Unix(1, 0)
 		bad.FillDefaults()

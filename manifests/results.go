@@ -377,6 +377,10 @@ type TargetPins struct {
 	// Emulated is true where the target's CPU is emulated (QEMU TCG): its
 	// timings describe the emulator, so it is a pass/fail and counts target.
 	Emulated bool `json:"emulated"`
+	// Transport is how the runner reached the Engine: "socket" (a unix
+	// socket, forwarded or not) or "msb-exec" (every connection through
+	// `msb exec`, which adds its cost to every exec's overhead).
+	Transport string `json:"transport,omitempty"`
 }
 
 // ReadRunPins reads a pins file: Load (strictly, bounded), FillDefaults,

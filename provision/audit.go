@@ -207,6 +207,9 @@ func Exists(ctx context.Context, runDir string, e manifests.LedgerEntry) (bool, 
 			return ok, detail, err
 		}
 	}
+	if e.Kind == manifests.ResourceVM || e.ToolHeld() {
+		return false, "", fmt.Errorf("%s of target %q is held by %s: this sealbench has no provisioner for that target", e.Name(), e.Target, e.Exe)
+	}
 	switch e.Kind {
 	case manifests.ResourceMount:
 		ms, err := MountsUnder(e.Key)

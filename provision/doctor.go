@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -40,9 +41,11 @@ type DoctorReport struct {
 
 // Doctor looks at what this host can run: root, /dev/fuse, FUSE
 // passthrough, dockerd, QEMU and KVM (it opens /dev/kvm and asks its API
-// version; it never starts a guest), limactl, mmdebstrap, apt. It only
-// looks: it changes nothing.
-func Doctor(ctx context.Context, dockerHost string) *DoctorReport {
+// version; it never starts a guest), limactl, mmdebstrap, apt, and the
+// extra checks the caller made (the tools of targets whose packages this
+// one cannot import: "apple-container", "msb"). It only looks: it changes
+// nothing.
+func Doctor(ctx context.Context, dockerHost string, extra ...Check) *DoctorReport {
 	if dockerHost == "" {
 		dockerHost = DefaultDockerHost()
 	}
@@ -67,6 +70,14 @@ func Doctor(ctx context.Context, dockerHost string) *DoctorReport {
 	add(command("limactl", []string{"--version"}, "build it from the Go module proxy: GOBIN=/usr/local/bin go install github.com/lima-vm/lima/cmd/limactl@v1.2.1"))
 	add(command("mmdebstrap", []string{"--version"}, "apt-get install mmdebstrap"))
 	add(command("apt-get", []string{"--version"}, "use a Debian or Ubuntu host: the images are built from pinned Debian packages fetched through apt"))
+	if runtime.GOOS == "darwin" && runtime.GOARCH == "arm64" {
+		add(Check{Name: "macos-arm64", OK: true, Detail: "macOS on Apple silicon"})
+	} else {
+		add(Check{Name: "macos-arm64", Detail: "this host is " + runtime.GOOS + "/" + runtime.GOARCH, Fix: "Apple's container runs only on macOS on Apple silicon"})
+	}
+	for _, c := range extra {
+		add(c)
+	}
 
 	ok := map[string]bool{}
 	for _, c := range r.Checks {
@@ -86,9 +97,8 @@ func Doctor(ctx context.Context, dockerHost string) *DoctorReport {
 		limaNote = "without KVM: QEMU emulates the CPU (TCG), so its timings describe the emulator; a pass/fail and exact-counts target"
 	}
 	ready("lima", limaNote+"; provisioning lima is not written yet", "qemu-system-x86_64", "limactl", "mmdebstrap", "apt-get")
-	r.Targets = append(r.Targets,
-		TargetReadiness{Target: "apple", Note: "macOS on Apple silicon only", Needs: []string{}},
-		TargetReadiness{Target: "microsandbox", Note: "needs a macOS host and msb; provisioning microsandbox is not written yet", Needs: []string{}})
+	ready("apple", "one Apple container VM running the stand-in", "macos-arm64", "apple-container")
+	ready("microsandbox", "one msb microVM running the stand-in, its Engine reached through msb exec", "msb")
 	return r
 }
 
@@ -123,25 +133,6 @@ func dockerd(ctx context.Context, host string) Check {
 		return c
 	}
 	return Check{Name: "dockerd", OK: true, Detail: fmt.Sprintf("%s answers: Docker %s, API %s", host, v.Version, v.APIVersion)}
-}
-
-// kvm opens /dev/kvm and asks its API version (KVM_GET_API_VERSION), the
-// most that can be asked without creating a VM.
-func kvm() Check {
-	c := Check{Name: "kvm", Fix: "enable virtualization (or nested virtualization) for this machine and load kvm_intel or kvm_amd; without KVM, QEMU emulates (slow, timings not comparable)"}
-	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
-	if err != nil {
-		c.Detail = err.Error()
-		return c
-	}
-	defer f.Close()
-	const kvmGetAPIVersion = 0xAE00
-	v, err := unix.IoctlRetInt(int(f.Fd()), kvmGetAPIVersion)
-	if err != nil {
-		c.Detail = fmt.Sprintf("/dev/kvm opens but KVM_GET_API_VERSION fails: %v", err)
-		return c
-	}
-	return Check{Name: "kvm", OK: true, Detail: fmt.Sprintf("/dev/kvm opens and answers (API version %d); no VM was started to test it, and on some hosts KVM opens but hangs: the lima target uses TCG emulation there", v)}
 }
 
 // fusePassthrough reads the kernel's config for CONFIG_FUSE_PASSTHROUGH,

@@ -128,6 +128,9 @@ func RemoveResource(ctx context.Context, runDir string, e manifests.LedgerEntry,
 			return err
 		}
 	}
+	if e.Kind == manifests.ResourceVM || e.ToolHeld() {
+		return fmt.Errorf("%s of target %q is held by %s: this sealbench has no provisioner for that target", e.Name(), e.Target, e.Exe)
+	}
 	switch e.Kind {
 	case manifests.ResourceDir, manifests.ResourceStore:
 		return removeTree(e.Key)
@@ -154,8 +157,6 @@ func RemoveResource(ctx context.Context, runDir string, e manifests.LedgerEntry,
 		return errs.ErrorOrNil()
 	case manifests.ResourceContainer, manifests.ResourceImage, manifests.ResourceVolume:
 		return removeOnEngine(ctx, runDir, e)
-	case manifests.ResourceVM:
-		return fmt.Errorf("%s of target %q: this sealbench has no provisioner for that target", e.Name(), e.Target)
 	}
 	return fmt.Errorf("unknown resource kind %q", e.Kind)
 }

@@ -43,6 +43,9 @@ type EngineTarget struct {
 	// Emulated says the target's CPU is emulated (QEMU TCG): pinned, so
 	// that the report can say its timings are the emulator's.
 	Emulated bool
+	// Transport is how the Endpoint reaches the Engine, as pinned:
+	// "socket" (the default) or "msb-exec".
+	Transport string
 }
 
 // EngineOptions says what RunEngine runs, where, and where results go.
@@ -116,6 +119,9 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 	conns := map[string]*engineConn{}
 	var names []string
 	for _, t := range o.Targets {
+		if t.Transport == "" {
+			t.Transport = "socket"
+		}
 		if _, dup := conns[t.Name]; dup {
 			return nil, fmt.Errorf("target %s named twice", t.Name)
 		}
@@ -214,7 +220,7 @@ func connectEngine(ctx context.Context, t EngineTarget, img provision.Image) (*e
 	}
 	c := &engineConn{EngineTarget: t, cli: cli, engine: engine, version: ver.Version}
 	return c, manifests.TargetPins{Name: t.Name, Engine: engine, Kernel: info.KernelVersion,
-		CPUs: info.NCPU, MemoryBytes: info.MemTotal, Emulated: t.Emulated}, nil
+		CPUs: info.NCPU, MemoryBytes: info.MemTotal, Emulated: t.Emulated, Transport: t.Transport}, nil
 }
 
 func sampleSummary(s manifests.Sample) string {

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command layerfsd is the LayerFS daemon and its command line: Stores,
 // Layers, and FUSE Workspaces with a control socket. See `layerfsd --help`.
 package main

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command standin is the Engine API stand-in: it answers the Docker Engine
 // API calls the sealbench runner makes, on a unix socket, and runs each
 // Sandbox as a set of Linux namespaces, with no Docker. It ships inside the

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,7 +22,12 @@ type Mount struct {
 }
 
 // Read returns every mount of this mount namespace, in the kernel's order.
+// On a host that is not Linux it returns none: sealbench mounts nothing
+// there (its FUSE mounts and Sandboxes live inside the targets' VMs).
 func Read() ([]Mount, error) {
+	if runtime.GOOS != "linux" {
+		return nil, nil
+	}
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil, fmt.Errorf("reading mountinfo: %w", err)

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package cli is the command line of layerfsd: it parses flags and calls the
 // layerfs library. cmd/layerfsd is a thin main around Main.
 package cli

@@ -1,3 +1,5 @@
+//go:build linux
+
 package standin
 
 import (
@@ -33,18 +35,6 @@ var (
 	ErrConflict = errors.New("conflict")
 	ErrBadInput = errors.New("bad input")
 )
-
-// imageRecord is what the store keeps about one loaded image, in
-// images/<hex>/image.json beside the image's config blob.
-type imageRecord struct {
-	ID       manifests.Digest   `json:"id"` // the config blob's digest, as Docker names images
-	RepoTags []string           `json:"repoTags"`
-	DiffIDs  []manifests.Digest `json:"diffIds"` // bottom layer first
-	Size     int64              `json:"size"`    // unpacked bytes of all layers
-	Loaded   time.Time          `json:"loaded"`
-
-	config dockerspec.DockerOCIImage
-}
 
 // imageStore holds images under a state directory:
 //

@@ -76,7 +76,8 @@ type TargetInfo struct {
 	CPUs        int    `json:"cpus,omitempty"`
 	MemoryBytes int64  `json:"memoryBytes,omitempty"`
 	Emulated    bool   `json:"emulated"`
-	Samples     int    `json:"samples"` // samples read
+	Transport   string `json:"transport,omitempty"` // how the runner reached the Engine
+	Samples     int    `json:"samples"`             // samples read
 }
 
 // RunInfo is one run's provenance.
@@ -320,6 +321,7 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 			if in.Pins != nil {
 				if tp, ok := in.Pins.Target(t); ok {
 					ti.Engine, ti.Kernel, ti.CPUs, ti.MemoryBytes, ti.Emulated = tp.Engine, tp.Kernel, tp.CPUs, tp.MemoryBytes, tp.Emulated
+					ti.Transport = tp.Transport
 				}
 			}
 			r.Targets = append(r.Targets, ti)
@@ -352,6 +354,9 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 	for _, t := range r.Targets {
 		if t.Emulated {
 			r.Notes = append(r.Notes, fmt.Sprintf("%s runs under CPU emulation: its timings describe the emulator, so it is a pass/fail and exact-counts target.", t.Name))
+		}
+		if t.Transport != "" && t.Transport != "socket" {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s's Engine was reached through %s, not a socket: its exec wall time and per-exec overhead include that transport.", t.Name, t.Transport))
 		}
 		if t.Engine == "" {
 			r.Notes = append(r.Notes, fmt.Sprintf("%s has no pins (no %s was read with its samples): its kernel, CPUs and memory are unknown.", t.Name, manifests.PinsFile))

@@ -3,11 +3,15 @@
 package cmd
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/apple"
+	"github.com/sealbench/sealbench/provision/microsandbox"
 )
 
 func newDoctorCmd(g *global) *cobra.Command {
@@ -17,7 +21,8 @@ func newDoctorCmd(g *global) *cobra.Command {
 		Long: `Look at this host and say which targets can run here: root, /dev/fuse,
 FUSE passthrough in the kernel, the dockerd at DOCKER_HOST (or the default
 socket), qemu-system-x86_64 and whether KVM is usable (it asks /dev/kvm for its
-API version; it never starts a guest), limactl, mmdebstrap and apt. For each
+API version; it never starts a guest), limactl, mmdebstrap and apt, Apple's
+container tool and its system service, and microsandbox's msb. For each
 thing missing it says why, and what to install or do.
 
 doctor only looks; it changes nothing, and exits 0 whatever it finds (it
@@ -26,7 +31,12 @@ fails only if it cannot run at all).`,
   sudo sealbench doctor --json | jq '.targets[] | select(.ready)'`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			r := provision.Doctor(c.Context(), "")
+			r := provision.Doctor(c.Context(), "",
+				toolCheck(c.Context(), "apple-container", apple.Check, apple.ErrToolMissing, apple.ErrToolTooOld, apple.ErrNotRunning,
+					"install Apple's container (0.6 or newer) from https://github.com/apple/container/releases",
+					"then `container system start --enable-kernel-install`"),
+				toolCheck(c.Context(), "msb", microsandbox.Check, microsandbox.ErrToolMissing, microsandbox.ErrToolTooOld, nil,
+					"install microsandbox: curl -sSL https://get.microsandbox.dev | sh", ""))
 			if g.json {
 				return writeJSON(g.stdout, r)
 			}
@@ -58,4 +68,21 @@ fails only if it cannot run at all).`,
 			return nil
 		},
 	}
+}
+
+// toolCheck runs a VM target's tool check (apple.Check, microsandbox.Check)
+// as one of the doctor's checks, with the fix its error calls for.
+func toolCheck(ctx context.Context, name string, check func(context.Context, string) error, missing, old, notRunning error, install, start string) provision.Check {
+	err := check(ctx, "")
+	if err == nil {
+		return provision.Check{Name: name, OK: true, Detail: "installed and answering"}
+	}
+	c := provision.Check{Name: name, Detail: err.Error()}
+	switch {
+	case errors.Is(err, missing), errors.Is(err, old):
+		c.Fix = install
+	case notRunning != nil && errors.Is(err, notRunning):
+		c.Fix = start
+	}
+	return c
 }

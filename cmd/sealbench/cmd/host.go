@@ -21,7 +21,7 @@ const (
 
 func hostCommands(g *global) []*cobra.Command {
 	return []*cobra.Command{newKeygenCmd(g), newSealCmd(g), newVerifyCmd(g), newImageCmd(g), newReportCmd(g),
-		newProvisionCmd(g), newTeardownCmd(g), newAuditCmd(g), newDoctorCmd(g), newRunCmd(g)}
+		newProvisionCmd(g), newTeardownCmd(g), newAuditCmd(g), newDoctorCmd(g), newRunCmd(g), newMsbProxyCmd(g)}
 }
 
 func classifyHost(err error) (int, string, bool) {

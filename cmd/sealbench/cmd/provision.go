@@ -25,8 +25,9 @@ import (
 
 func newProvisionCmd(g *global) *cobra.Command {
 	var bundlePath, key, expect string
+	var vm vmSettings
 	c := &cobra.Command{
-		Use:   "provision local|docker --bundle B",
+		Use:   "provision local|docker|apple|microsandbox --bundle B",
 		Short: "Bring up a target from a verified bundle and leave it up",
 		Long: `Verify the bundle (signature, then every file), take its Sandbox image from
 <bundle>.image/ (what seal writes; built from the pinned packages when it is
@@ -38,7 +39,12 @@ identity: kernel, CPUs, memory, engine.
            binary (copied into the run and checked against the manifest), its
            socket in a private directory of the run. Needs root.
   docker   the dockerd you have (DOCKER_HOST or the default socket).
-  lima, apple, microsandbox: not yet.
+  apple    one Apple container VM (macOS on Apple silicon) from the Sandbox
+           image, running the stand-in, its socket published to the host.
+  microsandbox
+           one msb microVM from the Sandbox image, running the stand-in,
+           reached through msb exec by a proxy process of the run.
+  lima: not yet.
 
 Every resource is recorded in the run's ledger before it is created, in the
 run directory under $SEALBENCH_STATE_DIR (default /var/lib/sealbench as root,
@@ -47,6 +53,7 @@ down; ` + "`sealbench audit`" + ` proves nothing is left.`,
 		Example: `  sudo sealbench provision local --bundle out/build-linux-0123456789ab
   sealbench provision docker --bundle out/build-linux-0123456789ab --key keys/sealbench.pub --json
   sealbench provision local --bundle /mnt/usb/build-linux-0123456789ab --id build-linux-0123456789ab
+  sealbench provision apple --bundle out/build-linux-0123456789ab --vm-cpus 4 --vm-memory 4096   # on a Mac
 
   # Then drive its Engine with the docker CLI, and take it down:
   DOCKER_HOST=unix:///var/lib/sealbench/runs/<run>/local/sock/standin.sock docker images
@@ -68,7 +75,7 @@ down; ` + "`sealbench audit`" + ` proves nothing is left.`,
 			}
 			p := newProgress(g.stderr, "provision")
 			defer p.Close()
-			out, err := provisionTarget(c.Context(), p, target, bundlePath, key, expect)
+			out, err := provisionTarget(c.Context(), p, target, bundlePath, key, expect, vm)
 			p.Close()
 			if err != nil {
 				return err
@@ -86,6 +93,7 @@ down; ` + "`sealbench audit`" + ` proves nothing is left.`,
 	c.Flags().StringVar(&bundlePath, "bundle", "", "verified bundle directory (required)")
 	c.Flags().StringVar(&expect, "id", "", "pin the bundle: refuse a validly signed bundle with another name (build-linux-<hash>)")
 	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to check the bundle's signature with")
+	vm.flags(c.Flags())
 	return c
 }
 
@@ -101,7 +109,7 @@ type provisioned struct {
 
 // provisionTarget verifies the bundle, finds its image, and provisions
 // target in a new run. On failure, what it made is torn down again.
-func provisionTarget(ctx context.Context, p *progress, target, bundlePath, key, expect string) (_ *provisioned, err error) {
+func provisionTarget(ctx context.Context, p *progress, target, bundlePath, key, expect string, vm vmSettings) (_ *provisioned, err error) {
 	v, err := loadVerifier(key)
 	if err != nil {
 		return nil, err
@@ -135,7 +143,7 @@ func provisionTarget(ctx context.Context, p *progress, target, bundlePath, key, 
 			err = multierror.Append(err, fmt.Errorf("and tearing the failed run down: %w (run `sealbench teardown --run %s`)", terr, run.ID))
 		}
 	}()
-	t, err := newTarget(target, run, bundlePath, res, p.Logf)
+	t, err := newTarget(target, run, bundlePath, res, img, vm, p.Logf)
 	if err != nil {
 		return nil, err
 	}

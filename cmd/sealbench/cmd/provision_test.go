@@ -80,8 +80,8 @@ func TestProvisionRefusesBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"provision", "lima", "--bundle", "x"}, ExitUnusable, "not written yet"},
-		{[]string{"provision", "apple", "--bundle", "x"}, ExitUnusable, "not written yet"},
-		{[]string{"provision", "microsandbox", "--bundle", "x"}, ExitUnusable, "not written yet"},
+		{[]string{"provision", "apple"}, ExitUnusable, "--bundle"},
+		{[]string{"provision", "microsandbox", "--bundle", filepath.Join(state, "missing"), "--key", filepath.Join(state, "no.pub")}, ExitSignature, "--key"},
 		{[]string{"provision", "vmware", "--bundle", "x"}, ExitUnusable, `no target named "vmware"`},
 		{[]string{"provision", "local"}, ExitUnusable, "--bundle"},
 		{[]string{"provision", "local", "--bundle", "x", "--id", "nope"}, ExitUnusable, "bundle name"},

@@ -61,10 +61,14 @@ func newRoot(g *global) *cobra.Command {
 		Use:   "sealbench",
 		Short: "Reproducible, signed filesystem benchmarks of sandbox backends",
 		Long: `sealbench seals LayerFS, the Engine API stand-in, the runner and the twelve cell
-bodies into one signed, hash-manifested, reproducible bundle, verifies it, and
-(as further commands land) provisions targets from it, runs the twelve cells,
-reports, and tears everything down.` + buildNote,
-		Example: `  # Make a signing key pair (the password comes from SEALBENCH_PASSWORD; empty is allowed)
+bodies into one signed, hash-manifested, reproducible bundle, verifies it,
+provisions targets from it, runs the twelve cells on them under a strict cache
+protocol, reports exact counts first and timings second, and tears everything
+down, with an audit that proves nothing is left.` + buildNote,
+		Example: `  # The whole job on this host's stand-in and dockerd (seals this tree with a throw-away key)
+  sudo sealbench run --target local,docker --native
+
+  # Make a signing key pair (the password comes from SEALBENCH_PASSWORD; empty is allowed)
   SEALBENCH_PASSWORD= sealbench keygen --out ~/.config/sealbench
 
   # Seal the source tree you are in, then verify the bundle and its tar

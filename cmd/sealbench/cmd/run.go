@@ -34,6 +34,7 @@ type runFlags struct {
 	samples               int
 	seed                  uint64
 	source                string
+	vm                    vmSettings
 }
 
 func newRunCmd(g *global) *cobra.Command {
@@ -95,6 +96,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 	fl.BoolVar(&f.keep, "keep", false, "leave the targets up after the run (take them down with `sealbench teardown --run ID`)")
 	fl.IntVar(&f.samples, "samples", 1, "samples per cell and target, interleaved in a seeded random order")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the interleaving (0: one from the clock; recorded in pins.json)")
+	f.vm.flags(fl)
 	return c
 }
 
@@ -197,7 +199,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) (err error) {
 		ets = append(ets, runner.EngineTarget{Name: f.name, Endpoint: f.engine})
 	}
 	for _, name := range names {
-		t, err := newTarget(name, run, bundleDir, res, p.Logf)
+		t, err := newTarget(name, run, bundleDir, res, img, f.vm, p.Logf)
 		if err != nil {
 			return err
 		}
@@ -208,7 +210,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) (err error) {
 		}
 		outcome.Targets[name] = id
 		p.Logf("%s: %s, kernel %s, %d CPUs, %s", name, id.Engine, id.Kernel, id.CPUs, humanBytes(id.MemoryBytes))
-		ets = append(ets, runner.EngineTarget{Name: name, Endpoint: t.Endpoint(), Emulated: id.Emulated})
+		ets = append(ets, runner.EngineTarget{Name: name, Endpoint: t.Endpoint(), Emulated: id.Emulated, Transport: transport(t)})
 	}
 
 	digest := func(p string) manifests.Digest {

@@ -8,10 +8,14 @@ import (
 	"os"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/apple"
 	"github.com/sealbench/sealbench/provision/docker"
 	"github.com/sealbench/sealbench/provision/local"
+	"github.com/sealbench/sealbench/provision/microsandbox"
 )
 
 // targetInfo says what a target is and what it needs of this host.
@@ -26,8 +30,20 @@ var targets = []targetInfo{
 	{name: local.Name, what: "the Engine API stand-in on this host", root: true, written: true},
 	{name: docker.Name, what: "the dockerd you have (DOCKER_HOST or the default socket)", written: true},
 	{name: "lima", what: "a Lima VM under QEMU"},
-	{name: "apple", what: "an Apple Container VM (macOS only)"},
-	{name: "microsandbox", what: "a microsandbox microVM"},
+	{name: apple.Name, what: "an Apple container VM running the stand-in (macOS on Apple silicon)", written: true},
+	{name: microsandbox.Name, what: "a microsandbox microVM running the stand-in (msb)", written: true},
+}
+
+// vmSettings size the VM targets (lima, apple, microsandbox); zero means
+// each provisioner's default.
+type vmSettings struct {
+	cpus      int
+	memoryMiB int64
+}
+
+func (v *vmSettings) flags(fl *pflag.FlagSet) {
+	fl.IntVar(&v.cpus, "vm-cpus", 0, "CPUs of a VM target (default: the provisioner's, 4 for apple and microsandbox)")
+	fl.Int64Var(&v.memoryMiB, "vm-memory", 0, "memory of a VM target in MiB (default: the provisioner's, 4096 for apple and microsandbox)")
 }
 
 func lookupTarget(name string) (targetInfo, bool) {
@@ -72,9 +88,13 @@ func checkTargets(names []string) error {
 }
 
 // newTarget makes the provisioner of target name for run, from a verified
-// bundle. It creates nothing.
-func newTarget(name string, run *provision.Run, bundleDir string, res *bundle.VerifyResult, logf func(string, ...any)) (provision.Target, error) {
+// bundle and its Sandbox image. It creates nothing.
+func newTarget(name string, run *provision.Run, bundleDir string, res *bundle.VerifyResult, img provision.Image, vm vmSettings, logf func(string, ...any)) (provision.Target, error) {
 	switch name {
+	case apple.Name:
+		return apple.New(apple.Options{Run: run, Image: img, CPUs: vm.cpus, MemoryBytes: vm.memoryMiB << 20, Log: logf})
+	case microsandbox.Name:
+		return microsandbox.New(microsandbox.Options{Run: run, Image: img, CPUs: vm.cpus, MemoryBytes: vm.memoryMiB << 20, Log: logf})
 	case local.Name:
 		f, ok := res.Manifest.File(local.StandinBundlePath())
 		if !ok {
@@ -101,4 +121,12 @@ func bringUp(ctx context.Context, t provision.Target, img provision.Image, logf 
 		return nil, fmt.Errorf("asking %s for its identity: %w", t.Name(), err)
 	}
 	return id, nil
+}
+
+// transport says how t's Endpoint reaches its Engine, for the pins.
+func transport(t provision.Target) string {
+	if tr, ok := t.(interface{ Transport() string }); ok {
+		return tr.Transport()
+	}
+	return "socket"
 }

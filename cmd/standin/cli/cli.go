@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package cli is the standin command line: `serve` runs the stand-in in
 // the foreground, `inventory` lists what a state directory holds for the
 // audit.
@@ -84,7 +86,7 @@ the socket 0600, and connections from other users are refused.`,
 	}
 	root.SetVersionTemplate("standin {{.Version}}\n")
 	cliutil.Prepare(root, &g.json, exitCodesHelp)
-	root.AddCommand(newServe(g), newInventory(g), newVersion(g))
+	root.AddCommand(newServe(g), newInventory(g), newVersion(g), newDial(g))
 	return root
 }
 

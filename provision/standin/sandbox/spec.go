@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package sandbox runs a Sandbox as a set of Linux namespaces, with no
 // container runtime: the stand-in's own binary, re-executed as a small init
 // inside fresh mount, PID, UTS, IPC, network and cgroup namespaces, mounts

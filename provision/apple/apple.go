@@ -1,0 +1,273 @@
+// Package apple provisions the apple target: one lightweight Linux VM made
+// by Apple's `container` tool (github.com/apple/container, macOS on Apple
+// silicon), running the Engine API stand-in from the Sandbox image, its
+// socket published to the host. The runner then drives it exactly like the
+// local target: through the Engine API, with the Sandbox image loaded into
+// the stand-in.
+//
+// What it runs, in order (every command with a deadline, its output kept in
+// <run>/apple/logs/):
+//
+//	container --version                          # at least MinVersion
+//	container system status                      # (container system start --enable-kernel-install, with Options.StartSystem)
+//	container image load --input <sandbox-image.tar>
+//	container run --detach --name sealbench-<run>-vm --label sealbench.run=<run> \
+//	    --cpus N --memory MM --network none \
+//	    --publish-socket <run>/apple/sock/engine.sock:/tmp/sealbench-sock/standin.sock \
+//	    <image ref> /opt/sealbench/bin/linux-<arch>/standin serve \
+//	    --socket /tmp/sealbench-sock/standin.sock --state /var/lib/sealbench/standin
+//
+// and to take it down: `container delete --force`, then the volumes its
+// mounts named (anonymous volumes outlive their container), then
+// `container image delete`. Inventory and the audit read `container list
+// --all --format json` and keep what carries sealbench.run (the tool has no
+// label filter).
+//
+// The ledger names the VM as a vm and the Sandbox image in the tool's
+// store as an image keyed by its reference, both with the tool's path as
+// their exe; the audit reports labelled volumes as volumes. The package's
+// provision.Backend removes them wherever it is linked in.
+//
+// A run's apple target lives in <run>/apple: sock/engine.sock (the Engine
+// endpoint, in a 0700 directory) and logs/ (each command's stdout and
+// stderr).
+package apple
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/internal/toolexec"
+	"github.com/sealbench/sealbench/provision/internal/vmtarget"
+)
+
+// Name is the target's name.
+const Name = "apple"
+
+// DefaultTool is the tool's name on PATH.
+const DefaultTool = "container"
+
+// MinVersion is the oldest `container` this package drives: `--network
+// none` came in with apple/container#739 (October 2025).
+var MinVersion = toolexec.MustVersion("0.6.0")
+
+// Paths inside the VM. The Sandbox image holds the bundle at
+// /opt/sealbench; the socket and state live on the container's own
+// writable root. The stand-in makes only the socket's own directory, so
+// that lies in /tmp, which every root filesystem has.
+const (
+	GuestSocket = "/tmp/sealbench-sock/standin.sock"
+	GuestState  = "/var/lib/sealbench/standin"
+)
+
+// GuestStandin is the stand-in's path inside a VM of arch (amd64, arm64).
+func GuestStandin(arch string) string { return "/opt/sealbench/bin/linux-" + arch + "/standin" }
+
+// Errors Check answers, wrapped with the details; the CLI tells them apart
+// with errors.Is.
+var (
+	ErrToolMissing = errors.New("Apple's container tool is not installed")
+	ErrToolTooOld  = errors.New("Apple's container tool is too old")
+	ErrNotRunning  = errors.New("the container system service is not running")
+)
+
+const releases = "https://github.com/apple/container/releases"
+
+// spec is the tool this package drives.
+var spec = toolexec.Spec{Default: DefaultTool, Min: MinVersion, MinWhy: "for --network none",
+	Install: "install it from " + releases + " (macOS 26 on Apple silicon)", Upgrade: "upgrade from " + releases,
+	ErrMissing: ErrToolMissing, ErrTooOld: ErrToolTooOld}
+
+var _ provision.Target = (*Apple)(nil)
+
+// Options configures the apple target.
+type Options struct {
+	Run *provision.Run
+	// Image is the Sandbox image (the bundle at /opt/sealbench): the VM's
+	// root filesystem. InstallImage loads an image into the stand-in
+	// inside, as for every target.
+	Image provision.Image
+	// Tool is the `container` binary: a path, or a name on PATH (default
+	// "container").
+	Tool string
+	// CPUs and MemoryBytes size the VM (default 4 and 4 GiB; memory is
+	// rounded down to whole MiB, as the tool takes it).
+	CPUs        int
+	MemoryBytes int64
+	// Arch is the VM's architecture, naming the stand-in's directory in
+	// the bundle (default this host's: arm64 on Apple silicon).
+	Arch string
+	// StartSystem runs `container system start` when the service is not
+	// running, instead of failing.
+	StartSystem bool
+	// ReadyTimeout bounds the wait for the stand-in to answer (default 2m:
+	// a VM boots first). CommandTimeout bounds each command (default 2m),
+	// LoadTimeout the image load (default 10m).
+	ReadyTimeout, CommandTimeout, LoadTimeout time.Duration
+	Log                                       func(format string, args ...any)
+}
+
+// Apple is one `container` VM running the stand-in.
+type Apple struct {
+	vm          *vmtarget.VM
+	startSystem bool
+}
+
+// New returns the apple target of o.Run. It creates nothing and runs
+// nothing; a missing tool is found by Create (and Check).
+func New(o Options) (*Apple, error) {
+	vm, err := vmtarget.New(vmtarget.Config{Target: Name, What: "the apple VM", Spec: spec,
+		Run: o.Run, Image: o.Image, Tool: o.Tool, CPUs: o.CPUs, MemoryBytes: o.MemoryBytes, Arch: o.Arch,
+		ReadyTimeout: o.ReadyTimeout, CommandTimeout: o.CommandTimeout, LoadTimeout: o.LoadTimeout, Log: o.Log})
+	if err != nil {
+		return nil, err
+	}
+	return &Apple{vm: vm, startSystem: o.StartSystem}, nil
+}
+
+func (a *Apple) Name() string     { return Name }
+func (a *Apple) Endpoint() string { return a.vm.Endpoint() }
+
+// VMName is the container's name: sealbench-<run>-vm.
+func (a *Apple) VMName() string { return a.vm.Name }
+
+// up reports whether our VM runs and its stand-in answers.
+func (a *Apple) up(ctx context.Context) bool {
+	if a.vm.Tool == nil {
+		return false
+	}
+	c, err := findContainer(ctx, a.vm.Tool, a.vm.Name)
+	if err != nil || c == nil || c.Status != "running" {
+		return false
+	}
+	return vmtarget.Ping(ctx, a.Endpoint(), 5*time.Second) == nil
+}
+
+// Create checks the tool, loads the Sandbox image into it, and starts the
+// VM with the stand-in; when the VM runs and answers already, it does
+// nothing. A VM of ours that is there but does not answer is deleted and
+// started again.
+func (a *Apple) Create(ctx context.Context) error {
+	vm := a.vm
+	if err := vm.ResolveTool(); err != nil {
+		return err
+	}
+	if a.up(ctx) {
+		return nil
+	}
+	t := vm.Tool
+	if err := check(ctx, t, a.startSystem); err != nil {
+		return err
+	}
+	if err := vm.MakeDirs(); err != nil {
+		return err
+	}
+	img := vm.C.Image
+	present := func(ctx context.Context) (bool, error) { return hasImage(ctx, t, img.Ref) }
+	if err := vm.LoadImage(ctx, present, "image", "load", "--input", img.Tar); err != nil {
+		return err
+	}
+	if err := vm.RecordVM("the VM running the stand-in"); err != nil {
+		return err
+	}
+	if err := vm.Record(manifests.LedgerEntry{Kind: manifests.ResourceSocket, Key: vm.Sock, Detail: "the stand-in's Engine API socket, published from the VM"}); err != nil {
+		return err
+	}
+	// A VM of ours left from an earlier Create that no longer answers.
+	if c, err := findContainer(ctx, t, vm.Name); err != nil {
+		return err
+	} else if c != nil {
+		vm.C.Log("%s is %s and does not answer: deleting it to start again", vm.Name, c.Status)
+		if err := removeContainer(ctx, t, vm.Name); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(vm.Sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing the stale socket %s: %w", vm.Sock, err)
+	}
+	args := []string{"run", "--detach", "--name", vm.Name,
+		"--label", manifests.RunLabel + "=" + vm.C.Run.ID,
+		"--cpus", strconv.Itoa(vm.C.CPUs), "--memory", strconv.FormatInt(vm.C.MemoryBytes>>20, 10) + "M",
+		"--network", "none",
+		"--publish-socket", vm.Sock + ":" + GuestSocket,
+		img.Ref,
+		GuestStandin(vm.C.Arch), "serve", "--socket", GuestSocket, "--state", GuestState}
+	if _, err := t.Run(ctx, args...); err != nil {
+		return fmt.Errorf("starting the apple VM: %w", err)
+	}
+	vm.C.Log("started VM %s, waiting for %s", vm.Name, a.Endpoint())
+	return vm.WaitReady(ctx, 2*time.Second, a.running, func(ctx context.Context) string { return "its log:\n" + a.vmLog(ctx) })
+}
+
+// running is nil while the VM runs.
+func (a *Apple) running(ctx context.Context) error {
+	c, err := findContainer(ctx, a.vm.Tool, a.vm.Name)
+	switch {
+	case err != nil:
+		return err
+	case c == nil:
+		return fmt.Errorf("the apple VM %s is gone before its stand-in answered; its log:\n%s", a.vm.Name, a.vmLog(ctx))
+	case c.Status != "running":
+		return fmt.Errorf("the apple VM %s is %s before its stand-in answered; its log:\n%s", a.vm.Name, c.Status, a.vmLog(ctx))
+	}
+	return nil
+}
+
+// vmLog is the tail of the VM's init output (the stand-in's log).
+func (a *Apple) vmLog(ctx context.Context) string {
+	out, err := a.vm.Tool.Run(ctx, "logs", a.vm.Name)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	s := strings.TrimSpace(string(out))
+	if len(s) > 2000 {
+		s = s[len(s)-2000:]
+	}
+	return s
+}
+
+// InstallImage loads img into the stand-in inside the VM.
+func (a *Apple) InstallImage(ctx context.Context, img provision.Image) error {
+	return a.vm.InstallImage(ctx, img)
+}
+
+// Identity asks the stand-in inside the VM: the kernel, CPUs and memory
+// are the VM's, as the container sees them.
+func (a *Apple) Identity(ctx context.Context) (*provision.Identity, error) { return a.vm.Identity(ctx) }
+
+// Destroy tears down every ledger entry of the apple target, then any
+// container still labelled with the run: both steps run, and every
+// failure is returned.
+func (a *Apple) Destroy(ctx context.Context) error {
+	return a.vm.Destroy(ctx, func(ctx context.Context, t *toolexec.Tool) error {
+		cs, err := labelled(ctx, t, a.vm.C.Run.ID)
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, c := range cs {
+			errs = append(errs, removeContainer(ctx, t, c.Configuration.ID))
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// Inventory lists what of the run the apple target holds: ledger entries
+// whose resource still exists, and containers labelled with the run.
+func (a *Apple) Inventory(ctx context.Context) ([]provision.Resource, error) {
+	return a.vm.Inventory(ctx, func(ctx context.Context, t *toolexec.Tool) ([]provision.Resource, error) {
+		cs, err := labelled(ctx, t, a.vm.C.Run.ID)
+		var out []provision.Resource
+		for _, c := range cs {
+			out = append(out, provision.Resource{Kind: manifests.ResourceVM, Key: c.Configuration.ID, Detail: c.Status})
+		}
+		return out, err
+	})
+}

@@ -1,0 +1,225 @@
+package apple_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/apple"
+	"github.com/sealbench/sealbench/provision/internal/toolexec/faketool"
+	"github.com/sealbench/sealbench/provision/internal/vmtest"
+	"github.com/sealbench/sealbench/provision/provisiontest"
+)
+
+func TestMain(m *testing.M) {
+	faketool.Main() // run as the fake `container`, this binary is only that
+	provisiontest.Main(m)
+}
+
+func fakeTool(t *testing.T, opt string) string { return vmtest.FakeTool(t, faketool.Container, opt) }
+
+func newApple(t *testing.T, run *provision.Run, img provision.Image, mod ...func(*apple.Options)) *apple.Apple {
+	t.Helper()
+	o := apple.Options{Run: run, Image: img, CPUs: 2, MemoryBytes: 1 << 30, ReadyTimeout: 30 * time.Second, Log: t.Logf}
+	for _, m := range mod {
+		m(&o)
+	}
+	a, err := apple.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// target is the apple target under test, with the fake `container`.
+var target = vmtest.Target{Name: apple.Name, Tool: faketool.Container,
+	New: func(t *testing.T, run *provision.Run, img provision.Image) provision.Target {
+		return newApple(t, run, img)
+	}}
+
+// TestConformance runs the suite against the fake tool, whose VM init
+// is the real stand-in from the test bundle.
+func TestConformance(t *testing.T) { target.Conformance(t) }
+
+// TestCommandLines: what Create and Destroy run, argument for argument,
+// and what the ledger records.
+func TestCommandLines(t *testing.T) {
+	testenv.NeedRoot(t)
+	e := target.Setup(t)
+	a, run, img := e.Target.(*apple.Apple), e.Run, e.Bundle.Image
+	ctx := context.Background()
+	if err := a.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tool := vmtest.ToolPath(t, "container")
+	dir := filepath.Join(run.Dir, "apple")
+	sock := filepath.Join(dir, "sock", "engine.sock")
+	vmtest.WantLedger(t, run, apple.Name,
+		"dir "+dir,
+		"image "+img.Ref+" exe="+tool,
+		"vm "+a.VMName()+" exe="+tool+" sealbench.run="+run.ID,
+		"socket "+sock)
+	if err := a.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vmtest.WantRan(t, e.Fake,
+		[]string{"container", "--version"},
+		[]string{"container", "system", "status"},
+		[]string{"container", "image", "load", "--input", img.Tar},
+		[]string{"container", "run", "--detach", "--name", a.VMName(), "--label", "sealbench.run=" + run.ID, "--cpus", "2", "--memory", "1024M",
+			"--network", "none", "--publish-socket", sock + ":/tmp/sealbench-sock/standin.sock", img.Ref,
+			apple.GuestStandin(runtime.GOARCH), "serve", "--socket", "/tmp/sealbench-sock/standin.sock", "--state", "/var/lib/sealbench/standin"},
+		[]string{"container", "delete", "--force", a.VMName()},
+		[]string{"container", "image", "delete", img.Ref})
+	for _, c := range vmtest.Calls(t, e.Fake) {
+		if slices.Contains(c, "list") && !(slices.Contains(c, "--format") && slices.Contains(c, "json")) {
+			t.Errorf("listed without --format json: %q", c)
+		}
+	}
+	// Logs of every command are kept in the run directory until teardown;
+	// Destroy left only the run's own directory.
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the apple directory is still there after Destroy: %v", err)
+	}
+}
+
+// TestFailedRunRollsBack: `container run` fails; the error names the
+// command and the tool's message, and teardown of the run leaves nothing
+// in the tool: the image it loaded goes too, found by the Inventory
+// before as an image the tool holds.
+func TestFailedRunRollsBack(t *testing.T) {
+	b := provisiontest.GetBundle(t)
+	target.FailedCreateRollsBack(t, "container run", "run --detach", []string{"container", "image", "delete", b.Image.Ref})
+}
+
+// TestCheck: a missing tool, a tool too old, a stopped service, each a
+// clear error; StartSystem starts the service.
+func TestCheck(t *testing.T) {
+	ctx := context.Background()
+	t.Run("missing", func(t *testing.T) {
+		t.Setenv("PATH", t.TempDir())
+		err := apple.Check(ctx, "")
+		if !errors.Is(err, apple.ErrToolMissing) || !strings.Contains(err.Error(), "github.com/apple/container/releases") {
+			t.Errorf("Check without the tool: %v", err)
+		}
+		_, run := vmtest.NewRun(t)
+		a := newApple(t, run, provisiontest.GetBundle(t).Image)
+		if err := a.Create(ctx); !errors.Is(err, apple.ErrToolMissing) {
+			t.Errorf("Create without the tool: %v", err)
+		}
+		if err := a.Destroy(ctx); err != nil {
+			t.Errorf("Destroy of a target never created, without the tool: %v", err)
+		}
+		res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: t.TempDir(), Targets: []string{apple.Name}})
+		if err != nil || len(res.Notes) == 0 {
+			t.Errorf("audit without the tool: %v, notes %v; want a note", err, res)
+		}
+	})
+	t.Run("too old", func(t *testing.T) {
+		fakeTool(t, t.TempDir())
+		t.Setenv(faketool.VersionEnv, "0.5.0")
+		if err := apple.Check(ctx, ""); !errors.Is(err, apple.ErrToolTooOld) || !strings.Contains(err.Error(), "0.5.0") {
+			t.Errorf("Check with 0.5.0: %v", err)
+		}
+	})
+	t.Run("not running", func(t *testing.T) {
+		fk := fakeTool(t, t.TempDir())
+		if err := faketool.StopSystem(fk); err != nil {
+			t.Fatal(err)
+		}
+		err := apple.Check(ctx, "")
+		if !errors.Is(err, apple.ErrNotRunning) || !strings.Contains(err.Error(), "container system start") {
+			t.Errorf("Check with the service stopped: %v", err)
+		}
+		res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: t.TempDir(), Targets: []string{apple.Name}})
+		if err != nil || len(res.Notes) == 0 || !strings.Contains(strings.Join(res.Notes, " "), "not running") {
+			t.Errorf("audit with the service stopped: %v, %+v; want a note", err, res)
+		}
+		_, run := vmtest.NewRun(t)
+		a := newApple(t, run, provisiontest.GetBundle(t).Image, func(o *apple.Options) { o.StartSystem = true })
+		// It starts the service, then fails at the load (the tar is
+		// there, but the fake's OPT is empty, so nothing runs): what
+		// matters is that it got past the check.
+		err = a.Create(ctx)
+		if calls := vmtest.Calls(t, fk); !vmtest.Ran(calls, "container", "system", "start", "--enable-kernel-install") {
+			t.Errorf("StartSystem did not start the service (Create: %v); ran:\n%s", err, vmtest.Render(calls))
+		}
+		provision.Teardown(ctx, run.Dir, provision.TeardownOptions{})
+	})
+}
+
+// TestAuditAndFixFindLabelledVMs: a VM whose run lost its ledger is found
+// by its label, and --fix removes it with its anonymous volume.
+func TestAuditAndFixFindLabelledVMs(t *testing.T) {
+	testenv.NeedRoot(t)
+	t.Setenv(faketool.AnonEnv, "1")
+	e := target.Setup(t)
+	a := e.Target.(*apple.Apple)
+	if err := a.Create(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	target.LoseRunThenFix(t, e, a.VMName())
+	calls := vmtest.Calls(t, e.Fake)
+	if !slices.ContainsFunc(calls, func(c []string) bool {
+		return len(c) == 4 && c[1] == "volume" && c[2] == "delete" && strings.HasPrefix(c[3], "anon-")
+	}) {
+		t.Errorf("the anonymous volume was not deleted; ran:\n%s", vmtest.Render(calls))
+	}
+}
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	_, run := vmtest.NewRun(t)
+	good := provision.Image{Tar: "/x.tar", Ref: "r:t", ID: manifests.DigestOf([]byte("x"))}
+	for name, o := range map[string]apple.Options{
+		"no run":     {Image: good},
+		"no image":   {Run: run},
+		"no tar":     {Run: run, Image: provision.Image{Ref: "r:t", ID: good.ID}},
+		"zero cpus":  {Run: run, Image: good, CPUs: -1},
+		"tiny":       {Run: run, Image: good, MemoryBytes: 1 << 20},
+		"no ref set": {Run: run, Image: provision.Image{Tar: "/x.tar", ID: good.ID}},
+	} {
+		if _, err := apple.New(o); err == nil {
+			t.Errorf("%s: New accepted %+v", name, o)
+		}
+	}
+}
+
+// TestAuditAndFixFindLabelledVolumes: a volume carrying the run label is
+// a volume to the audit, and --fix deletes it with the tool on PATH (no
+// ledger names it, so no exe does).
+func TestAuditAndFixFindLabelledVolumes(t *testing.T) {
+	fk := fakeTool(t, t.TempDir())
+	state, run := vmtest.NewRun(t)
+	ctx := context.Background()
+	out, err := exec.Command("container", "volume", "create", "--label", manifests.RunLabel+"="+run.ID, "data-1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("container volume create: %v: %s", err, out)
+	}
+	opts := provision.AuditOptions{StateDir: state, Targets: []string{apple.Name}}
+	res, err := provision.Audit(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := provision.Resource{Target: apple.Name, Run: run.ID, Kind: manifests.ResourceVolume, Key: "data-1", Detail: "a container volume labelled sealbench.run"}
+	if !slices.Contains(res.Leftovers, want) {
+		t.Fatalf("audit: %+v; want %+v among the leftovers", res.Leftovers, want)
+	}
+	after, err := provision.Fix(ctx, opts, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Leftovers) > 0 {
+		t.Errorf("after --fix: %v", after.Leftovers)
+	}
+	vmtest.WantRan(t, fk, []string{"container", "volume", "delete", "data-1"})
+}

@@ -1,0 +1,306 @@
+// Package toolexec runs the command-line tools that the VM targets drive
+// (Apple's `container`, microsandbox's `msb`): every command with a
+// deadline, its stdout and stderr captured into the run directory, and a
+// failure reported with the command line and the tool's own message. A
+// Spec says which tool a target needs, and finds and checks it.
+//
+// It serves provision/apple and provision/microsandbox alike.
+package toolexec
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultTimeout bounds one command when the Tool sets none.
+const DefaultTimeout = 2 * time.Minute
+
+// Tool is one command-line tool, found on PATH or named by path.
+type Tool struct {
+	// Path is the tool's absolute path (Find resolves it).
+	Path string
+	// LogDir, when set, receives each command's stdout and stderr as
+	// NNN-<subcommand>-<pid>.out and .err; it is made (0700) on first
+	// use, when its parent exists (otherwise nothing is kept).
+	LogDir string
+	// Timeout bounds each command (default DefaultTimeout).
+	Timeout time.Duration
+	// Log receives one line per command run; nil discards them.
+	Log func(format string, args ...any)
+
+	mu  sync.Mutex
+	seq int
+}
+
+// ErrNotFound is what Find answers for a tool that is not installed.
+var ErrNotFound = errors.New("tool not found")
+
+// Find returns the absolute path of tool: a path as given, or a name
+// looked up on PATH.
+func Find(tool string) (string, error) {
+	p, err := exec.LookPath(tool)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s is not on PATH (%v)", ErrNotFound, tool, err)
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	return abs, nil
+}
+
+// Error is a command that failed: it names the command line, how it
+// ended, and what the tool said.
+type Error struct {
+	Args     []string // the full command line, the tool first
+	ExitCode int      // -1 when it did not exit by itself
+	Stderr   string   // what the tool said (stderr, or stdout when stderr is empty), trimmed
+	Err      error
+	Logs     string // where its output was kept, if anywhere
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "`%s` failed: %v", Quote(e.Args), e.Err)
+	if e.Stderr != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Stderr)
+	}
+	if e.Logs != "" {
+		fmt.Fprintf(&b, " (output in %s)", e.Logs)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Quote renders argv as a shell would need it typed.
+func Quote(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r == '/' || r == '.' || r == '-' || r == '_' || r == '=' || r == ':' || r == ',' || r == '+' || r == '@' ||
+				(r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'))
+		}) < 0 {
+			q[i] = a
+			continue
+		}
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
+
+// Run runs the tool with args and returns its stdout.
+func (t *Tool) Run(ctx context.Context, args ...string) ([]byte, error) {
+	return t.RunTimeout(ctx, 0, args...)
+}
+
+// RunTimeout is Run with its own deadline (0: the Tool's).
+func (t *Tool) RunTimeout(ctx context.Context, timeout time.Duration, args ...string) ([]byte, error) {
+	if timeout <= 0 {
+		timeout = t.Timeout
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	argv := append([]string{t.Path}, args...)
+	cmd := exec.CommandContext(ctx, t.Path, args...)
+	cmd.Stdin = nil
+	// A tool that leaves a child holding its output open must not hold us
+	// past the deadline.
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	outW, errW := io.Writer(&stdout), io.Writer(&stderr)
+	logs := t.logBase(args)
+	if f := t.openLog(logs, ".out"); f != nil {
+		defer f.Close()
+		outW = io.MultiWriter(&stdout, f)
+	}
+	if f := t.openLog(logs, ".err"); f != nil {
+		defer f.Close()
+		errW = io.MultiWriter(&stderr, f)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if t.Log != nil {
+		t.Log("running %s", Quote(argv))
+	}
+	start := time.Now()
+	err := cmd.Run()
+	if err == nil {
+		return stdout.Bytes(), nil
+	}
+	e := &Error{Args: argv, ExitCode: -1, Err: err, Logs: logs}
+	var xe *exec.ExitError
+	if errors.As(err, &xe) && xe.Exited() {
+		e.ExitCode = xe.ExitCode()
+	}
+	if ctx.Err() == context.DeadlineExceeded {
+		e.Err = fmt.Errorf("no answer within %s (%w)", time.Since(start).Round(time.Second), context.DeadlineExceeded)
+	}
+	msg := strings.TrimSpace(stderr.String())
+	if msg == "" {
+		msg = strings.TrimSpace(stdout.String())
+	}
+	if len(msg) > 2000 {
+		msg = "..." + msg[len(msg)-2000:]
+	}
+	e.Stderr = msg
+	return stdout.Bytes(), e
+}
+
+// logBase picks the base name of one command's logs, or "" for none.
+func (t *Tool) logBase(args []string) string {
+	if t.LogDir == "" {
+		return ""
+	}
+	// Only the last element is made: a target directory torn down must
+	// not come back because a command ran after.
+	if err := os.Mkdir(t.LogDir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return ""
+	}
+	t.mu.Lock()
+	t.seq++
+	n := t.seq
+	t.mu.Unlock()
+	var words []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") || len(words) == 2 {
+			break
+		}
+		words = append(words, a)
+	}
+	name := fmt.Sprintf("%03d-%s-%d", n, strings.Join(words, "-"), os.Getpid())
+	return filepath.Join(t.LogDir, name)
+}
+
+func (t *Tool) openLog(base, ext string) *os.File {
+	if base == "" {
+		return nil
+	}
+	f, err := os.OpenFile(base+ext, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
+var versionPattern = regexp.MustCompile(`\b(\d+)\.(\d+)\.(\d+)`)
+
+// Version is a tool's release: major, minor, patch.
+type Version [3]int
+
+func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2]) }
+
+// Less reports whether v is older than w.
+func (v Version) Less(w Version) bool {
+	for i := range v {
+		if v[i] != w[i] {
+			return v[i] < w[i]
+		}
+	}
+	return false
+}
+
+// ParseVersion finds the first x.y.z in a tool's --version output.
+func ParseVersion(out string) (Version, error) {
+	m := versionPattern.FindStringSubmatch(out)
+	if m == nil {
+		return Version{}, fmt.Errorf("no version number in %q", strings.TrimSpace(out))
+	}
+	var v Version
+	for i := range v {
+		v[i], _ = strconv.Atoi(m[i+1])
+	}
+	return v, nil
+}
+
+// MustVersion parses a version written in the code.
+func MustVersion(s string) Version {
+	v, err := ParseVersion(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// JSON runs the tool with args and decodes its stdout, JSON, into v.
+func (t *Tool) JSON(ctx context.Context, v any, args ...string) error {
+	out, err := t.Run(ctx, args...)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		return fmt.Errorf("reading the output of `%s`: %w (output: %.200q)", Quote(append([]string{t.Path}, args...)), err, out)
+	}
+	return nil
+}
+
+// Spec says which tool a target drives and which release it needs. What
+// Find and Check answer wraps the target's own sentinel errors, so that
+// the CLI tells a missing tool from an old one with errors.Is.
+type Spec struct {
+	Default string  // its name on PATH
+	Min     Version // the oldest release driven
+	MinWhy  string  // what Min brings, for the message: "for --network none"; may be empty
+	Install string  // how to install it: "install it from https://..."
+	Upgrade string  // how to upgrade it: "upgrade from https://..."
+	// ErrMissing and ErrTooOld are the target's sentinels.
+	ErrMissing, ErrTooOld error
+}
+
+// Find returns the tool's absolute path: tool is a path or a name on
+// PATH, empty meaning Default. A missing tool is ErrMissing, with Install.
+func (s Spec) Find(tool string) (string, error) {
+	if tool == "" {
+		tool = s.Default
+	}
+	p, err := Find(tool)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v; %s", s.ErrMissing, err, s.Install)
+	}
+	return p, nil
+}
+
+// CheckVersion runs `<tool> --version` and checks the release against Min.
+func (s Spec) CheckVersion(ctx context.Context, t *Tool) error {
+	out, err := t.Run(ctx, "--version")
+	if err != nil {
+		return fmt.Errorf("%w: %v", s.ErrMissing, err)
+	}
+	v, err := ParseVersion(string(out))
+	if err != nil {
+		return fmt.Errorf("%s --version: %w", t.Path, err)
+	}
+	if v.Less(s.Min) {
+		why := ""
+		if s.MinWhy != "" {
+			why = " (" + s.MinWhy + ")"
+		}
+		return fmt.Errorf("%w: %s is %s, sealbench needs %s or newer%s; %s", s.ErrTooOld, t.Path, v, s.Min, why, s.Upgrade)
+	}
+	return nil
+}
+
+// Check finds tool (as Find) and checks its version (as CheckVersion).
+func (s Spec) Check(ctx context.Context, tool string) (*Tool, error) {
+	p, err := s.Find(tool)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tool{Path: p}
+	return t, s.CheckVersion(ctx, t)
+}

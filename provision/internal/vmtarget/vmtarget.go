@@ -1,0 +1,312 @@
+// Package vmtarget holds what the targets that run the stand-in in a VM
+// made by a command-line tool (provision/apple, provision/microsandbox)
+// share: the run's directory for the target and its Engine socket, the
+// ledger entries for the tool's VM and image, loading the Sandbox image
+// into the tool, waiting for the stand-in, the Engine-side methods of a
+// provision.Target, and a provision.Backend (Backend) that dispatches the
+// tool's resources by kind. Each target package keeps only the commands
+// of its own tool.
+package vmtarget
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/internal/toolexec"
+)
+
+// Config is a target's options, as its package's Options give them, and
+// what the package says about itself.
+type Config struct {
+	Target string        // the target's name: the ledger's target, the run's subdirectory
+	What   string        // how messages name the VM: "the apple VM"
+	Spec   toolexec.Spec // the tool
+	// MaxCPUs bounds CPUs where the tool does (0: no bound).
+	MaxCPUs int
+
+	Run         *provision.Run
+	Image       provision.Image
+	Tool        string // a path, or a name on PATH (default Spec.Default)
+	CPUs        int    // default 4
+	MemoryBytes int64  // default 4 GiB; at least 256 MiB
+	Arch        string // default this host's
+	// ReadyTimeout (default 2m), CommandTimeout (default
+	// toolexec.DefaultTimeout), LoadTimeout (default 10m).
+	ReadyTimeout, CommandTimeout, LoadTimeout time.Duration
+	Log                                       func(format string, args ...any)
+}
+
+// VM is the shared half of one target: its paths, and the tool once
+// ResolveTool found it.
+type VM struct {
+	C    Config // with the defaults filled in
+	Dir  string // <run>/<target>
+	Sock string // <run>/<target>/sock/engine.sock: the Engine endpoint
+	Logs string // <run>/<target>/logs: each command's output
+	Name string // the VM's name: sealbench-<run>-vm
+	Tool *toolexec.Tool
+}
+
+// New fills c's defaults, checks it, and returns the target's VM. It
+// creates nothing and runs nothing.
+func New(c Config) (*VM, error) {
+	if c.Run == nil {
+		return nil, fmt.Errorf("%s target: no run", c.Target)
+	}
+	if err := c.Image.ID.Validate(); err != nil {
+		return nil, fmt.Errorf("%s target: the Sandbox image: %w", c.Target, err)
+	}
+	if c.Image.Tar == "" || c.Image.Ref == "" {
+		return nil, fmt.Errorf("%s target: the Sandbox image needs its tar and its ref", c.Target)
+	}
+	if c.Tool == "" {
+		c.Tool = c.Spec.Default
+	}
+	if c.CPUs == 0 {
+		c.CPUs = 4
+	}
+	if c.MemoryBytes == 0 {
+		c.MemoryBytes = 4 << 30
+	}
+	switch {
+	case c.CPUs < 1:
+		return nil, fmt.Errorf("%s target: %d CPUs", c.Target, c.CPUs)
+	case c.MaxCPUs > 0 && c.CPUs > c.MaxCPUs:
+		return nil, fmt.Errorf("%s target: %d CPUs (%s takes 1 to %d)", c.Target, c.CPUs, c.Spec.Default, c.MaxCPUs)
+	case c.MemoryBytes < 256<<20:
+		return nil, fmt.Errorf("%s target: %d bytes of memory is under the 256 MiB a VM needs", c.Target, c.MemoryBytes)
+	}
+	if c.Arch == "" {
+		c.Arch = runtime.GOARCH
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = 2 * time.Minute
+	}
+	if c.LoadTimeout == 0 {
+		c.LoadTimeout = 10 * time.Minute
+	}
+	if c.Log == nil {
+		c.Log = func(string, ...any) {}
+	}
+	dir := filepath.Join(c.Run.Dir, c.Target)
+	v := &VM{C: c, Dir: dir, Sock: filepath.Join(dir, "sock", "engine.sock"), Logs: filepath.Join(dir, "logs"),
+		Name: provision.SandboxName(c.Run.ID, "vm")}
+	if len(v.Sock) > 103 { // macOS's sun_path is 104 bytes
+		return nil, fmt.Errorf("the %s target's socket path %s is %d bytes, over the 103 a unix socket allows on macOS: set %s to a shorter directory", c.Target, v.Sock, len(v.Sock), provision.StateDirEnv)
+	}
+	return v, nil
+}
+
+// Endpoint is the Engine API endpoint: the socket in the run directory.
+func (v *VM) Endpoint() string { return "unix://" + v.Sock }
+
+// ResolveTool finds the tool (once), its commands logged under Logs.
+func (v *VM) ResolveTool() error {
+	if v.Tool != nil {
+		return nil
+	}
+	p, err := v.C.Spec.Find(v.C.Tool)
+	if err != nil {
+		return err
+	}
+	v.Tool = &toolexec.Tool{Path: p, LogDir: v.Logs, Timeout: v.C.CommandTimeout, Log: v.C.Log}
+	return nil
+}
+
+// Record records e, as the target's, in the run's ledger.
+func (v *VM) Record(e manifests.LedgerEntry) error {
+	e.Target = v.C.Target
+	return v.C.Run.Ledger.Record(e)
+}
+
+// RecordVM records the VM, held by the tool and labelled with the run.
+func (v *VM) RecordVM(detail string) error {
+	return v.Record(manifests.LedgerEntry{Kind: manifests.ResourceVM, Key: v.Name, Exe: v.Tool.Path,
+		Labels: map[string]string{manifests.RunLabel: v.C.Run.ID}, Detail: detail})
+}
+
+// MakeDirs records the target's directory and makes it, and the socket's
+// directory, 0700.
+func (v *VM) MakeDirs() error {
+	if err := v.Record(manifests.LedgerEntry{Kind: manifests.ResourceDir, Key: v.Dir, Detail: "the " + v.C.Target + " target's directory"}); err != nil {
+		return err
+	}
+	for _, d := range []string{v.Dir, filepath.Dir(v.Sock)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("making %s: %w", d, err)
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LoadImage loads the Sandbox image into the tool's own image store by
+// running the tool with args, unless present says the tool has it under
+// its ref already (then it is not this run's to remove). The image is
+// recorded first, by its ref, as held by the tool.
+func (v *VM) LoadImage(ctx context.Context, present func(context.Context) (bool, error), args ...string) error {
+	img := v.C.Image
+	if have, err := present(ctx); err != nil || have {
+		return err
+	}
+	if err := v.Record(manifests.LedgerEntry{Kind: manifests.ResourceImage, Key: img.Ref, Exe: v.Tool.Path,
+		Detail: "the Sandbox image " + img.ID.String() + " in " + v.C.Spec.Default + "'s image store"}); err != nil {
+		return err
+	}
+	if _, err := os.Stat(img.Tar); err != nil {
+		return fmt.Errorf("the Sandbox image: %w", err)
+	}
+	if _, err := v.Tool.RunTimeout(ctx, v.C.LoadTimeout, args...); err != nil {
+		return fmt.Errorf("loading the Sandbox image into %s: %w", v.C.Spec.Default, err)
+	}
+	if have, err := present(ctx); err != nil {
+		return err
+	} else if !have {
+		return fmt.Errorf("after `%s`, the tool has no image %s: the tar is not the Sandbox image its identity file names",
+			toolexec.Quote(append([]string{v.C.Spec.Default}, args...)), img.Ref)
+	}
+	return nil
+}
+
+// Ping asks the Engine at endpoint whether it answers, waiting at most d.
+func Ping(ctx context.Context, endpoint string, d time.Duration) error {
+	cli, err := provision.NewClient(endpoint)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	_, err = cli.Ping(ctx)
+	return err
+}
+
+// WaitReady waits, up to ReadyTimeout, for the stand-in to answer on the
+// endpoint, each try waiting at most ping. Between tries alive says
+// whether the VM can still answer: its error ends the wait. A stand-in
+// that does not answer in time is an error with what logs says.
+func (v *VM) WaitReady(ctx context.Context, ping time.Duration, alive func(context.Context) error, logs func(context.Context) string) error {
+	deadline := time.Now().Add(v.C.ReadyTimeout)
+	for {
+		err := Ping(ctx, v.Endpoint(), ping)
+		if err == nil {
+			return nil
+		}
+		if err := alive(ctx); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the stand-in in %s %s did not answer on %s within %s: %v; %s", v.C.What, v.Name, v.Endpoint(), v.C.ReadyTimeout, err, logs(ctx))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// InstallImage loads img into the stand-in inside the VM.
+func (v *VM) InstallImage(ctx context.Context, img provision.Image) error {
+	cli, err := provision.NewClient(v.Endpoint())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	return provision.LoadImage(ctx, v.C.Run, v.C.Target, v.Endpoint(), cli, img)
+}
+
+// Identity asks the stand-in inside the VM: the kernel, CPUs and memory
+// are the VM's, as the stand-in sees them.
+func (v *VM) Identity(ctx context.Context) (*provision.Identity, error) {
+	cli, err := provision.NewClient(v.Endpoint())
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	info, err := cli.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("asking the stand-in in %s at %s: %w", v.C.What, v.Endpoint(), err)
+	}
+	return &provision.Identity{Target: v.C.Target, Engine: provision.EngineStandin, EngineVersion: info.ServerVersion, Endpoint: v.Endpoint(),
+		Kernel: info.KernelVersion, OS: info.OperatingSystem, Arch: info.Architecture, CPUs: info.NCPU, MemoryBytes: info.MemTotal}, nil
+}
+
+// created reports whether this run ever recorded anything for the target.
+func (v *VM) created() bool {
+	for _, e := range v.C.Run.Ledger.Entries() {
+		if e.Target == v.C.Target {
+			return true
+		}
+	}
+	return false
+}
+
+// Destroy tears down every ledger entry of the target, then runs sweep,
+// which removes whatever the tool still holds with the run's label: both
+// steps run, and every failure is returned. A target that never recorded
+// anything needs no tool.
+func (v *VM) Destroy(ctx context.Context, sweep func(context.Context, *toolexec.Tool) error) error {
+	var errs *multierror.Error
+	if _, err := provision.Teardown(ctx, v.C.Run.Dir, provision.TeardownOptions{Targets: []string{v.C.Target}, Log: v.C.Log}); err != nil {
+		errs = multierror.Append(errs, err)
+	}
+	if !v.created() {
+		return errs.ErrorOrNil()
+	}
+	if err := v.ResolveTool(); err != nil {
+		return multierror.Append(errs, err).ErrorOrNil()
+	}
+	if err := sweep(ctx, v.Tool); err != nil {
+		errs = multierror.Append(errs, err)
+	}
+	return errs.ErrorOrNil()
+}
+
+// Inventory lists what of the run the target holds: the ledger entries
+// whose resource still exists, and what labelled (the tool's resources
+// carrying the run's label, with their Kind, Key and a Detail) adds.
+func (v *VM) Inventory(ctx context.Context, labelled func(context.Context, *toolexec.Tool) ([]provision.Resource, error)) ([]provision.Resource, error) {
+	var out []provision.Resource
+	seen := map[string]bool{}
+	for _, e := range v.C.Run.Ledger.Entries() {
+		if e.Target != v.C.Target {
+			continue
+		}
+		ok, detail, err := provision.Exists(ctx, v.C.Run.Dir, e)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			seen[e.Name()] = true
+			out = append(out, provision.Resource{Target: v.C.Target, Run: v.C.Run.ID, Kind: e.Kind, Key: e.Key, Detail: detail})
+		}
+	}
+	if !v.created() {
+		return out, nil
+	}
+	if err := v.ResolveTool(); err != nil {
+		return nil, err
+	}
+	rs, err := labelled(ctx, v.Tool)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rs {
+		if !seen[string(r.Kind)+" "+r.Key] {
+			r.Target, r.Run, r.Detail = v.C.Target, v.C.Run.ID, r.Detail+", labelled but not in the ledger"
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,363 @@
+// Package microsandbox provisions the microsandbox target: one libkrun
+// microVM made by microsandbox's `msb` tool, running the Engine API
+// stand-in from the Sandbox image. msb can expose a host socket to the
+// guest (--vsock) but not a guest socket to the host, so the Engine is
+// reached through `msb exec`: a proxy on the host (ServeProxy, run in the
+// background by `sealbench msb-proxy`) listens on a unix socket in the run
+// directory and hands every connection to
+//
+//	msb exec <name> --no-tty -- /opt/sealbench/bin/linux-<arch>/standin dial --socket <guest socket>
+//
+// as that command's stdin and stdout. Transport says so, for the run's
+// pins: every Engine call pays for one `msb exec`.
+//
+// What it runs, in order (every command with a deadline, its output kept in
+// <run>/microsandbox/logs/):
+//
+//	msb --version                                        # at least MinVersion
+//	msb image inspect <ref> --format json               # has it, under the image's id?
+//	msb image load --input <sandbox-image.tar> --quiet
+//	msb create --name sealbench-<run>-vm --label sealbench.run=<run> -c N -m MM --no-net <ref>
+//	msb exec sealbench-<run>-vm --no-tty -- /bin/sh -c '<standin> serve ... &'
+//
+// and to take it down `msb rm --force <name>` (or `--label
+// sealbench.run=<run>` for whatever else carries the run's label) and
+// `msb image rm --force <ref>`. Inventory and the audit read `msb ls
+// --label sealbench.run=<run> --format json`.
+//
+// The ledger names the microVM as a vm and the Sandbox image in msb's
+// store as an image keyed by its reference, both with msb's path as their
+// exe; the package's provision.Backend removes them wherever it is linked
+// in.
+package microsandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/internal/toolexec"
+	"github.com/sealbench/sealbench/provision/internal/vmtarget"
+)
+
+// Name is the target's name.
+const Name = "microsandbox"
+
+// DefaultTool is the tool's name on PATH.
+const DefaultTool = "msb"
+
+// MinVersion is the oldest msb this package drives: it needs create's
+// --label and --no-net, ls --label --format json, image load --input and
+// exec --no-tty.
+var MinVersion = toolexec.MustVersion("0.3.0")
+
+// Transport is how the host reaches the Engine in the microVM, as the
+// run's pins record it.
+const Transport = "msb-exec"
+
+// Paths inside the microVM: the bundle is in the image at /opt/sealbench;
+// the stand-in makes only its socket's own directory, so that lies in /tmp.
+const (
+	GuestSocket = "/tmp/sealbench-sock/standin.sock"
+	GuestState  = "/var/lib/sealbench/standin"
+	GuestLog    = "/tmp/sealbench-standin.log"
+)
+
+// GuestStandin is the stand-in's path inside a microVM of arch.
+func GuestStandin(arch string) string { return "/opt/sealbench/bin/linux-" + arch + "/standin" }
+
+// Errors Check answers, wrapped with the details.
+var (
+	ErrToolMissing = errors.New("microsandbox's msb tool is not installed")
+	ErrToolTooOld  = errors.New("microsandbox's msb tool is too old")
+)
+
+// ProxySubcommand is the hidden sealbench command that runs ServeProxy
+// with ParseProxyArgs' flags.
+const ProxySubcommand = "msb-proxy"
+
+const getMsb = "`curl -sSL https://get.microsandbox.dev | sh`"
+
+// spec is the tool this package drives.
+var spec = toolexec.Spec{Default: DefaultTool, Min: MinVersion, Install: "install it with " + getMsb, Upgrade: "upgrade with " + getMsb,
+	ErrMissing: ErrToolMissing, ErrTooOld: ErrToolTooOld}
+
+var _ provision.Target = (*Microsandbox)(nil)
+
+// Options configures the microsandbox target.
+type Options struct {
+	Run *provision.Run
+	// Image is the Sandbox image (the bundle at /opt/sealbench): the
+	// microVM's root filesystem.
+	Image provision.Image
+	// Tool is the msb binary: a path, or a name on PATH (default "msb").
+	Tool string
+	// CPUs and MemoryBytes size the microVM (default 4 and 4 GiB).
+	CPUs        int
+	MemoryBytes int64
+	// Arch is the microVM's architecture (default this host's).
+	Arch string
+	// ProxyCommand starts the Engine proxy: an absolute binary and the
+	// arguments before ProxyConfig.Args (default: this executable and
+	// ProxySubcommand, that is `sealbench msb-proxy`).
+	ProxyCommand []string
+	// ReadyTimeout bounds the wait for the stand-in to answer (default
+	// 2m), CommandTimeout each command (default 2m), LoadTimeout the
+	// image load (default 10m).
+	ReadyTimeout, CommandTimeout, LoadTimeout time.Duration
+	Log                                       func(format string, args ...any)
+}
+
+// Microsandbox is one msb microVM running the stand-in.
+type Microsandbox struct {
+	vm    *vmtarget.VM
+	proxy []string // Options.ProxyCommand
+	logp  string   // the proxy's log
+	// exited is closed when the proxy this process started exits.
+	exited chan struct{}
+}
+
+// New returns the microsandbox target of o.Run. It creates nothing.
+func New(o Options) (*Microsandbox, error) {
+	vm, err := vmtarget.New(vmtarget.Config{Target: Name, What: "the microVM", Spec: spec, MaxCPUs: 255,
+		Run: o.Run, Image: o.Image, Tool: o.Tool, CPUs: o.CPUs, MemoryBytes: o.MemoryBytes, Arch: o.Arch,
+		ReadyTimeout: o.ReadyTimeout, CommandTimeout: o.CommandTimeout, LoadTimeout: o.LoadTimeout, Log: o.Log})
+	if err != nil {
+		return nil, err
+	}
+	proxy := o.ProxyCommand
+	if len(proxy) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("microsandbox target: finding this executable for the Engine proxy: %w", err)
+		}
+		proxy = []string{exe, ProxySubcommand}
+	}
+	if !filepath.IsAbs(proxy[0]) {
+		return nil, fmt.Errorf("microsandbox target: the proxy command %q is not an absolute path", proxy[0])
+	}
+	return &Microsandbox{vm: vm, proxy: proxy, logp: filepath.Join(vm.Dir, "proxy.log")}, nil
+}
+
+func (m *Microsandbox) Name() string     { return Name }
+func (m *Microsandbox) Endpoint() string { return m.vm.Endpoint() }
+
+// VMName is the sandbox's name: sealbench-<run>-vm.
+func (m *Microsandbox) VMName() string { return m.vm.Name }
+
+// Transport is how the Engine is reached: always Transport.
+func (m *Microsandbox) Transport() string { return Transport }
+
+// Proxy is the configuration of this target's Engine proxy.
+func (m *Microsandbox) Proxy() ProxyConfig {
+	tool := m.vm.C.Tool
+	if m.vm.Tool != nil {
+		tool = m.vm.Tool.Path
+	}
+	return ProxyConfig{Socket: m.vm.Sock, Tool: tool, Name: m.vm.Name, Standin: GuestStandin(m.vm.C.Arch), GuestSocket: GuestSocket}
+}
+
+func (m *Microsandbox) proxyRunning() bool {
+	return len(provision.FindProcs(provision.MarkedBy(m.proxy[0], m.vm.Sock))) > 0
+}
+
+// up reports whether our microVM exists, the proxy runs, and the stand-in
+// answers through it.
+func (m *Microsandbox) up(ctx context.Context) bool {
+	if m.vm.Tool == nil || !m.proxyRunning() {
+		return false
+	}
+	s, err := findSandbox(ctx, m.vm.Tool, m.vm.C.Run.ID, m.vm.Name)
+	if err != nil || s == nil {
+		return false
+	}
+	return vmtarget.Ping(ctx, m.Endpoint(), 10*time.Second) == nil
+}
+
+// Create checks the tool, loads the Sandbox image into it, creates the
+// microVM, starts the stand-in in it and the Engine proxy beside it; when
+// all that is up and answers already, it does nothing.
+func (m *Microsandbox) Create(ctx context.Context) error {
+	vm := m.vm
+	if err := vm.ResolveTool(); err != nil {
+		return err
+	}
+	if m.up(ctx) {
+		return nil
+	}
+	t := vm.Tool
+	if err := spec.CheckVersion(ctx, t); err != nil {
+		return err
+	}
+	if err := vm.MakeDirs(); err != nil {
+		return err
+	}
+	if err := m.loadImage(ctx); err != nil {
+		return err
+	}
+	if err := vm.RecordVM("the microVM running the stand-in"); err != nil {
+		return err
+	}
+	if s, err := findSandbox(ctx, t, vm.C.Run.ID, vm.Name); err != nil {
+		return err
+	} else if s != nil {
+		vm.C.Log("%s is there but does not answer: removing it to start again", vm.Name)
+		if _, err := t.Run(ctx, "rm", "--force", vm.Name); err != nil {
+			return err
+		}
+	}
+	if _, err := t.Run(ctx, "create", "--name", vm.Name, "--label", manifests.RunLabel+"="+vm.C.Run.ID,
+		"-c", strconv.Itoa(vm.C.CPUs), "-m", strconv.FormatInt(vm.C.MemoryBytes>>20, 10)+"M", "--no-net", vm.C.Image.Ref); err != nil {
+		return fmt.Errorf("creating the microVM: %w", err)
+	}
+	// The stand-in runs in the background inside; its output goes to a
+	// file there, so that this exec returns at once.
+	script := fmt.Sprintf("%s serve --socket %s --state %s >%s 2>&1 </dev/null &", GuestStandin(vm.C.Arch), GuestSocket, GuestState, GuestLog)
+	if _, err := t.Run(ctx, "exec", vm.Name, "--no-tty", "--", "/bin/sh", "-c", script); err != nil {
+		return fmt.Errorf("starting the stand-in in the microVM: %w", err)
+	}
+	if err := vm.Record(manifests.LedgerEntry{Kind: manifests.ResourceSocket, Key: vm.Sock, Detail: "the Engine proxy's socket"}); err != nil {
+		return err
+	}
+	if err := m.startProxy(); err != nil {
+		return err
+	}
+	vm.C.Log("started microVM %s and the Engine proxy, waiting for %s", vm.Name, m.Endpoint())
+	return vm.WaitReady(ctx, 5*time.Second, m.proxyAlive, m.logs)
+}
+
+// loadImage loads the Sandbox image into msb, unless msb has it under its
+// ref already; either way msb must then have it under the image's id.
+func (m *Microsandbox) loadImage(ctx context.Context) error {
+	img := m.vm.C.Image
+	var id string
+	present := func(ctx context.Context) (bool, error) {
+		var err error
+		id, err = imageID(ctx, m.vm.Tool, img.Ref)
+		return id != "", err
+	}
+	if err := m.vm.LoadImage(ctx, present, "image", "load", "--input", img.Tar, "--quiet"); err != nil {
+		return err
+	}
+	if id != img.ID.String() {
+		return fmt.Errorf("msb has image %s as %q, not the Sandbox image %s: remove it (`msb image rm %s`) or seal again", img.Ref, id, img.ID, img.Ref)
+	}
+	return nil
+}
+
+// startProxy starts the Engine proxy in the background, in a session of
+// its own: it outlives this process, as the target does.
+func (m *Microsandbox) startProxy() error {
+	if m.proxyRunning() {
+		return nil
+	}
+	if err := m.vm.Record(manifests.LedgerEntry{Kind: manifests.ResourceProcess, Key: m.vm.Sock, Exe: m.proxy[0], Detail: "the Engine proxy (msb exec)"}); err != nil {
+		return err
+	}
+	lf, err := os.OpenFile(m.logp, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening the proxy's log: %w", err)
+	}
+	defer lf.Close()
+	argv := append(append([]string(nil), m.proxy...), m.Proxy().Args()...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.Dir = m.vm.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the Engine proxy %s: %w", toolexec.Quote(argv), err)
+	}
+	m.exited = make(chan struct{})
+	go func(exited chan struct{}) { // reaped if it exits while we run
+		cmd.Wait()
+		close(exited)
+	}(m.exited)
+	return nil
+}
+
+// proxyAlive is nil while the Engine proxy runs. The one this process
+// started is watched directly: until it has exec'd, /proc does not show
+// it as the proxy yet.
+func (m *Microsandbox) proxyAlive(context.Context) error {
+	running := m.proxyRunning()
+	if m.exited != nil {
+		select {
+		case <-m.exited:
+			running = false
+		default:
+			running = true
+		}
+	}
+	if !running {
+		return fmt.Errorf("the Engine proxy exited; its log, %s:\n%s", m.logp, tail(m.logp))
+	}
+	return nil
+}
+
+// logs are the proxy's log and the stand-in's, for an error.
+func (m *Microsandbox) logs(ctx context.Context) string {
+	guest := "(none)"
+	out, err := m.vm.Tool.Run(ctx, "exec", m.vm.Name, "--no-tty", "--", "/bin/sh", "-c", "tail -c 2000 "+GuestLog)
+	if err != nil {
+		guest = "(none: " + err.Error() + ")"
+	} else {
+		guest = strings.TrimSpace(string(out))
+	}
+	return fmt.Sprintf("the proxy's log, %s:\n%s\nthe stand-in's log:\n%s", m.logp, tail(m.logp), guest)
+}
+
+func tail(p string) string {
+	b, _ := os.ReadFile(p)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// InstallImage loads img into the stand-in inside the microVM.
+func (m *Microsandbox) InstallImage(ctx context.Context, img provision.Image) error {
+	return m.vm.InstallImage(ctx, img)
+}
+
+// Identity asks the stand-in inside the microVM: the kernel, CPUs and
+// memory are the microVM's.
+func (m *Microsandbox) Identity(ctx context.Context) (*provision.Identity, error) {
+	return m.vm.Identity(ctx)
+}
+
+// Destroy tears down every ledger entry of the target, then whatever msb
+// still holds with the run's label (`msb rm --force --label`): both steps
+// run, and every failure is returned.
+func (m *Microsandbox) Destroy(ctx context.Context) error {
+	run := m.vm.C.Run.ID
+	return m.vm.Destroy(ctx, func(ctx context.Context, t *toolexec.Tool) error {
+		ss, err := listSandboxes(ctx, t, run)
+		if err != nil || len(ss) == 0 {
+			return err
+		}
+		_, err = t.Run(ctx, "rm", "--force", "--label", manifests.RunLabel+"="+run)
+		return err
+	})
+}
+
+// Inventory lists what of the run the target holds: ledger entries whose
+// resource still exists, and sandboxes labelled with the run.
+func (m *Microsandbox) Inventory(ctx context.Context) ([]provision.Resource, error) {
+	return m.vm.Inventory(ctx, func(ctx context.Context, t *toolexec.Tool) ([]provision.Resource, error) {
+		ss, err := listSandboxes(ctx, t, m.vm.C.Run.ID)
+		var out []provision.Resource
+		for _, s := range ss {
+			out = append(out, provision.Resource{Kind: manifests.ResourceVM, Key: s.Name, Detail: s.Status})
+		}
+		return out, err
+	})
+}

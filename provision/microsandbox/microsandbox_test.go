@@ -1,0 +1,176 @@
+package microsandbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/internal/toolexec/faketool"
+	"github.com/sealbench/sealbench/provision/internal/vmtest"
+	"github.com/sealbench/sealbench/provision/microsandbox"
+	"github.com/sealbench/sealbench/provision/provisiontest"
+)
+
+func TestMain(m *testing.M) {
+	faketool.Main() // run as the fake `msb`, this binary is only that
+	if len(os.Args) > 1 && os.Args[1] == microsandbox.ProxySubcommand {
+		// What `sealbench msb-proxy` does.
+		cfg, err := microsandbox.ParseProxyArgs(os.Args[2:])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		err = microsandbox.ServeProxy(ctx, cfg, func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) })
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(4)
+		}
+		os.Exit(0)
+	}
+	provisiontest.Main(m)
+}
+
+func fakeTool(t *testing.T, opt string) string { return vmtest.FakeTool(t, faketool.Msb, opt) }
+
+// self is this test binary: the proxy command.
+func self(t *testing.T) string {
+	t.Helper()
+	p, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func newMsb(t *testing.T, run *provision.Run, img provision.Image) *microsandbox.Microsandbox {
+	t.Helper()
+	m, err := microsandbox.New(microsandbox.Options{Run: run, Image: img, CPUs: 2, MemoryBytes: 1 << 30, ReadyTimeout: 30 * time.Second,
+		ProxyCommand: []string{self(t), microsandbox.ProxySubcommand}, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// target is the microsandbox target under test, with the fake msb.
+var target = vmtest.Target{Name: microsandbox.Name, Tool: faketool.Msb,
+	New: func(t *testing.T, run *provision.Run, img provision.Image) provision.Target {
+		return newMsb(t, run, img)
+	}}
+
+// TestConformance: the suite through the fake msb, whose exec runs the
+// real stand-in from the test bundle, reached through the Engine proxy.
+func TestConformance(t *testing.T) { target.Conformance(t) }
+
+// proxies lists the Engine proxies of m still running.
+func proxies(t *testing.T, m *microsandbox.Microsandbox) []provision.Proc {
+	return provision.FindProcs(provision.MarkedBy(self(t), m.Proxy().Socket))
+}
+
+// TestCommandLines: what Create and Destroy run, argument for argument,
+// and what the ledger records.
+func TestCommandLines(t *testing.T) {
+	testenv.NeedRoot(t)
+	e := target.Setup(t)
+	m, run, img := e.Target.(*microsandbox.Microsandbox), e.Run, e.Bundle.Image
+	ctx := context.Background()
+	if err := m.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m.Transport() != microsandbox.Transport {
+		t.Errorf("transport %q", m.Transport())
+	}
+	tool := vmtest.ToolPath(t, "msb")
+	dir := filepath.Join(run.Dir, "microsandbox")
+	sock := filepath.Join(dir, "sock", "engine.sock")
+	vmtest.WantLedger(t, run, microsandbox.Name,
+		"dir "+dir,
+		"image "+img.Ref+" exe="+tool,
+		"vm "+m.VMName()+" exe="+tool+" sealbench.run="+run.ID,
+		"socket "+sock,
+		"process "+sock+" exe="+self(t))
+	if got := m.Proxy(); got.Tool != tool || got.Socket != sock {
+		t.Errorf("the proxy runs %s on %s; want %s on %s", got.Tool, got.Socket, tool, sock)
+	}
+	if err := m.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vmtest.WantRan(t, e.Fake,
+		[]string{"msb", "--version"},
+		[]string{"msb", "image", "load", "--input", img.Tar, "--quiet"},
+		[]string{"msb", "image", "inspect", img.Ref, "--format", "json"},
+		[]string{"msb", "create", "--name", m.VMName(), "--label", "sealbench.run=" + run.ID, "-c", "2", "-m", "1024M", "--no-net", img.Ref},
+		[]string{"msb", "exec", m.VMName(), "--no-tty", "--", m.Proxy().Standin, "dial", "--socket", "/tmp/sealbench-sock/standin.sock"},
+		[]string{"msb", "ls", "--label", "sealbench.run=" + run.ID, "--format", "json"},
+		[]string{"msb", "rm", "--force", m.VMName()},
+		[]string{"msb", "image", "rm", "--force", img.Ref})
+	if ps := proxies(t, m); len(ps) > 0 {
+		t.Errorf("the proxy still runs after Destroy: %v", ps)
+	}
+}
+
+// TestFailedCreateRollsBack: `msb create` fails mid-provisioning; the
+// error names the command and the tool's message; teardown leaves
+// nothing, the loaded image included.
+func TestFailedCreateRollsBack(t *testing.T) {
+	b := provisiontest.GetBundle(t)
+	target.FailedCreateRollsBack(t, "msb create", "create --name", []string{"msb", "image", "rm", "--force", b.Image.Ref})
+}
+
+// TestAuditFindsLabelledLeftovers: a microVM whose run directory went is
+// found by its label, and --fix removes it.
+func TestAuditFindsLabelledLeftovers(t *testing.T) {
+	testenv.NeedRoot(t)
+	e := target.Setup(t)
+	m := e.Target.(*microsandbox.Microsandbox)
+	ctx := context.Background()
+	if err := m.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Stop the proxy as teardown would, then lose the run directory.
+	for _, p := range proxies(t, m) {
+		provision.Kill(ctx, p, provision.MarkedBy(self(t), m.Proxy().Socket), 5*time.Second)
+	}
+	target.LoseRunThenFix(t, e, m.VMName())
+}
+
+func TestCheck(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv("PATH", t.TempDir())
+	if err := microsandbox.Check(ctx, ""); !errors.Is(err, microsandbox.ErrToolMissing) {
+		t.Errorf("Check without msb: %v", err)
+	}
+	fakeTool(t, t.TempDir())
+	t.Setenv(faketool.VersionEnv, "0.2.9")
+	if err := microsandbox.Check(ctx, ""); !errors.Is(err, microsandbox.ErrToolTooOld) || !strings.Contains(err.Error(), "0.2.9") {
+		t.Errorf("Check with msb 0.2.9: %v", err)
+	}
+	t.Setenv(faketool.VersionEnv, "")
+	if err := microsandbox.Check(ctx, ""); err != nil {
+		t.Errorf("Check with the fake msb: %v", err)
+	}
+}
+
+func TestProxyArgsRoundTrip(t *testing.T) {
+	c := microsandbox.ProxyConfig{Socket: "/r/sock/engine.sock", Tool: "/usr/local/bin/msb", Name: "sealbench-x-vm", Standin: "/opt/sealbench/bin/linux-arm64/standin", GuestSocket: "/tmp/s/standin.sock"}
+	got, err := microsandbox.ParseProxyArgs(c.Args())
+	if err != nil || got != c {
+		t.Errorf("ParseProxyArgs(Args()) = %+v, %v; want %+v", got, err, c)
+	}
+	for _, bad := range [][]string{nil, {"--socket", "rel", "--tool", "/t", "--name", "n", "--standin", "/s", "--guest-socket", "/g"}, append(c.Args(), "extra")} {
+		if _, err := microsandbox.ParseProxyArgs(bad); err == nil {
+			t.Errorf("ParseProxyArgs(%q) accepted", bad)
+		}
+	}
+}
