@@ -23,6 +23,7 @@ import (
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/runner"
 	"github.com/sealbench/sealbench/runner/report"
+	"github.com/sealbench/sealbench/runner/stats"
 )
 
 // runFlags are the flags of `sealbench run`.
@@ -232,8 +233,13 @@ func runCells(ctx context.Context, g *global, f *runFlags) (err error) {
 		}
 	}
 	if runErr != nil {
-		missing := len(ets)*len(cellList)*f.samples - len(samples)
-		return fmt.Errorf("run %s stopped with %d samples missing (the %d done are in %s): %w", run.ID, missing, len(samples), out, runErr)
+		var names []string
+		for _, t := range ets {
+			names = append(names, t.Name)
+		}
+		missing := missingSamples(stats.Interleave(names, cellList, f.samples, f.seed), samples)
+		return fmt.Errorf("run %s stopped with %d samples missing (%s; the %d done are in %s): %w",
+			run.ID, len(missing), strings.Join(missing, ", "), len(samples), out, runErr)
 	}
 	md, err := writeReport(out)
 	if err != nil {
@@ -375,4 +381,27 @@ func sealThrowaway(ctx context.Context, p *progress, source string) (bundleDir, 
 		return "", "", err
 	}
 	return sealed.Dir, pubKey, nil
+}
+
+// missingSamples names the slots of the run's order that have no sample
+// ("local C03 round 2"), at most ten and a count of the rest.
+func missingSamples(order []stats.Slot, done []manifests.Sample) []string {
+	have := map[stats.Slot]bool{}
+	for _, s := range done {
+		have[stats.Slot{Round: s.Round, Target: s.Target, Cell: s.Cell}] = true
+	}
+	var out []string
+	n := 0
+	for _, sl := range order {
+		if have[sl] {
+			continue
+		}
+		if n++; n <= 10 {
+			out = append(out, fmt.Sprintf("%s %s round %d", sl.Target, sl.Cell, sl.Round))
+		}
+	}
+	if n > 10 {
+		out = append(out, fmt.Sprintf("and %d more", n-10))
+	}
+	return out
 }
