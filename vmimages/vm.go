@@ -159,8 +159,8 @@ func BuildVM(ctx context.Context, o VMOptions) (*VMImage, error) {
 		}
 	}
 	lockDigest := manifests.DigestOf(o.LockBytes)
-	dir := filepath.Join(o.CacheDir, "vm", o.Lock.Arch+"-"+lockDigest.Short(16))
-	if img, err := loadVM(dir); err == nil {
+	dir := VMDir(o.CacheDir, o.Lock, o.LockBytes)
+	if img, err := LoadVM(dir); err == nil {
 		if err := img.Verify(); err == nil {
 			logf("VM image for lock %s is cached in %s", lockDigest.Short(12), dir)
 			return img, nil
@@ -267,16 +267,33 @@ func BuildVM(ctx context.Context, o VMOptions) (*VMImage, error) {
 	return img, nil
 }
 
-func loadVM(dir string) (*VMImage, error) {
+// VMDir is where BuildVM keeps the VM image of lock (whose bytes are
+// lockBytes) under cacheDir: vm/<arch>-<16 hex of the lock's digest>.
+func VMDir(cacheDir string, lock *manifests.PackageLock, lockBytes []byte) string {
+	return filepath.Join(cacheDir, "vm", lock.Arch+"-"+manifests.DigestOf(lockBytes).Short(16))
+}
+
+// LoadVM reads the vm-image.json that BuildVM wrote in dir, checking that
+// it records a digest for the disk, the kernel and the initrd. It does not
+// hash the files: Verify does.
+func LoadVM(dir string) (*VMImage, error) {
 	b, err := os.ReadFile(filepath.Join(dir, VMInfo))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the VM image in %s: %w (build it with `make vm-image`)", dir, err)
 	}
 	var img VMImage
 	if err := json.Unmarshal(b, &img); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading %s: %w", filepath.Join(dir, VMInfo), err)
 	}
 	img.Dir = dir
+	for _, name := range []string{VMDisk, VMKernel, VMInitrd} {
+		if err := img.Files[name].Validate(); err != nil {
+			return nil, fmt.Errorf("the VM image in %s records no valid digest for %s: %w", dir, name, err)
+		}
+	}
+	if img.Cmdline == "" {
+		img.Cmdline = KernelCmdline
+	}
 	return &img, nil
 }
 

@@ -107,13 +107,14 @@ func TestFailedRunRollsBack(t *testing.T) {
 func TestCheck(t *testing.T) {
 	ctx := context.Background()
 	t.Run("missing", func(t *testing.T) {
+		img := provisiontest.GetBundle(t).Image // before PATH loses go
 		t.Setenv("PATH", t.TempDir())
 		err := apple.Check(ctx, "")
 		if !errors.Is(err, apple.ErrToolMissing) || !strings.Contains(err.Error(), "github.com/apple/container/releases") {
 			t.Errorf("Check without the tool: %v", err)
 		}
 		_, run := vmtest.NewRun(t)
-		a := newApple(t, run, provisiontest.GetBundle(t).Image)
+		a := newApple(t, run, img)
 		if err := a.Create(ctx); !errors.Is(err, apple.ErrToolMissing) {
 			t.Errorf("Create without the tool: %v", err)
 		}

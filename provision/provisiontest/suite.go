@@ -29,6 +29,9 @@ type Suite struct {
 	Image provision.Image
 	// Engine is what Identity must say serves the Engine API.
 	Engine string
+	// Timeout bounds each test (default 3 minutes); a VM target booting
+	// under emulation needs more.
+	Timeout time.Duration
 }
 
 // Tests are the conformance tests, by name.
@@ -78,7 +81,11 @@ func newEnv(t *testing.T, s *Suite) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	timeout := s.Timeout
+	if timeout == 0 {
+		timeout = 3 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	e := &env{state: state, run: run, target: s.New(t, run), ctx: ctx}
 	t.Cleanup(func() {
 		defer cancel()

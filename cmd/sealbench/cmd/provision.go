@@ -27,7 +27,7 @@ func newProvisionCmd(g *global) *cobra.Command {
 	var bundlePath, key, expect string
 	var vm vmSettings
 	c := &cobra.Command{
-		Use:   "provision local|docker|apple|microsandbox --bundle B",
+		Use:   "provision local|docker|lima|apple|microsandbox --bundle B",
 		Short: "Bring up a target from a verified bundle and leave it up",
 		Long: `Verify the bundle (signature, then every file), take its Sandbox image from
 <bundle>.image/ (what seal writes; built from the pinned packages when it is
@@ -44,7 +44,11 @@ identity: kernel, CPUs, memory, engine.
   microsandbox
            one msb microVM from the Sandbox image, running the stand-in,
            reached through msb exec by a proxy process of the run.
-  lima: not yet.
+  lima     a Lima VM (limactl v1.2.1 from make lima-tools, run as uid 65534)
+           under QEMU with TCG, never KVM, booted from the VM image of make
+           vm-image, the bundle copied in and checked, the stand-in inside
+           reached through Lima's socket forwarding. Emulated: its timings
+           are the emulator's. Needs root.
 
 Every resource is recorded in the run's ledger before it is created, in the
 run directory under $SEALBENCH_STATE_DIR (default /var/lib/sealbench as root,

@@ -79,7 +79,6 @@ func TestProvisionRefusesBadInput(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"provision", "lima", "--bundle", "x"}, ExitUnusable, "not written yet"},
 		{[]string{"provision", "apple"}, ExitUnusable, "--bundle"},
 		{[]string{"provision", "microsandbox", "--bundle", filepath.Join(state, "missing"), "--key", filepath.Join(state, "no.pub")}, ExitSignature, "--key"},
 		{[]string{"provision", "vmware", "--bundle", "x"}, ExitUnusable, `no target named "vmware"`},

@@ -14,6 +14,7 @@ import (
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/apple"
 	"github.com/sealbench/sealbench/provision/docker"
+	"github.com/sealbench/sealbench/provision/lima"
 	"github.com/sealbench/sealbench/provision/local"
 	"github.com/sealbench/sealbench/provision/microsandbox"
 )
@@ -29,7 +30,7 @@ type targetInfo struct {
 var targets = []targetInfo{
 	{name: local.Name, what: "the Engine API stand-in on this host", root: true, written: true},
 	{name: docker.Name, what: "the dockerd you have (DOCKER_HOST or the default socket)", written: true},
-	{name: "lima", what: "a Lima VM under QEMU"},
+	{name: lima.Name, what: "a Lima VM under QEMU (TCG here), running the stand-in", root: true, written: true},
 	{name: apple.Name, what: "an Apple container VM running the stand-in (macOS on Apple silicon)", written: true},
 	{name: microsandbox.Name, what: "a microsandbox microVM running the stand-in (msb)", written: true},
 }
@@ -42,8 +43,8 @@ type vmSettings struct {
 }
 
 func (v *vmSettings) flags(fl *pflag.FlagSet) {
-	fl.IntVar(&v.cpus, "vm-cpus", 0, "CPUs of a VM target (default: the provisioner's, 4 for apple and microsandbox)")
-	fl.Int64Var(&v.memoryMiB, "vm-memory", 0, "memory of a VM target in MiB (default: the provisioner's, 4096 for apple and microsandbox)")
+	fl.IntVar(&v.cpus, "vm-cpus", 0, "CPUs of a VM target (default: the provisioner's: 2 for lima, 4 for apple and microsandbox)")
+	fl.Int64Var(&v.memoryMiB, "vm-memory", 0, "memory of a VM target in MiB (default: the provisioner's: 2048 for lima, 4096 for apple and microsandbox)")
 }
 
 func lookupTarget(name string) (targetInfo, bool) {
@@ -91,6 +92,13 @@ func checkTargets(names []string) error {
 // bundle and its Sandbox image. It creates nothing.
 func newTarget(name string, run *provision.Run, bundleDir string, res *bundle.VerifyResult, img provision.Image, vm vmSettings, logf func(string, ...any)) (provision.Target, error) {
 	switch name {
+	case lima.Name:
+		dir, err := lima.DefaultVMImage()
+		if err != nil {
+			return nil, fmt.Errorf("finding the VM image (build it with `make vm-image`): %w", err)
+		}
+		return lima.New(lima.Options{Run: run, Bundle: bundleDir, Manifest: res.Manifest, VMImage: dir,
+			CPUs: vm.cpus, MemoryBytes: vm.memoryMiB << 20, Log: logf})
 	case apple.Name:
 		return apple.New(apple.Options{Run: run, Image: img, CPUs: vm.cpus, MemoryBytes: vm.memoryMiB << 20, Log: logf})
 	case microsandbox.Name:

@@ -323,17 +323,14 @@ func maskProc(root int) error {
 			return fmt.Errorf("making %q read-only: %w", p, err)
 		}
 	}
-	null, err := unix.OpenTree(root, "dev/null", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-	if err != nil {
-		return fmt.Errorf("cloning /dev/null: %w", err)
-	}
-	defer unix.Close(null)
 	for _, p := range []string{"/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/kallsyms", "/proc/kmsg"} {
 		if _, err := os.Lstat(p); err != nil {
 			continue
 		}
-		// Each mask needs its own clone: a detached mount attaches once.
-		fd, err := unix.OpenTree(null, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+		// Each mask needs its own clone (a detached mount attaches once),
+		// made from the path: older kernels (Debian 12's 6.1) refuse, with
+		// EINVAL, to clone a mount that is itself a detached clone.
+		fd, err := unix.OpenTree(root, "dev/null", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 		if err != nil {
 			return fmt.Errorf("cloning /dev/null for %q: %w", p, err)
 		}

@@ -1,0 +1,357 @@
+//go:build limatest
+
+// The lima VM tests boot real Lima VMs under QEMU (TCG): many minutes, so
+// they are kept out of the default run. `make test-lima` builds limactl and
+// the VM image first, then runs them.
+
+package lima_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/sealbench/sealbench/bundle"
+	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/lima"
+	"github.com/sealbench/sealbench/provision/local"
+	"github.com/sealbench/sealbench/provision/provisiontest"
+	"github.com/sealbench/sealbench/runner"
+	"github.com/sealbench/sealbench/runner/report"
+	"github.com/sealbench/sealbench/vmimages"
+)
+
+func TestMain(m *testing.M) { provisiontest.Main(m) }
+
+// needLima skips unless this machine can run the lima target: root (the
+// stand-in, and limactl as uid 65534), QEMU, limactl and the VM image.
+func needLima(t *testing.T) (limactl, vmImage string) {
+	t.Helper()
+	testenv.NeedRoot(t)
+	testenv.NeedCommand(t, "qemu-system-x86_64")
+	testenv.NeedCommand(t, "ssh")
+	limactl, err := lima.FindLimactl("")
+	if err != nil {
+		testenv.Skip(t, "%v (`make test-lima` builds it)", err)
+	}
+	vmImage, err = lima.DefaultVMImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vmimages.LoadVM(vmImage); err != nil {
+		testenv.Skip(t, "%v (`make test-lima` builds it)", err)
+	}
+	return limactl, vmImage
+}
+
+func readManifest(t *testing.T, dir string) *manifests.BundleManifest {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, manifests.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifests.ParseBundleManifest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestConformance runs the suite every Target passes, each test on a
+// fresh VM.
+func TestConformance(t *testing.T) {
+	limactl, vmImage := needLima(t)
+	b := provisiontest.GetBundle(t)
+	m := readManifest(t, b.Dir)
+	provisiontest.Run(t, &provisiontest.Suite{
+		New: func(t *testing.T, run *provision.Run) provision.Target {
+			l, err := lima.New(lima.Options{Run: run, Bundle: b.Dir, Manifest: m, VMImage: vmImage, Limactl: limactl, Log: t.Logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		},
+		Image:   b.Image,
+		Engine:  provision.EngineStandin,
+		Timeout: 10 * time.Minute, // boots under TCG took 1 to 3 minutes here
+	})
+}
+
+// TestLifecycle takes one VM through everything a run does with it, with
+// room for TCG's slow boot: Create (twice: the second changes nothing),
+// InstallImage, a Sandbox, Identity, Destroy, and an audit that finds
+// nothing of the run on the host.
+func TestLifecycle(t *testing.T) {
+	limactl, vmImage := needLima(t)
+	b := provisiontest.GetBundle(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	state, err := os.MkdirTemp("", "sbl-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(state)
+	run, err := provision.NewRun(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	defer provision.Teardown(context.Background(), run.Dir, provision.TeardownOptions{})
+	vm, err := lima.New(lima.Options{Run: run, Bundle: b.Dir, Manifest: readManifest(t, b.Dir), VMImage: vmImage, Limactl: limactl, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := vm.Create(ctx); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Logf("created in %s", time.Since(start).Round(time.Second))
+	entries := len(run.Ledger.Entries())
+	if err := vm.Create(ctx); err != nil {
+		t.Fatalf("Create again: %v", err)
+	}
+	if n := len(run.Ledger.Entries()); n != entries {
+		t.Errorf("the second Create recorded %d more ledger entries", n-entries)
+	}
+	if err := vm.InstallImage(ctx, b.Image); err != nil {
+		t.Fatalf("InstallImage: %v", err)
+	}
+	id, err := vm.Identity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("identity %+v, emulated %v", id, vm.Emulated())
+	if id.CPUs != lima.DefaultCPUs || !strings.Contains(id.Kernel, "cloud") || !vm.Emulated() {
+		t.Errorf("identity %+v, emulated %v: want %d CPUs, the guest's cloud kernel, emulated", id, vm.Emulated(), lima.DefaultCPUs)
+	}
+	cli, err := provision.NewClient(vm.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	cid, err := provision.CreateSandbox(ctx, run, lima.Name, vm.Endpoint(), cli, b.Image, "probe", []string{"sh", "-c", "sleep 600"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.ContainerStart(ctx, cid, container.StartOptions{}); err != nil {
+		// Not fatal: Destroy and the audit below must work either way.
+		t.Errorf("starting a Sandbox in the VM: %v", err)
+	}
+	inv, err := vm.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[manifests.ResourceKind]int{}
+	for _, r := range inv {
+		kinds[r.Kind]++
+		t.Logf("holds %s", r)
+	}
+	if kinds[manifests.ResourceVM] != 2 || kinds[manifests.ResourceProcess] != 2 || kinds[manifests.ResourceContainer] != 1 || kinds[manifests.ResourceImage] != 1 {
+		t.Errorf("inventory by kind %v: want the Lima directory and instance, hostagent and QEMU, the Sandbox and the image", kinds)
+	}
+	// The audit sees the live VM (it is a run's, whichever).
+	res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{lima.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Leftovers) == 0 {
+		t.Error("the audit does not see the running VM")
+	}
+	start = time.Now()
+	if err := vm.Destroy(ctx); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	t.Logf("destroyed in %s", time.Since(start).Round(time.Second))
+	if inv, err := vm.Inventory(ctx); err != nil || len(inv) > 0 {
+		t.Errorf("after Destroy: %v %v", inv, err)
+	}
+	if err := vm.Destroy(ctx); err != nil {
+		t.Errorf("Destroy again: %v", err)
+	}
+	res, err = provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{lima.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Leftovers {
+		t.Errorf("left after Destroy: %s", r)
+	}
+	if _, err := os.Stat(vm.LimaDir()); !os.IsNotExist(err) {
+		t.Errorf("the run's Lima directory is still there: %v", err)
+	}
+}
+
+// TestTwelveCellsLikeLocal is the whole flow: seal this tree with its
+// Sandbox image, provision local and lima from it, run all twelve cells
+// on both, and require every verifier to pass with exact counts (FUSE
+// requests by opcode, SQLite statements, files and bytes) equal to
+// local's; then tear the run down and audit that nothing is left.
+func TestTwelveCellsLikeLocal(t *testing.T) {
+	limactl, vmImage := needLima(t)
+	testenv.NeedFUSE(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+	defer cancel()
+	start := time.Now()
+	step := func(format string, args ...any) {
+		t.Logf("[%6.1fs] %s", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+
+	keys, out := t.TempDir(), t.TempDir()
+	priv, pub, err := sign.WriteKeyPair(keys, []byte("pw"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := sign.LoadPrivateKey(priv, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := bundle.Seal(ctx, bundle.SealOptions{Source: testenv.ModuleRoot(t), OutDir: out, Signer: signer, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step("sealed %s", sealed.Name)
+	verifier, err := sign.LoadPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verified, err := bundle.VerifyDir(ctx, sealed.Dir, bundle.VerifyOptions{Verifier: verifier, Expect: sealed.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, lockBytes, err := vmimages.DefaultLock("sandbox", runtime.GOARCH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := vmimages.BuildSandbox(ctx, vmimages.SandboxOptions{Bundle: sealed.Dir, Manifest: verified.Manifest, Lock: lock,
+		LockBytes: lockBytes, OutDir: sealed.Dir + ".image", Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := provision.Image{Tar: info.Tar, Ref: info.Ref, ID: info.ID}
+	step("built the Sandbox image %s", img.ID.Short(12))
+
+	state, err := os.MkdirTemp("", "sbl-") // short: the local stand-in's socket lives under it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(state)
+	run, err := provision.NewRun(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := false
+	defer func() {
+		if !torn {
+			run.Close()
+			provision.Teardown(context.Background(), run.Dir, provision.TeardownOptions{Log: t.Logf})
+		}
+	}()
+	standin, ok := verified.Manifest.File(local.StandinBundlePath())
+	if !ok {
+		t.Fatalf("the bundle has no %s", local.StandinBundlePath())
+	}
+	loc, err := local.New(local.Options{Run: run, Bundle: sealed.Dir, Standin: standin.Digest, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := lima.New(lima.Options{Run: run, Bundle: sealed.Dir, Manifest: verified.Manifest, VMImage: vmImage, Limactl: limactl, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []provision.Target{loc, vm} {
+		if err := target.Create(ctx); err != nil {
+			t.Fatalf("creating %s: %v", target.Name(), err)
+		}
+		if err := target.InstallImage(ctx, img); err != nil {
+			t.Fatalf("installing the image on %s: %v", target.Name(), err)
+		}
+		id, err := target.Identity(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		step("provisioned %s: kernel %s, %d CPUs, %d MiB", target.Name(), id.Kernel, id.CPUs, id.MemoryBytes>>20)
+	}
+	if !vm.Emulated() {
+		t.Error("the lima target does not say it is emulated")
+	}
+	if id, _ := vm.Identity(ctx); id.CPUs != lima.DefaultCPUs || id.MemoryBytes > lima.DefaultMemoryBytes || id.MemoryBytes < lima.DefaultMemoryBytes/2 {
+		t.Errorf("the VM has %d CPUs and %d bytes of memory, want %d and about %d", id.CPUs, id.MemoryBytes, lima.DefaultCPUs, lima.DefaultMemoryBytes)
+	}
+
+	runnerFile, _ := verified.Manifest.File("bin/linux-" + runtime.GOARCH + "/sealbench")
+	results := filepath.Join(out, "results")
+	samples, err := runner.RunEngine(ctx, runner.EngineOptions{
+		Run: run,
+		Targets: []runner.EngineTarget{
+			{Name: local.Name, Endpoint: loc.Endpoint()},
+			{Name: lima.Name, Endpoint: vm.Endpoint(), Emulated: vm.Emulated()},
+		},
+		BundleID: sealed.Name, Image: img, RunnerSHA256: runnerFile.Digest, StandinSHA256: standin.Digest,
+		Cells: runner.Names(), Samples: 1, Seed: 1, OutDir: results, Log: t.Logf,
+	})
+	if err != nil {
+		t.Fatalf("RunEngine: %v", err)
+	}
+	step("ran %d samples", len(samples))
+	if want := 2 * len(runner.Names()); len(samples) != want {
+		t.Fatalf("%d samples, want %d", len(samples), want)
+	}
+	byTarget := map[string][]manifests.Sample{}
+	for _, s := range samples {
+		if s.Status != manifests.StatusOK || s.Verifier != manifests.VerifierPass {
+			t.Errorf("%s %s: %s, verifier %s: %s %s", s.Target, s.Cell, s.Status, s.Verifier, s.Reason, s.VerifierDetail)
+		}
+		byTarget[s.Target] = append(byTarget[s.Target], s)
+	}
+	var pins manifests.RunPins
+	if b, err := os.ReadFile(filepath.Join(results, "pins.json")); err == nil {
+		json.Unmarshal(b, &pins)
+	}
+	rep, err := report.Build([]report.Input{
+		{Source: "local", Pins: &pins, Samples: byTarget[local.Name]},
+		{Source: "lima", Pins: &pins, Samples: byTarget[lima.Name]},
+	}, report.Options{Baseline: local.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range rep.Differences {
+		t.Errorf("%s %s differs: local %s, lima %s", d.Cell, d.Count, d.Values[local.Name], d.Values[lima.Name])
+	}
+	for _, tp := range pins.Targets {
+		if tp.Name == lima.Name && !tp.Emulated {
+			t.Errorf("the run's pins do not say lima is emulated: %+v", tp)
+		}
+	}
+
+	run.Close()
+	torn = true
+	res, err := provision.Teardown(ctx, run.Dir, provision.TeardownOptions{Log: t.Logf})
+	if err != nil {
+		t.Fatalf("teardown: %v", err)
+	}
+	step("tore down %d resources", len(res.Removed))
+	audit, err := provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{local.Name, lima.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, r := range audit.Leftovers {
+		left = append(left, r.String())
+	}
+	if len(left) > 0 {
+		t.Errorf("the audit after teardown finds:\n  %s", strings.Join(left, "\n  "))
+	}
+	if _, err := os.Stat(vm.LimaDir()); !os.IsNotExist(err) {
+		t.Errorf("the run's Lima directory %s is still there: %v", vm.LimaDir(), err)
+	}
+}
