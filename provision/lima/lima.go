@@ -33,10 +33,13 @@
 // systemd unit sealbench-standin. Lima forwards unix sockets over ssh as
 // the guest user, and the stand-in accepts connections from its own uid
 // (root) only, so the forwarded socket (GuestEngineSocket) is a systemd
-// socket unit owned by the guest user whose systemd-socket-proxyd passes
-// each connection to the stand-in's own socket as root. The guest user has
-// passwordless sudo in every Lima VM, so this gives it nothing it did not
-// have.
+// socket unit owned by the guest user that starts, for each connection,
+// the bundle's own `standin dial` as root, joined to the stand-in's socket.
+// (systemd-socket-proxyd would be simpler, but Debian 12's drops the whole
+// connection when the client half-closes, as the Engine API's exec attach
+// does after its stdin, and the exec's output was lost.) The guest user
+// has passwordless sudo in every Lima VM, so this gives it nothing it did
+// not have.
 //
 // # Teardown and the audit
 //
@@ -533,11 +536,28 @@ mkdir -p ` + shellQuote(guestStandinState) + `
 systemd-run --quiet --unit=` + standinUnit + ` --description='sealbench Engine API stand-in' \
 	--property=KillMode=mixed --property=TimeoutStopSec=30 \
 	` + shellQuote(standin) + ` serve --socket ` + shellQuote(guestStandinSock) + ` --state ` + shellQuote(guestStandinState) + `
-systemd-run --quiet --unit=` + engineUnit + ` --description='sealbench Engine socket for ` + GuestUser + `' \
-	--socket-property=ListenStream=` + GuestEngineSocket + ` \
-	--socket-property=SocketUser=` + GuestUser + ` --socket-property=SocketGroup=` + GuestUser + ` --socket-property=SocketMode=0600 \
-	--socket-property=DirectoryMode=0755 \
-	/lib/systemd/systemd-socket-proxyd ` + guestStandinSock + `
+cat > /run/systemd/system/` + engineUnit + `.socket <<'UNIT'
+[Unit]
+Description=sealbench Engine socket for ` + GuestUser + `
+[Socket]
+ListenStream=` + GuestEngineSocket + `
+SocketUser=` + GuestUser + `
+SocketGroup=` + GuestUser + `
+SocketMode=0600
+DirectoryMode=0755
+Accept=yes
+UNIT
+cat > /run/systemd/system/` + engineUnit + `@.service <<'UNIT'
+[Unit]
+Description=sealbench Engine connection, joined to the stand-in by standin dial
+[Service]
+ExecStart=` + standin + ` dial --socket ` + guestStandinSock + `
+StandardInput=socket
+StandardOutput=socket
+StandardError=journal
+UNIT
+systemctl daemon-reload
+systemctl start ` + engineUnit + `.socket
 echo started
 `
 }
@@ -554,7 +574,7 @@ func (t *Lima) waitEngine(ctx context.Context) error {
 		}
 		if time.Now().After(deadline) {
 			out, _ := t.ctl.run(ctx, nil, "shell", "--workdir=/", Instance, "sudo", "journalctl", "--no-pager", "-n", "40",
-				"-u", standinUnit, "-u", engineUnit+".socket", "-u", engineUnit)
+				"-u", standinUnit, "-u", engineUnit+".socket", "-u", engineUnit+"@*")
 			return fmt.Errorf("the stand-in in the VM does not answer on %s: its journal:\n%s", t.Endpoint(), out)
 		}
 		time.Sleep(500 * time.Millisecond)

@@ -8,7 +8,6 @@ package lima_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -313,19 +312,25 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 		}
 		byTarget[s.Target] = append(byTarget[s.Target], s)
 	}
-	var pins manifests.RunPins
-	if b, err := os.ReadFile(filepath.Join(results, "pins.json")); err == nil {
-		json.Unmarshal(b, &pins)
-	}
-	rep, err := report.Build([]report.Input{
-		{Source: "local", Pins: &pins, Samples: byTarget[local.Name]},
-		{Source: "lima", Pins: &pins, Samples: byTarget[lima.Name]},
-	}, report.Options{Baseline: local.Name})
+	inputs, err := report.Load([]string{results})
 	if err != nil {
 		t.Fatal(err)
 	}
+	rep, err := report.Build(inputs, report.Options{Baseline: local.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins := inputs[0].Pins
+	// The same work: every count equal, except FUSE request counts that
+	// differ only because the guest's kernel is not the host's (the report
+	// explains those: Debian 12's 6.1 has no FUSE passthrough, so READ and
+	// WRITE reach the daemon there).
 	for _, d := range rep.Differences {
-		t.Errorf("%s %s differs: local %s, lima %s", d.Cell, d.Count, d.Values[local.Name], d.Values[lima.Name])
+		if d.Why == "" {
+			t.Errorf("%s %s differs: local %s, lima %s", d.Cell, d.Count, d.Values[local.Name], d.Values[lima.Name])
+		} else {
+			t.Logf("%s %s differs, explained: local %s, lima %s (%s)", d.Cell, d.Count, d.Values[local.Name], d.Values[lima.Name], d.Why)
+		}
 	}
 	for _, tp := range pins.Targets {
 		if tp.Name == lima.Name && !tp.Emulated {

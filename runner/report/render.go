@@ -179,6 +179,8 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 	p("\n## 1. Same work: exact counts\n\n")
 	if len(r.Differences) == 0 {
 		p("Every count is equal across all targets in every cell, so the timings below compare the same work.\n\n")
+	} else if r.Explained() {
+		p("**%d difference(s)** between targets, marked ✗ and listed below, each in FUSE request counts between targets that run different kernels: the files, bytes and results are the same work; the kernels sent the daemon different requests for it.\n\n", len(r.Differences))
 	} else {
 		p("**%d difference(s)** between targets (or between one target's samples), marked ✗ and listed below: the timings of those cells do not compare the same work.\n\n", len(r.Differences))
 	}
@@ -198,7 +200,11 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 	if len(r.Differences) > 0 {
 		p("\nDifferences:\n\n")
 		for _, d := range r.Differences {
-			p("- %s %s: %s\n", d.Cell, CountTitle(d.Count), differenceValues(d, names))
+			p("- %s %s: %s", d.Cell, CountTitle(d.Count), differenceValues(d, names))
+			if d.Why != "" {
+				p(" (%s)", d.Why)
+			}
+			p("\n")
 		}
 	}
 	if len(r.Problems) > 0 {

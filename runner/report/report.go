@@ -122,6 +122,20 @@ type Difference struct {
 	Cell   string            `json:"cell"`
 	Count  string            `json:"count"` // as CountRow.Count, or "fuseRequests.LOOKUP" for one opcode
 	Values map[string]string `json:"values"`
+	// Why explains a difference that does not mean different work: FUSE
+	// request counts between targets whose kernels differ. Empty when
+	// nothing explains it.
+	Why string `json:"why,omitempty"`
+}
+
+// Explained reports whether every difference has an explanation.
+func (r *Report) Explained() bool {
+	for _, d := range r.Differences {
+		if d.Why == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // Problem is a sample that failed or was ineligible.
@@ -435,6 +449,7 @@ func (r *Report) buildCounts(idx map[string]map[string][]*manifests.Sample, name
 				for i, t := range names {
 					d.Values[t] = values[i]
 				}
+				d.Why = r.kernelsExplain(key, values)
 				r.Differences = append(r.Differences, d)
 			}
 			// Opcodes are in the differences and the JSON and CSV only:
@@ -444,6 +459,34 @@ func (r *Report) buildCounts(idx map[string]map[string][]*manifests.Sample, name
 			}
 		}
 	}
+}
+
+// kernelsExplain explains a difference in FUSE request counts between
+// targets that run different kernels: which requests reach the daemon is
+// the kernel's choice (readahead, attribute and entry caching, whether it
+// has FUSE passthrough), not the work the body did. Counts that differ
+// between one target's own samples, and every other count, stay
+// unexplained.
+func (r *Report) kernelsExplain(key string, values []string) string {
+	if key != "fuseRequests" && !strings.HasPrefix(key, "fuseRequests.") || len(values) != len(r.Targets) {
+		return ""
+	}
+	byKernel := map[string]string{} // kernel: the value its targets share
+	var list []string
+	for i, t := range r.Targets {
+		if t.Kernel == "" || strings.Contains(values[i], " / ") {
+			return ""
+		}
+		if v, seen := byKernel[t.Kernel]; seen && v != values[i] {
+			return "" // two targets on one kernel disagree: not the kernel's doing
+		}
+		byKernel[t.Kernel] = values[i]
+		list = append(list, t.Name+" "+t.Kernel)
+	}
+	if len(byKernel) < 2 {
+		return ""
+	}
+	return "different kernels: " + strings.Join(list, ", ") + "; the kernel decides which requests reach the daemon: readahead, caching, FUSE passthrough"
 }
 
 func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, names []string, metric, title string,

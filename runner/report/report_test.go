@@ -284,3 +284,51 @@ func TestLoad(t *testing.T) {
 		t.Errorf("a run directory without pins: %v", err)
 	}
 }
+
+// TestKernelDifferencesAreExplained: a FUSE request count that differs
+// only between targets on different kernels is explained (the kernel
+// chooses the requests); one that differs between targets on the same
+// kernel, or a count of files, is not.
+func TestKernelDifferencesAreExplained(t *testing.T) {
+	pins, samples := fixedRun()
+	pins.Targets[2].Kernel = "6.18.44" // lima on its own kernel
+	for i := range samples {
+		s := &samples[i]
+		if s.Target == "local" && s.Cell == "C05" {
+			s.FUSERequests["LOOKUP"]-- // undo the fixture's same-kernel difference
+		}
+		if s.Target == "lima" && s.Cell == "C09" {
+			s.FUSERequests["READ"] = 256 // no passthrough there
+		}
+		if s.Target == "lima" && s.Cell == "C01" {
+			s.Files++ // different work
+		}
+	}
+	r, err := Build([]Input{{Source: "run", Pins: pins, Samples: samples}}, Options{Baseline: "docker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whys, unexplained []string
+	for _, d := range r.Differences {
+		if d.Why != "" {
+			whys = append(whys, d.Cell+" "+d.Count)
+		} else {
+			unexplained = append(unexplained, d.Cell+" "+d.Count)
+		}
+	}
+	if strings.Join(whys, ",") != "C09 fuseRequests,C09 fuseRequests.READ" {
+		t.Errorf("explained: %q", whys)
+	}
+	// C11 and C12 differ in result by the fixture's failed and ineligible
+	// samples: different work too.
+	if strings.Join(unexplained, ",") != "C01 files,C11 result,C12 result" || r.Explained() {
+		t.Errorf("unexplained: %q (Explained %v)", unexplained, r.Explained())
+	}
+	var md bytes.Buffer
+	if err := Write(&md, r, "md"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "- C09 FUSE READ: docker 0, local 0, lima 256 (different kernels: ") {
+		t.Errorf("markdown does not explain the READ difference:\n%s", md.String())
+	}
+}
