@@ -67,12 +67,17 @@ func (ws *Workspace) fillAttr(in *inode, out *fuse.Attr) {
 	out.Ctime, out.Ctimensec = uint64(in.ctime/1e9), uint32(in.ctime%1e9)
 }
 
-// loadDir makes sure a directory's entries are in memory.
+// loadDir makes sure a directory's entries are in memory. The load is not
+// cancelled with the request that asked for it: the kernel interrupts a
+// request whenever its caller gets a signal (a Go program's goroutine
+// preemption sends them all the time), and a directory read from the
+// Store takes milliseconds and serves every later request. Cancelling it
+// failed lookups with EIO under load.
 func (ws *Workspace) loadDir(ctx context.Context, in *inode) syscall.Errno {
 	if in.children != nil {
 		return 0
 	}
-	entries, err := ws.store.loadTree(ctx, in.tree)
+	entries, err := ws.store.loadTree(context.WithoutCancel(ctx), in.tree)
 	if err != nil {
 		ws.logf("loading directory inode %d: %v", in.ino, err)
 		return syscall.EIO

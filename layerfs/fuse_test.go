@@ -505,3 +505,33 @@ func testLazyCopyUp(t *testing.T, overlayDir string) {
 		t.Errorf("c size: %v %v", st, err)
 	}
 }
+
+// TestLoadDirIgnoresInterrupts: a directory load survives its request
+// being interrupted (the kernel sends FUSE_INTERRUPT when the caller gets
+// any signal; go-fuse then cancels the request's context). It failed the
+// lookup with EIO under load.
+func TestLoadDirIgnoresInterrupts(t *testing.T) {
+	needFUSE(t)
+	s := newStore(t, ProfileDisposable)
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "d", "f"), "x")
+	l, err := s.Import(context.Background(), src, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := mountWS(t, s, l)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // as go-fuse does on FUSE_INTERRUPT
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if e := ws.loadDir(ctx, ws.root); e != 0 {
+		t.Fatalf("loading / with an interrupted request: %v", e)
+	}
+	d := ws.root.children["d"]
+	if d == nil || d.children != nil {
+		t.Fatalf("d: %+v (want an unloaded directory)", d)
+	}
+	if e := ws.loadDir(ctx, d); e != 0 || d.children["f"] == nil {
+		t.Fatalf("loading d with an interrupted request: %v, children %v", e, d.children)
+	}
+}
