@@ -535,3 +535,34 @@ func TestLoadDirIgnoresInterrupts(t *testing.T) {
 		t.Fatalf("loading d with an interrupted request: %v, children %v", e, d.children)
 	}
 }
+
+// TestOverlayUsageCountsWhatTheWorkspaceShows: a file unlinked while open
+// keeps its data file until its last RELEASE (the kernel's timing), and an
+// unlinked file's data goes in the background; neither counts, so the same
+// work always gives the same overlay counts.
+func TestOverlayUsageCountsWhatTheWorkspaceShows(t *testing.T) {
+	needFUSE(t)
+	s := newStore(t, ProfileDisposable)
+	ws := mountWS(t, s, nil)
+	writeFile(t, filepath.Join(ws.Mountpoint(), "kept"), "12345")
+	writeFile(t, filepath.Join(ws.Mountpoint(), "dir", "also"), "678")
+	if err := os.Link(filepath.Join(ws.Mountpoint(), "kept"), filepath.Join(ws.Mountpoint(), "dir", "kept-too")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws.Mountpoint(), "gone"), strings.Repeat("x", 4096))
+	f, err := os.Open(filepath.Join(ws.Mountpoint(), "gone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.Remove(filepath.Join(ws.Mountpoint(), "gone")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ws.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.OverlayFiles != 2 || st.OverlayBytes != 8 {
+		t.Errorf("overlay: %d files, %d bytes; want 2 files (a hard link counted once), 8 bytes (not the open, unlinked one)", st.OverlayFiles, st.OverlayBytes)
+	}
+}

@@ -669,6 +669,38 @@ type Stats struct {
 	Workers       int      `json:"workers"`
 }
 
+// overlayUsage counts the data files of the regular files the Workspace
+// shows, and their bytes. It does not list the overlay directory: the data
+// of an unlinked file goes in the background (the reaper), or at its last
+// RELEASE, which the kernel sends when it likes, so a listing made the
+// count depend on timing and the same work gave different counts.
+func (ws *Workspace) overlayUsage() (files int64, bytes int64) {
+	ws.mu.Lock()
+	var paths []string
+	seen := map[uint64]bool{}
+	var walk func(d *inode)
+	walk = func(d *inode) {
+		for _, c := range d.children { // nil for a directory never loaded: nothing below it changed
+			switch {
+			case c.isDir():
+				walk(c)
+			case c.isRegular() && c.upper && c.nlink > 0 && !seen[c.ino]:
+				seen[c.ino] = true
+				paths = append(paths, ws.upperPath(c))
+			}
+		}
+	}
+	walk(ws.root)
+	ws.mu.Unlock()
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil {
+			files++
+			bytes += fi.Size()
+		}
+	}
+	return files, bytes
+}
+
 // Stats returns the Workspace's telemetry.
 func (ws *Workspace) Stats(ctx context.Context) (*Stats, error) {
 	st := &Stats{Mountpoint: ws.mountpoint, Store: ws.store.dir, Profile: ws.store.profile,
@@ -680,14 +712,7 @@ func (ws *Workspace) Stats(ctx context.Context) (*Stats, error) {
 	}
 	st.StoreUsage = u
 	st.SQLStatements = ws.store.Statements()
-	if ents, err := os.ReadDir(ws.upperDir); err == nil {
-		for _, e := range ents {
-			if info, err := e.Info(); err == nil {
-				st.OverlayBytes += info.Size()
-				st.OverlayFiles++
-			}
-		}
-	}
+	st.OverlayFiles, st.OverlayBytes = ws.overlayUsage()
 	st.CopyUps = ws.tel.copyUps.Load()
 	st.CopyUpBytes = ws.tel.copyUpBytes.Load()
 	st.LazyCopyUps = ws.tel.lazyCopyUps.Load()
