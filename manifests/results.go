@@ -109,6 +109,27 @@ type Sample struct {
 }
 
 // FUSETotal is the sum of the FUSE request counts over all opcodes.
+// KernelHousekeeping reports whether a FUSE opcode is one the kernel sends
+// on its own time rather than for the work a body did: FORGET and
+// BATCH_FORGET come when it evicts inodes, INTERRUPT when a caller gets a
+// signal. Their counts at any moment depend on timing, so they are kept in
+// a sample but never compared as work.
+func KernelHousekeeping(op string) bool {
+	return op == "FORGET" || op == "BATCH_FORGET" || op == "INTERRUPT"
+}
+
+// FUSEWork is FUSETotal without the kernel's housekeeping requests: the
+// requests the body's work caused.
+func (s *Sample) FUSEWork() int64 {
+	var n int64
+	for op, v := range s.FUSERequests {
+		if !KernelHousekeeping(op) {
+			n += v
+		}
+	}
+	return n
+}
+
 func (s *Sample) FUSETotal() int64 {
 	var n int64
 	for _, v := range s.FUSERequests {

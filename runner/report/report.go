@@ -219,7 +219,7 @@ func countValue(s *manifests.Sample, key string) string {
 			return string(s.Status)
 		}
 	case "fuseRequests":
-		return strconv.FormatInt(s.FUSETotal(), 10)
+		return strconv.FormatInt(s.FUSEWork(), 10)
 	case "statements":
 		return strconv.FormatInt(s.Statements, 10)
 	case "files":
@@ -413,7 +413,9 @@ func (r *Report) buildCounts(idx map[string]map[string][]*manifests.Sample, name
 		for _, ss := range idx[c.Name] {
 			for _, s := range ss {
 				for op := range s.FUSERequests {
-					ops[op] = true
+					if !manifests.KernelHousekeeping(op) { // the kernel's timing, not the work
+						ops[op] = true
+					}
 				}
 			}
 		}

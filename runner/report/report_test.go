@@ -332,3 +332,23 @@ func TestKernelDifferencesAreExplained(t *testing.T) {
 		t.Errorf("markdown does not explain the READ difference:\n%s", md.String())
 	}
 }
+
+// TestHousekeepingIsNotWork: FORGET comes when the kernel evicts inodes,
+// on its own time; a FORGET count that differs is not different work.
+func TestHousekeepingIsNotWork(t *testing.T) {
+	pins, samples := fixedRun()
+	for i := range samples {
+		if samples[i].Target == "local" && samples[i].Cell == "C03" {
+			samples[i].FUSERequests["FORGET"] = int64(996 + samples[i].Round)
+		}
+	}
+	r, err := Build([]Input{{Source: "run", Pins: pins, Samples: samples}}, Options{Baseline: "docker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range r.Differences {
+		if d.Cell == "C03" {
+			t.Errorf("C03 %s flagged as different work: %v", d.Count, d.Values)
+		}
+	}
+}
