@@ -75,8 +75,10 @@ fuzz: ## Short fuzz runs of every parser (FUZZTIME=15s each)
 	$(GO) test -run '^$$' -fuzz '^FuzzImageLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./provision/standin/
 
 .PHONY: bench-layerfs
-bench-layerfs: ## The twelve cells on a LayerFS workspace against a plain directory, ratios and geomean (root, FUSE; minutes)
+bench-layerfs: ## The twelve cells on a LayerFS workspace, a plain directory and go-fuse's loopback, on disk and on tmpfs: ratios and geomeans (root, FUSE; minutes)
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 3x -timeout 30m ./layerfs/...
+	@echo "the same cells with the overlay, the plain directory and the loopback's directory on a tmpfs:"
+	LAYERFS_BENCH_OVERLAY=/dev/shm $(GO) test -count=1 -run '^$$' -bench Cells -benchtime 3x -timeout 30m ./layerfs/
 
 .PHONY: bench-exec
 bench-exec: ## Per-exec overhead: the stand-in, and beside it dockerd (scripts/dockerd start), as root

@@ -66,10 +66,45 @@ func baseFile(b testing.TB, dir string) {
 
 type cellTimes struct {
 	native, layerfs        time.Duration
+	loopback               time.Duration
+	loopbackRequests       int64
 	nativeWarm             time.Duration
 	mount, unmount, commit time.Duration
 	requests               int64
 	medianNs               int64
+}
+
+// runPlain runs c's body in a fresh directory made in parent (with the base
+// file when c needs it), directly or, when mnt is set, through go-fuse's
+// loopback filesystem mounted at mnt with the Workspace's kernel settings
+// (its request counts go to *tel); the directory goes afterwards.
+func runPlain(b *testing.B, c cell, parent, prefix, mnt string, tel ...**telemetry) time.Duration {
+	d, err := os.MkdirTemp(parent, prefix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The files go before the next run, as a warm-up mount's overlay goes
+	// at its unmount.
+	defer func() {
+		if err := os.RemoveAll(d); err != nil {
+			b.Fatal(err)
+		}
+	}()
+	if c.base {
+		baseFile(b, d)
+	}
+	if mnt == "" {
+		return runBody(b, d, c.body)
+	}
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	unmount, t := mountLoopback(b, d, mnt)
+	defer unmount()
+	if len(tel) > 0 {
+		*tel[0] = t
+	}
+	return runBody(b, mnt, c.body)
 }
 
 // runCell runs one cell with the cache protocol: a fresh Store, an untimed
@@ -86,30 +121,42 @@ func runCell(b *testing.B, c cell, src string) cellTimes {
 	// Each cell cleans up after itself: 64 MiB files left lying around
 	// make later cells slower.
 	defer os.RemoveAll(root)
-	// Native: warm-up in one directory, timed run in a fresh one.
-	for i, name := range []string{"native-warm", "native"} {
-		if i == 1 {
-			// The warm-up's files go before the timed run, as the
-			// warm-up mount's overlay goes at its unmount.
-			os.RemoveAll(filepath.Join(root, "native-warm"))
-		}
-		d := filepath.Join(root, name)
-		os.Mkdir(d, 0o755)
-		if c.base {
-			baseFile(b, d)
-		}
-		t := runBody(b, d, c.body)
+	s, err := Init(ctx, filepath.Join(root, "store"), ProfileDisposable)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	// Native: warm-up in one directory, timed run in a fresh one, both
+	// made where the Workspace's overlay directory will be made. Where a
+	// directory lands decides what creating files in it costs (on ext4, a
+	// new directory's files go to its block group; here creating a file
+	// costs 30 µs in some groups and 700 µs in others), so the plain
+	// directory and the overlay must be neighbours for a fair ratio.
+	overlays := filepath.Join(s.dir, overlaysDir)
+	if v := os.Getenv("LAYERFS_BENCH_OVERLAY"); v != "" {
+		overlays = v
+	}
+	for i := 0; i < 2; i++ {
+		t := runPlain(b, c, overlays, "native-", "")
 		if i == 1 {
 			ct.native = t
 		} else {
 			ct.nativeWarm = t
 		}
 	}
-	s, err := Init(ctx, filepath.Join(root, "store"), ProfileDisposable)
-	if err != nil {
-		b.Fatal(err)
+	// go-fuse's own loopback filesystem over a neighbour directory, with
+	// the Workspace's kernel settings: what any FUSE filesystem costs
+	// here, so the ratio to it is LayerFS's own share.
+	for i := 0; i < 2; i++ {
+		mnt := filepath.Join(root, fmt.Sprintf("loopback%d", i))
+		var tel *telemetry
+		t := runPlain(b, c, overlays, "loopback-", mnt, &tel)
+		if i == 1 {
+			ct.loopback = t
+			_, all := tel.snapshot()
+			ct.loopbackRequests = all.Count
+		}
 	}
-	defer s.Close()
 	var l *Layer
 	if c.base {
 		if l, err = s.Import(ctx, src, ImportOptions{Message: "base"}); err != nil {
@@ -120,7 +167,7 @@ func runCell(b *testing.B, c cell, src string) cellTimes {
 		mnt := filepath.Join(root, fmt.Sprintf("mnt%d", i))
 		os.Mkdir(mnt, 0o755)
 		// LAYERFS_BENCH_OVERLAY puts the overlay elsewhere (a tmpfs, say).
-		ws, err := Mount(ctx, s, mnt, MountOptions{Layer: l, OverlayDir: os.Getenv("LAYERFS_BENCH_OVERLAY")})
+		ws, err := Mount(ctx, s, mnt, MountOptions{Layer: l, OverlayDir: overlays})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -133,6 +180,9 @@ func runCell(b *testing.B, c cell, src string) cellTimes {
 				b.Fatal(err)
 			}
 			ct.requests, ct.medianNs = st.AllRequests.Count, st.AllRequests.MedianNs
+			if os.Getenv("LAYERFS_BENCH_OPS") != "" {
+				b.Logf("%s requests: %v", c.name, st.Requests)
+			}
 			res, err := ws.Commit(ctx, c.name)
 			if err != nil {
 				b.Fatal(err)
@@ -150,11 +200,16 @@ func runCell(b *testing.B, c cell, src string) cellTimes {
 	return ct
 }
 
-// BenchmarkCells runs the twelve cells on a Workspace and on a plain
-// directory and reports each cell's ratio (Workspace time / native time)
-// and their geometric mean, plus mount, unmount and Commit times and the
-// median daemon time per FUSE request. LAYERFS_BENCH_CELLS=C01,C06 runs
-// some cells only; LAYERFS_BENCH_OVERLAY=/dev/shm keeps the overlay there.
+// BenchmarkCells runs the twelve cells on a Workspace, on a plain directory
+// and on go-fuse's loopback filesystem of a plain directory, and reports
+// each cell's ratio to native (Workspace time / native time) and to the
+// loopback, their geometric means, the loopback's own ratio to native, plus
+// mount, unmount and Commit times and the median daemon time per FUSE
+// request. LAYERFS_BENCH_CELLS=C01,C06 runs some cells only;
+// LAYERFS_BENCH_OVERLAY=/dev/shm puts the overlay, the plain directories and
+// the loopback's directory there (a tmpfs: the same filesystem for all
+// three, with no disk in the way); LAYERFS_BENCH_OPS=1 logs the requests
+// by opcode.
 func BenchmarkCells(b *testing.B) {
 	needFUSE(b)
 	if _, err := exec.LookPath("git"); err != nil {
@@ -163,6 +218,8 @@ func BenchmarkCells(b *testing.B) {
 	src := b.TempDir()
 	baseFile(b, src)
 	ratios := map[string][]float64{}
+	vsLoopback := map[string][]float64{}
+	loopback := map[string][]float64{}
 	var mounts, unmounts, medians []float64
 	commits := map[string][]float64{}
 	var reqs int64
@@ -179,22 +236,32 @@ func BenchmarkCells(b *testing.B) {
 		for _, c := range run {
 			ct := runCell(b, c, src)
 			ratios[c.name] = append(ratios[c.name], float64(ct.layerfs)/float64(ct.native))
+			vsLoopback[c.name] = append(vsLoopback[c.name], float64(ct.layerfs)/float64(ct.loopback))
+			loopback[c.name] = append(loopback[c.name], float64(ct.loopback)/float64(ct.native))
 			mounts = append(mounts, ms(ct.mount))
 			unmounts = append(unmounts, ms(ct.unmount))
 			commits[c.name] = append(commits[c.name], ms(ct.commit))
 			medians = append(medians, float64(ct.medianNs)/1e3)
 			reqs += ct.requests
-			b.Logf("%s native-warm %7.1f ms native %7.1f ms  layerfs %7.1f ms  ratio %.2f  commit %6.1f ms  requests %d (median %.2f µs)",
-				c.name, ms(ct.nativeWarm), ms(ct.native), ms(ct.layerfs), float64(ct.layerfs)/float64(ct.native), ms(ct.commit), ct.requests, float64(ct.medianNs)/1e3)
+			b.Logf("%s native %6.1f ms (warm-up %6.1f)  loopback %6.1f ms (%d requests)  layerfs %6.1f ms (%d requests, median %.2f µs)  ratio %.2f, to loopback %.2f  commit %6.1f ms",
+				c.name, ms(ct.native), ms(ct.nativeWarm), ms(ct.loopback), ct.loopbackRequests, ms(ct.layerfs), ct.requests, float64(ct.medianNs)/1e3,
+				float64(ct.layerfs)/float64(ct.native), float64(ct.layerfs)/float64(ct.loopback), ms(ct.commit))
 		}
 	}
-	logSum := 0.0
-	for _, c := range run {
-		r := med(ratios[c.name])
-		logSum += math.Log(r)
-		b.ReportMetric(r, c.name+"-ratio")
+	geomean := func(rs map[string][]float64, suffix string) float64 {
+		logSum := 0.0
+		for _, c := range run {
+			r := med(rs[c.name])
+			logSum += math.Log(r)
+			if suffix != "" {
+				b.ReportMetric(r, c.name+suffix)
+			}
+		}
+		return math.Exp(logSum / float64(len(run)))
 	}
-	b.ReportMetric(math.Exp(logSum/float64(len(run))), "geomean-ratio")
+	b.ReportMetric(geomean(ratios, "-ratio"), "geomean-ratio")
+	b.ReportMetric(geomean(vsLoopback, "-vs-loopback"), "geomean-vs-loopback")
+	b.ReportMetric(geomean(loopback, ""), "loopback-geomean-ratio")
 	b.ReportMetric(med(mounts), "mount-ms")
 	b.ReportMetric(med(unmounts), "unmount-ms")
 	b.ReportMetric(med(commits["C06"]), "commit-64MiB-ms")

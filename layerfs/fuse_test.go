@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,8 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/hanwen/go-fuse/v2/posixtest"
+
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/manifests"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,6 +58,33 @@ func mountWSOpts(t testing.TB, s *Store, opts MountOptions) *Workspace {
 		}
 	})
 	return ws
+}
+
+// mountLoopback mounts go-fuse's loopback filesystem of dir at mnt with the
+// Workspace's kernel settings, counting requests as a Workspace does.
+func mountLoopback(tb testing.TB, dir, mnt string) (unmount func(), tel *telemetry) {
+	tb.Helper()
+	root, err := fs.NewLoopbackRoot(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fopts, _ := kernelOptions(MountOptions{})
+	fopts.FsName, fopts.Name = "loopback", "loopback"
+	tel = &telemetry{}
+	server, err := fuse.NewServer(&countingFS{RawFileSystem: fs.NewNodeFS(root, fopts), t: tel}, mnt, &fopts.MountOptions)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		server.Unmount()
+		tb.Fatal(err)
+	}
+	return func() {
+		if err := server.Unmount(); err != nil {
+			tb.Errorf("unmounting the loopback at %s: %v", mnt, err)
+		}
+	}, tel
 }
 
 // tmpfsDir returns a fresh directory on a tmpfs, for an overlay there.
@@ -564,5 +596,59 @@ func TestOverlayUsageCountsWhatTheWorkspaceShows(t *testing.T) {
 	}
 	if st.OverlayFiles != 2 || st.OverlayBytes != 8 {
 		t.Errorf("overlay: %d files, %d bytes; want 2 files (a hard link counted once), 8 bytes (not the open, unlinked one)", st.OverlayFiles, st.OverlayBytes)
+	}
+}
+
+// TestNoMoreRequestsThanLoopback creates, writes and closes files through
+// a Workspace and through go-fuse's loopback filesystem mounted with the
+// same kernel settings, and checks that the Workspace needs no more FUSE
+// requests for them than the loopback does (the kernel's housekeeping, sent
+// on its own time, left out), and only one LOOKUP and one CREATE per file.
+func TestNoMoreRequestsThanLoopback(t *testing.T) {
+	needFUSE(t)
+	const files = 50
+	work := func(dir string) {
+		for i := 0; i < files; i++ {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), []byte("file\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	work(t.TempDir()) // the test binary's own first-use costs, out of the way
+
+	ws := mountWS(t, newStore(t, ProfileDisposable), nil)
+	work(ws.mountpoint)
+	if _, err := ws.Unmount(5 * time.Second); err != nil { // every RELEASE answered
+		t.Fatal(err)
+	}
+	layerfs, _ := ws.tel.snapshot()
+
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	unmount, tel := mountLoopback(t, t.TempDir(), mnt)
+	work(mnt)
+	unmount()
+	loopback, _ := tel.snapshot()
+
+	counts := func(ops map[string]OpStats) (map[string]int64, int64) {
+		m, n := map[string]int64{}, int64(0)
+		for op, s := range ops {
+			if !manifests.KernelHousekeeping(op) {
+				m[op] = s.Count
+				n += s.Count
+			}
+		}
+		return m, n
+	}
+	got, gotN := counts(layerfs)
+	want, wantN := counts(loopback)
+	t.Logf("requests for %d files: layerfs %d %v, loopback %d %v", files, gotN, got, wantN, want)
+	if gotN > wantN {
+		t.Errorf("layerfs needs %d requests for %d files, go-fuse's loopback %d", gotN, files, wantN)
+	}
+	if got["CREATE"] != files || got["LOOKUP"] > files {
+		t.Errorf("layerfs: %d CREATE and %d LOOKUP for %d new files", got["CREATE"], got["LOOKUP"], files)
 	}
 }

@@ -191,49 +191,8 @@ func Mount(ctx context.Context, s *Store, mountpoint string, opts MountOptions) 
 		return nil, fmt.Errorf("mounting workspace at %q: %w", mountpoint, err)
 	}
 
-	timeout := opts.CacheTimeout
-	if timeout <= 0 {
-		timeout = time.Hour
-	}
-	fopts := &fs.Options{
-		MountOptions: fuse.MountOptions{
-			FsName:       "layerfs",
-			Name:         "layerfs",
-			MaxWrite:     1 << 20,
-			MaxReadAhead: 1 << 20,
-			DirectMount:  true,
-			// noatime: reads must not change the Workspace.
-			DirectMountFlags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOATIME,
-			// Locks go to the data files (open file description locks),
-			// as go-fuse's loopback does.
-			EnableLocks: true,
-			Options:     []string{"default_permissions"},
-			// The blobs and data files passthrough serves from may lie on
-			// a stacked filesystem themselves: a container's overlayfs
-			// root has depth 1, and at go-fuse's default of 1 the kernel
-			// refuses them (ELOOP), so reads quietly went through the
-			// daemon in every Sandbox. 2 is the kernel's maximum; it
-			// means nothing can stack on a Workspace, which nothing does.
-			MaxStackDepth: 2,
-			Debug:         opts.Debug,
-			Logger:        opts.Logger,
-		},
-		EntryTimeout:    &timeout,
-		AttrTimeout:     &timeout,
-		NegativeTimeout: &timeout,
-		NullPermissions: true,
-		RootStableAttr:  &fs.StableAttr{Ino: ws.root.ino, Gen: 1},
-		Logger:          opts.Logger,
-	}
-	if os.Geteuid() == 0 {
-		fopts.AllowOther = true
-	}
-	if opts.NoPassthrough {
-		fopts.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
-	}
-	if opts.Writeback {
-		fopts.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
-	}
+	fopts, timeout := kernelOptions(opts)
+	fopts.RootStableAttr = &fs.StableAttr{Ino: ws.root.ino, Gen: 1}
 	raw := fs.NewNodeFS(&node{ws: ws, in: ws.root}, fopts)
 	server, err := fuse.NewServer(&countingFS{RawFileSystem: raw, t: &ws.tel, releaseDone: ws.releaseDone}, mountpoint, &fopts.MountOptions)
 	if err != nil {
@@ -266,6 +225,54 @@ func Mount(ctx context.Context, s *Store, mountpoint string, opts MountOptions) 
 	}
 	ws.mountDur = time.Since(t0)
 	return ws, nil
+}
+
+// kernelOptions are the FUSE settings of a Workspace mount, and the cache
+// timeout in them. The benchmarks mount go-fuse's loopback with the same.
+func kernelOptions(opts MountOptions) (*fs.Options, time.Duration) {
+	timeout := opts.CacheTimeout
+	if timeout <= 0 {
+		timeout = time.Hour
+	}
+	fopts := &fs.Options{
+		MountOptions: fuse.MountOptions{
+			FsName:       "layerfs",
+			Name:         "layerfs",
+			MaxWrite:     1 << 20,
+			MaxReadAhead: 1 << 20,
+			DirectMount:  true,
+			// noatime: reads must not change the Workspace.
+			DirectMountFlags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOATIME,
+			// Locks go to the data files (open file description locks),
+			// as go-fuse's loopback does.
+			EnableLocks: true,
+			Options:     []string{"default_permissions"},
+			// The blobs and data files passthrough serves from may lie on
+			// a stacked filesystem themselves: a container's overlayfs
+			// root has depth 1, and at go-fuse's default of 1 the kernel
+			// refuses them (ELOOP), so reads quietly went through the
+			// daemon in every Sandbox. 2 is the kernel's maximum; it
+			// means nothing can stack on a Workspace, which nothing does.
+			MaxStackDepth: 2,
+			Debug:         opts.Debug,
+			Logger:        opts.Logger,
+		},
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &timeout,
+		NullPermissions: true,
+		Logger:          opts.Logger,
+	}
+	if os.Geteuid() == 0 {
+		fopts.AllowOther = true
+	}
+	if opts.NoPassthrough {
+		fopts.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	}
+	if opts.Writeback {
+		fopts.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
+	}
+	return fopts, timeout
 }
 
 // loadLinks loads every directory that holds a name of a hard-linked inode,
