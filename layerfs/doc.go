@@ -43,7 +43,10 @@ package layerfs
 // and READ and WRITE never reach the daemon. The kernel does not grant
 // passthrough together with the writeback cache, so the writeback cache is
 // off unless asked for (MountOptions.Writeback). The mount is noatime: reads
-// never change a Workspace, so they never make a Commit necessary.
+// never change a Workspace, so they never make a Commit necessary. With
+// FUSE_HANDLE_KILLPRIV_V2 the daemon clears set-ID bits and
+// security.capability itself (killpriv.go), and the kernel stops asking for
+// security.capability before every write to a file.
 //
 // # Limits
 //

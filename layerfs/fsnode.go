@@ -333,7 +333,7 @@ func (ws *Workspace) openData(in *inode, flags uint32) (fs.FileHandle, syscall.E
 	} else {
 		in.upperOpens++
 	}
-	return h, 0
+	return ws.fileHandle(h, acc != syscall.O_RDONLY), 0
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -376,7 +376,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	in.upperOpens++
 	ws.link(n.in, name, in)
 	ws.touchDir(n.in)
-	return n.child(ctx, in, out), h, 0, 0
+	return n.child(ctx, in, out), ws.fileHandle(h, flags&syscall.O_ACCMODE != syscall.O_RDONLY), 0, 0
 }
 
 // createData creates the empty upper data file of a new regular file, open
@@ -709,6 +709,9 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, sa *fuse.SetAttrIn,
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	in := n.in
+	if e := ws.privsOnSetattr(ctx, in, sa); e != 0 {
+		return e
+	}
 	if sz, ok := sa.GetSize(); ok {
 		if in.isDir() {
 			return syscall.EISDIR
@@ -750,8 +753,8 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, sa *fuse.SetAttrIn,
 			if err := unix.Lchown(ws.upperPath(in), int(in.uid), int(in.gid)); err != nil {
 				return errno(err)
 			}
-			// chown clears set-ID bits on the data file; the kernel
-			// sends the mode it wants kept in the same request.
+			// chown clears set-ID bits on the data file; in.mode is
+			// what privsOnSetattr kept.
 			unix.Chmod(ws.upperPath(in), in.mode&07777)
 		}
 	}

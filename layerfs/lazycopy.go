@@ -171,6 +171,9 @@ var (
 func (h *lazyHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.ws.mu.Lock()
 	defer h.ws.mu.Unlock()
+	if e := h.ws.privsOnWrite(ctx, h.in); e != 0 {
+		return 0, e
+	}
 	n, err := unix.Pwrite(int(h.f.Fd()), data, off)
 	if n > 0 && h.in.lazy != nil {
 		h.in.lazy.add(off, off+int64(n))
@@ -193,6 +196,9 @@ func (h *lazyHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 func (h *lazyHandle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
 	h.ws.mu.Lock()
 	defer h.ws.mu.Unlock()
+	if e := h.ws.privsOnWrite(ctx, h.in); e != 0 {
+		return e
+	}
 	if e := h.ws.finishLazy(h.in); e != 0 {
 		return e
 	}

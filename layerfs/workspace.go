@@ -53,16 +53,20 @@ type MountOptions struct {
 
 // Features says which kernel features a mount uses.
 type Features struct {
-	EntryTimeoutNs    int64  `json:"entryTimeoutNs"`
-	AttrTimeoutNs     int64  `json:"attrTimeoutNs"`
-	NegativeTimeoutNs int64  `json:"negativeTimeoutNs"`
-	NegativeEntries   bool   `json:"negativeEntries"`
-	WritebackCache    bool   `json:"writebackCache"`
-	MaxWrite          int    `json:"maxWrite"`
-	Passthrough       bool   `json:"passthrough"`
-	ReaddirPlus       bool   `json:"readdirPlus"`
-	ParallelDirops    bool   `json:"parallelDirops"`
-	KernelProtocol    string `json:"kernelProtocol"`
+	EntryTimeoutNs    int64 `json:"entryTimeoutNs"`
+	AttrTimeoutNs     int64 `json:"attrTimeoutNs"`
+	NegativeTimeoutNs int64 `json:"negativeTimeoutNs"`
+	NegativeEntries   bool  `json:"negativeEntries"`
+	WritebackCache    bool  `json:"writebackCache"`
+	MaxWrite          int   `json:"maxWrite"`
+	Passthrough       bool  `json:"passthrough"`
+	ReaddirPlus       bool  `json:"readdirPlus"`
+	ParallelDirops    bool  `json:"parallelDirops"`
+	// KillPrivV2: the daemon clears set-ID bits and security.capability
+	// on write, truncate and chown, and the kernel stops asking for
+	// security.capability before every write.
+	KillPrivV2     bool   `json:"killPrivV2"`
+	KernelProtocol string `json:"kernelProtocol"`
 }
 
 // Workspace is a mounted Layer with a private writable overlay.
@@ -221,6 +225,7 @@ func Mount(ctx context.Context, s *Store, mountpoint string, opts MountOptions) 
 		Passthrough:    granted&fuse.CAP_PASSTHROUGH != 0 && os.Geteuid() == 0 && !opts.Writeback,
 		ReaddirPlus:    granted&fuse.CAP_READDIRPLUS != 0,
 		ParallelDirops: granted&fuse.CAP_PARALLEL_DIROPS != 0,
+		KillPrivV2:     granted&fuse.CAP_HANDLE_KILLPRIV_V2 != 0,
 		KernelProtocol: fmt.Sprintf("%d.%d", ks.Major, ks.Minor),
 	}
 	ws.mountDur = time.Since(t0)
@@ -272,6 +277,9 @@ func kernelOptions(opts MountOptions) (*fs.Options, time.Duration) {
 	if opts.Writeback {
 		fopts.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
 	}
+	// The daemon clears set-ID bits and capabilities itself (killpriv.go),
+	// so the kernel stops asking for security.capability before writes.
+	fopts.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
 	return fopts, timeout
 }
 

@@ -324,8 +324,8 @@ func printStats(w io.Writer, st *layerfs.Stats) {
 	fmt.Fprintf(w, "overlay       %d bytes in %d files; %d copy-ups (%d lazy, %d bytes copied), %d whiteouts, %d opaque dirs\n", st.OverlayBytes, st.OverlayFiles, st.CopyUps, st.LazyCopyUps, st.CopyUpBytes, st.Whiteouts, st.OpaqueDirs)
 	fmt.Fprintf(w, "sql           %d statements\n", st.SQLStatements)
 	f := st.Features
-	fmt.Fprintf(w, "features      passthrough=%v writeback=%v maxWrite=%d entry/attr/negative timeout=%v/%v/%v readdirplus=%v protocol=%s\n",
-		f.Passthrough, f.WritebackCache, f.MaxWrite, time.Duration(f.EntryTimeoutNs), time.Duration(f.AttrTimeoutNs), time.Duration(f.NegativeTimeoutNs), f.ReaddirPlus, f.KernelProtocol)
+	fmt.Fprintf(w, "features      passthrough=%v writeback=%v maxWrite=%d entry/attr/negative timeout=%v/%v/%v readdirplus=%v killpriv_v2=%v protocol=%s\n",
+		f.Passthrough, f.WritebackCache, f.MaxWrite, time.Duration(f.EntryTimeoutNs), time.Duration(f.AttrTimeoutNs), time.Duration(f.NegativeTimeoutNs), f.ReaddirPlus, f.KillPrivV2, f.KernelProtocol)
 	fmt.Fprintf(w, "requests      %d, median %.2f µs\n", st.AllRequests.Count, float64(st.AllRequests.MedianNs)/1e3)
 	var names []string
 	for k := range st.Requests {
