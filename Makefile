@@ -13,7 +13,7 @@ FUZZTIME ?= 15s
 RUN_FLAGS ?=
 TEST_TIMEOUT ?= 40m
 # Debian packages the tests use; installed when missing (root only).
-TEST_PACKAGES := git coreutils dpkg apt skopeo umoci busybox-static fuse3 fio stress-ng
+TEST_PACKAGES := git coreutils dpkg apt skopeo umoci busybox-static fuse3 fio stress-ng xfsprogs e2fsprogs
 # What building and booting VM images needs (make vm-image, make test-vm).
 VM_PACKAGES := mmdebstrap e2fsprogs qemu-utils qemu-system-x86
 
@@ -75,10 +75,12 @@ fuzz: ## Short fuzz runs of every parser (FUZZTIME=15s each)
 	$(GO) test -run '^$$' -fuzz '^FuzzImageLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./provision/standin/
 
 .PHONY: bench-layerfs
-bench-layerfs: ## The twelve cells on a LayerFS workspace, a plain directory and go-fuse's loopback, on disk and on tmpfs: ratios and geomeans (root, FUSE; minutes)
+bench-layerfs: deps ## The twelve cells on a LayerFS workspace, a plain directory and go-fuse's loopback, on disk, tmpfs and XFS: ratios and geomeans (root, FUSE; minutes)
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 3x -timeout 30m ./layerfs/...
 	@echo "the same cells with the overlay, the plain directory and the loopback's directory on a tmpfs:"
 	LAYERFS_BENCH_OVERLAY=/dev/shm $(GO) test -count=1 -run '^$$' -bench Cells -benchtime 3x -timeout 30m ./layerfs/
+	@echo "the same cells with everything on XFS, whose reflinks make copy-ups clones:"
+	scripts/with-loopfs xfs $(GO) test -count=1 -run '^$$' -bench Cells -benchtime 3x -timeout 30m ./layerfs/
 
 .PHONY: bench-exec
 bench-exec: ## Per-exec overhead: the stand-in, and beside it dockerd (scripts/dockerd start), as root

@@ -53,10 +53,11 @@ package layerfs
 // One FUSE inode can have only one passthrough backing file at a time, so a
 // base file that some process holds open for reading cannot be copied up:
 // opening it for writing waits up to a second for the readers to close, then
-// fails with ETXTBSY. Copy-up copies the whole file (copy_file_range: a
-// reflink on filesystems that have them, a full copy on ext4), except that
-// a large file opened write-only is copied up lazily: its writes then go
-// through the daemon, and what was not written is filled in from the blob
+// fails with ETXTBSY. Copy-up clones the blob (FICLONE) where the Store's
+// filesystem shares extents (XFS with reflinks, btrfs): instant, whatever
+// the size. Elsewhere (ext4) it copies the whole file, except that a large
+// file opened write-only is copied up lazily: its writes then go through
+// the daemon, and what was not written is filled in from the blob
 // afterwards (lazycopy.go). The overlay
 // of a Workspace lives as long as its mount: unmounting discards what was not
 // committed, and a killed daemon's overlay is removed at the next mount.

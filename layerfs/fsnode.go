@@ -148,6 +148,24 @@ func (ws *Workspace) touchDir(dir *inode) {
 // read the base blob: the kernel serves those by passthrough from the blob,
 // and one FUSE inode can have only one backing file at a time.
 func (ws *Workspace) copyUp(in *inode, truncate bool) syscall.Errno {
+	return ws.copyUpWith(in, truncate, false)
+}
+
+// cloneUp copies in up by sharing the blob's extents (FICLONE), where the
+// Store's filesystem can (XFS, btrfs): then even a large file opened
+// write-only is copied up at once and written by passthrough, rather than
+// lazily through the daemon. It reports whether in is now in the overlay.
+func (ws *Workspace) cloneUp(in *inode) bool {
+	if ws.noClone || in.upper || in.lazy != nil {
+		return false
+	}
+	return ws.copyUpWith(in, false, true) == 0
+}
+
+// copyUpWith copies in's data from its blob into a new upper data file: by
+// FICLONE where the filesystem shares extents, else by copying; with
+// cloneOnly, it fails rather than copy.
+func (ws *Workspace) copyUpWith(in *inode, truncate, cloneOnly bool) syscall.Errno {
 	if in.upper {
 		return 0
 	}
@@ -177,12 +195,32 @@ func (ws *Workspace) copyUp(in *inode, truncate bool) syscall.Errno {
 		if err != nil {
 			return fail(err)
 		}
-		n, err := io.Copy(dst, src)
-		src.Close()
-		if err != nil {
-			return fail(err)
+		cloned := false
+		if !ws.noClone {
+			err := unix.IoctlFileClone(int(dst.Fd()), int(src.Fd()))
+			switch {
+			case err == nil:
+				cloned = true
+				ws.tel.clonedCopyUps.Add(1)
+			case err == unix.EOPNOTSUPP || err == unix.ENOTTY || err == unix.EXDEV || err == unix.EINVAL || err == unix.ENOSYS:
+				ws.noClone = true // not on this filesystem, or not across these two
+			}
 		}
-		ws.tel.copyUpBytes.Add(n)
+		if !cloned && cloneOnly {
+			src.Close()
+			dst.Close()
+			os.Remove(p)
+			return syscall.EOPNOTSUPP
+		}
+		if !cloned {
+			n, err := io.Copy(dst, src)
+			if err != nil {
+				src.Close()
+				return fail(err)
+			}
+			ws.tel.copyUpBytes.Add(n)
+		}
+		src.Close()
 	}
 	fd := int(dst.Fd())
 	if err := unix.Fchmod(fd, in.mode&07777); err != nil {
@@ -343,7 +381,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if !n.in.isRegular() {
 		return nil, 0, syscall.EINVAL
 	}
-	if wantsLazy(n.in, flags) {
+	if wantsLazy(n.in, flags) && !ws.cloneUp(n.in) {
 		return ws.openLazy(n.in, flags)
 	}
 	if e := ws.finishLazy(n.in); e != 0 {

@@ -5,9 +5,11 @@ package layerfs
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -650,5 +652,107 @@ func TestNoMoreRequestsThanLoopback(t *testing.T) {
 	}
 	if got["CREATE"] != files || got["LOOKUP"] > files {
 		t.Errorf("layerfs: %d CREATE and %d LOOKUP for %d new files", got["CREATE"], got["LOOKUP"], files)
+	}
+}
+
+// loopFS mounts a fresh filesystem of type fsys (xfs, with reflinks, or
+// ext4, without) from a loop-mounted image and returns its root; it is
+// unmounted when the test ends.
+func loopFS(t testing.TB, fsys string) string {
+	t.Helper()
+	testenv.NeedRoot(t)
+	mkfs := testenv.NeedCommand(t, "mkfs."+fsys)
+	args := map[string][]string{"xfs": {"-q", "-m", "reflink=1"}, "ext4": {"-q", "-F"}}[fsys]
+	dir := t.TempDir()
+	img, mnt := filepath.Join(dir, "xfs.img"), filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(img)
+	if err == nil {
+		err = f.Truncate(512 << 20) // sparse
+		f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(mkfs, append(args, img)...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", mkfs, err, out)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+		testenv.Skip(t, "cannot loop-mount a %s image here: %v: %s", fsys, err, bytes.TrimSpace(out))
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v\n%s", mnt, err, out)
+		}
+	})
+	return mnt
+}
+
+// TestCopyUpClonesWhereItCan opens a large base file write-only on a Store on
+// XFS: the copy-up shares the blob's extents (FICLONE) at once, so the
+// writes go by passthrough (no WRITE reaches the daemon) instead of lazily
+// through it, and the base Layer's blob is unchanged. On ext4, which has no
+// reflinks, the same open copies up lazily.
+func TestCopyUpClonesWhereItCan(t *testing.T) {
+	needFUSE(t)
+	for _, fsys := range []string{"xfs", "ext4"} {
+		t.Run(fsys, func(t *testing.T) {
+			root := loopFS(t, fsys)
+			src := filepath.Join(root, "src")
+			if err := os.Mkdir(src, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			base := bytes.Repeat([]byte("0123456789abcdef"), 4<<20/16) // 4 MiB
+			if err := os.WriteFile(filepath.Join(src, "base.bin"), base, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			s, err := Init(ctx, filepath.Join(root, "store"), ProfileDisposable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			l, err := s.Import(ctx, src, ImportOptions{Message: "base"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws := mountWSOpts(t, s, MountOptions{Layer: l})
+			p := filepath.Join(ws.mountpoint, "base.bin")
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt(bytes.Repeat([]byte{'x'}, 1<<20), 1<<20); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			want := append([]byte(nil), base...)
+			copy(want[1<<20:2<<20], bytes.Repeat([]byte{'x'}, 1<<20))
+			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("after writing its second MiB, the file differs (err %v)", err)
+			}
+			st, err := ws.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writes := st.Requests["WRITE"].Count + st.Requests["WRITEV"].Count
+			t.Logf("%s: %d copy-ups, %d cloned, %d lazy, %d bytes copied, %d WRITE requests",
+				fsys, st.CopyUps, st.ClonedCopyUps, st.LazyCopyUps, st.CopyUpBytes, writes)
+			switch {
+			case fsys == "xfs" && (st.ClonedCopyUps != 1 || st.LazyCopyUps != 0 || writes != 0 || st.CopyUpBytes != 0):
+				t.Errorf("on XFS the copy-up should be one clone, with the writes by passthrough")
+			case fsys == "ext4" && (st.ClonedCopyUps != 0 || st.LazyCopyUps != 1 || writes == 0):
+				t.Errorf("on ext4 the copy-up should be lazy, with the writes through the daemon")
+			}
+			// The base Layer still reads as it was.
+			blob, err := os.ReadFile(s.blobPath(Digest(sha256.Sum256(base))))
+			if err != nil || !bytes.Equal(blob, base) {
+				t.Errorf("the base blob changed (err %v)", err)
+			}
+		})
 	}
 }

@@ -28,9 +28,11 @@ type telemetry struct {
 
 	copyUps     atomic.Int64
 	lazyCopyUps atomic.Int64
-	copyUpBytes atomic.Int64
-	whiteouts   atomic.Int64
-	opaqueDirs  atomic.Int64
+	// clonedCopyUps shared the blob's extents (FICLONE) instead of copying.
+	clonedCopyUps atomic.Int64
+	copyUpBytes   atomic.Int64
+	whiteouts     atomic.Int64
+	opaqueDirs    atomic.Int64
 }
 
 func bucketOf(ns int64) int {

@@ -93,6 +93,9 @@ type Workspace struct {
 	// releasing holds handles whose RELEASE go-fuse is still finishing,
 	// keyed by the request's cancel channel.
 	releasing map[<-chan struct{}]*handle
+	// noClone: FICLONE from a blob into the overlay failed as unsupported
+	// once, so copy-ups copy without trying it again.
+	noClone bool
 
 	mountDur   time.Duration
 	commitDur  time.Duration
@@ -666,14 +669,17 @@ type Stats struct {
 	Base       string             `json:"base"`
 	Requests   map[string]OpStats `json:"requests"`
 	// AllRequests sums Requests; its MedianNs is over every request.
-	AllRequests   OpStats  `json:"allRequests"`
-	SQLStatements int64    `json:"sqlStatements"`
-	StoreUsage    Usage    `json:"storeUsage"`
-	OverlayBytes  int64    `json:"overlayBytes"`
-	OverlayFiles  int64    `json:"overlayFiles"`
-	CopyUps       int64    `json:"copyUps"`
-	CopyUpBytes   int64    `json:"copyUpBytes"`
-	LazyCopyUps   int64    `json:"lazyCopyUps"`
+	AllRequests   OpStats `json:"allRequests"`
+	SQLStatements int64   `json:"sqlStatements"`
+	StoreUsage    Usage   `json:"storeUsage"`
+	OverlayBytes  int64   `json:"overlayBytes"`
+	OverlayFiles  int64   `json:"overlayFiles"`
+	CopyUps       int64   `json:"copyUps"`
+	CopyUpBytes   int64   `json:"copyUpBytes"`
+	LazyCopyUps   int64   `json:"lazyCopyUps"`
+	// ClonedCopyUps shared the blob's extents (FICLONE, on filesystems
+	// with reflinks) instead of copying its bytes.
+	ClonedCopyUps int64    `json:"clonedCopyUps"`
 	Whiteouts     int64    `json:"whiteouts"`
 	OpaqueDirs    int64    `json:"opaqueDirs"`
 	Commits       int64    `json:"commits"`
@@ -731,6 +737,7 @@ func (ws *Workspace) Stats(ctx context.Context) (*Stats, error) {
 	st.CopyUps = ws.tel.copyUps.Load()
 	st.CopyUpBytes = ws.tel.copyUpBytes.Load()
 	st.LazyCopyUps = ws.tel.lazyCopyUps.Load()
+	st.ClonedCopyUps = ws.tel.clonedCopyUps.Load()
 	st.Whiteouts = ws.tel.whiteouts.Load()
 	st.OpaqueDirs = ws.tel.opaqueDirs.Load()
 	ws.mu.Lock()

@@ -321,7 +321,7 @@ func printStats(w io.Writer, st *layerfs.Stats) {
 	fmt.Fprintf(w, "workspace     %s\nstore         %s (%s)\nbase layer    %s\n", st.Mountpoint, st.Store, st.Profile, st.Base)
 	fmt.Fprintf(w, "mount         %.3f ms\nlast commit   %.3f ms (%d commits)\n", float64(st.MountNs)/1e6, float64(st.LastCommitNs)/1e6, st.Commits)
 	fmt.Fprintf(w, "store bytes   db %d, blobs %d (%d blobs, %d trees, %d layers)\n", st.StoreUsage.DBBytes, st.StoreUsage.BlobBytes, st.StoreUsage.Blobs, st.StoreUsage.Trees, st.StoreUsage.Layers)
-	fmt.Fprintf(w, "overlay       %d bytes in %d files; %d copy-ups (%d lazy, %d bytes copied), %d whiteouts, %d opaque dirs\n", st.OverlayBytes, st.OverlayFiles, st.CopyUps, st.LazyCopyUps, st.CopyUpBytes, st.Whiteouts, st.OpaqueDirs)
+	fmt.Fprintf(w, "overlay       %d bytes in %d files; %d copy-ups (%d lazy, %d cloned, %d bytes copied), %d whiteouts, %d opaque dirs\n", st.OverlayBytes, st.OverlayFiles, st.CopyUps, st.LazyCopyUps, st.ClonedCopyUps, st.CopyUpBytes, st.Whiteouts, st.OpaqueDirs)
 	fmt.Fprintf(w, "sql           %d statements\n", st.SQLStatements)
 	f := st.Features
 	fmt.Fprintf(w, "features      passthrough=%v writeback=%v maxWrite=%d entry/attr/negative timeout=%v/%v/%v readdirplus=%v killpriv_v2=%v protocol=%s\n",
