@@ -112,10 +112,8 @@ func makeChart(r *Report, tm Timing) chart {
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"ms":      ms,
-	"median":  medianText,
 	"ratioOf": ratioText,
 	"geo":     func(s Summary) string { return summaryText(s, ratio) },
-	"mdn":     func(s Summary) string { return summaryText(s, ms) },
 	"grouped": grouped,
 	"title":   CountTitle,
 	"chart":   func(r *Report, tm Timing) chart { return makeChart(r, tm) },
@@ -213,15 +211,15 @@ code { font-size: 90%; }
 <h2>2. Timings</h2>
 {{- $r := .}}
 {{- range .Timings}}
-<h3>{{.Title}} (ms; ratio to {{$r.Baseline}})</h3>
+{{- $tm := .}}
+<h3>{{.Title}} ({{.UnitText}}; ratio to {{$r.Baseline}})</h3>
 <table>
 <tr><th>cell</th>{{range $r.TargetNames}}<th>{{.}}</th>{{if notBase $r .}}<th>ratio</th>{{end}}{{end}}</tr>
 {{- range .Rows}}
-<tr><td>{{.Cell}}</td>{{range $i, $v := .Values}}<td>{{median $v}}</td>{{if notBase $r (index $r.Targets $i).Name}}<td>{{ratioOf $v}}</td>{{end}}{{end}}</tr>
+<tr><td>{{.Cell}}</td>{{range $i, $v := .Values}}<td>{{$tm.MedianText $v}}</td>{{if notBase $r (index $r.Targets $i).Name}}<td>{{ratioOf $v}}</td>{{end}}{{end}}</tr>
 {{- end}}
-{{- $tm := .}}
 <tr class="summary"><td>geometric mean of ratios</td>{{range $i, $t := $r.Targets}}<td></td>{{if notBase $r $t.Name}}<td>{{geo (index $tm.GeoMean $i)}}</td>{{end}}{{end}}</tr>
-<tr class="summary"><td>median over cells</td>{{range $i, $t := $r.Targets}}<td>{{mdn (index $tm.MedianOverCells $i)}}</td>{{if notBase $r $t.Name}}<td></td>{{end}}{{end}}</tr>
+<tr class="summary"><td>median over cells</td>{{range $i, $t := $r.Targets}}<td>{{$tm.SummaryText (index $tm.MedianOverCells $i)}}</td>{{if notBase $r $t.Name}}<td></td>{{end}}{{end}}</tr>
 </table>
 {{- with $c := chart $r .}}
 <figure>

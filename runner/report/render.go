@@ -71,12 +71,32 @@ func ratioText(v TimingValue) string {
 	return s
 }
 
-func medianText(v TimingValue) string {
+// Format writes one of tm's values: milliseconds, or a plain ratio.
+func (tm Timing) Format(v float64) string {
+	if tm.Unit == UnitTimes {
+		return ratio(v)
+	}
+	return ms(v)
+}
+
+// UnitText says what tm's values are, for a heading.
+func (tm Timing) UnitText() string {
+	if tm.Unit == UnitTimes {
+		return "times native"
+	}
+	return "ms"
+}
+
+// MedianText writes a value's median, or a dash.
+func (tm Timing) MedianText(v TimingValue) string {
 	if v.MedianNs == nil {
 		return "—"
 	}
-	return ms(*v.MedianNs)
+	return tm.Format(*v.MedianNs)
 }
+
+// SummaryText writes a median over cells, or a dash.
+func (tm Timing) SummaryText(s Summary) string { return summaryText(s, tm.Format) }
 
 func summaryText(s Summary, f func(float64) string) string {
 	if s.Value == nil {
@@ -220,7 +240,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 
 	p("\n## 2. Timings\n")
 	for _, tm := range r.Timings {
-		p("\n### %s (ms; ratio to %s)\n\n", tm.Title, r.Baseline)
+		p("\n### %s (%s; ratio to %s)\n\n", tm.Title, tm.UnitText(), r.Baseline)
 		head := []string{"cell"}
 		for _, n := range names {
 			head = append(head, n)
@@ -233,7 +253,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 		for _, tr := range tm.Rows {
 			cells := []string{tr.Cell}
 			for i, n := range names {
-				cells = append(cells, medianText(tr.Values[i]))
+				cells = append(cells, tm.MedianText(tr.Values[i]))
 				if n != r.Baseline {
 					cells = append(cells, ratioText(tr.Values[i]))
 				}
@@ -244,7 +264,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 		md := []string{"median over cells"}
 		for i, n := range names {
 			gm = append(gm, "")
-			md = append(md, summaryText(tm.MedianOverCells[i], ms))
+			md = append(md, tm.SummaryText(tm.MedianOverCells[i]))
 			if n != r.Baseline {
 				gm = append(gm, summaryText(tm.GeoMean[i], ratio))
 				md = append(md, "")

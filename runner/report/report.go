@@ -150,9 +150,12 @@ type Problem struct {
 
 // Timing is one timed phase across cells and targets.
 type Timing struct {
-	Metric string      `json:"metric"` // commandNs, execWallNs, ...
-	Title  string      `json:"title"`
-	Rows   []TimingRow `json:"rows"`
+	Metric string `json:"metric"` // commandNs, execWallNs, ...
+	Title  string `json:"title"`
+	// Unit is UnitNs for durations, or UnitTimes for a dimensionless ratio
+	// (layerfsOverNative), whose "medianNs" values are then plain ratios.
+	Unit string      `json:"unit"`
+	Rows []TimingRow `json:"rows"`
 	// GeoMean is, per target, the geometric mean over cells of the ratio to
 	// the baseline, over the cells where both have a value.
 	GeoMean []Summary `json:"geoMean"`
@@ -237,22 +240,40 @@ func countValue(s *manifests.Sample, key string) string {
 	panic("unknown count " + key)
 }
 
+// The units of a Timing.
+const (
+	UnitNs    = "ns"
+	UnitTimes = "times"
+)
+
 // The timings, in order.
 var timingNames = []struct {
-	metric, title string
-	get           func(*manifests.Sample) (float64, bool)
+	metric, title, unit string
+	get                 func(*manifests.Sample) (float64, bool)
 }{
-	{"commandNs", "Command time on the Sandbox's own clock", func(s *manifests.Sample) (float64, bool) { return float64(s.CommandNs), true }},
-	{"execWallNs", "Exec wall time on the runner side", func(s *manifests.Sample) (float64, bool) { return float64(s.ExecWallNs), true }},
-	{"execOverheadNs", "Per-exec overhead (exec wall minus command time)", func(s *manifests.Sample) (float64, bool) { return float64(s.ExecOverheadNs), true }},
-	{"mountNs", "Mount", func(s *manifests.Sample) (float64, bool) { return float64(s.MountNs), true }},
-	{"commitNs", "Commit", func(s *manifests.Sample) (float64, bool) { return float64(s.CommitNs), true }},
-	{"unmountNs", "Unmount", func(s *manifests.Sample) (float64, bool) { return float64(s.UnmountNs), true }},
-	{"nativeNs", "Native reference: the same body on a plain directory, no LayerFS", func(s *manifests.Sample) (float64, bool) {
+	{"commandNs", "Command time on the Sandbox's own clock", UnitNs, func(s *manifests.Sample) (float64, bool) { return float64(s.CommandNs), true }},
+	{"execWallNs", "Exec wall time on the runner side", UnitNs, func(s *manifests.Sample) (float64, bool) { return float64(s.ExecWallNs), true }},
+	{"execOverheadNs", "Per-exec overhead (exec wall minus command time)", UnitNs, func(s *manifests.Sample) (float64, bool) { return float64(s.ExecOverheadNs), true }},
+	{"mountNs", "Mount", UnitNs, func(s *manifests.Sample) (float64, bool) { return float64(s.MountNs), true }},
+	{"commitNs", "Commit", UnitNs, func(s *manifests.Sample) (float64, bool) { return float64(s.CommitNs), true }},
+	{"unmountNs", "Unmount", UnitNs, func(s *manifests.Sample) (float64, bool) { return float64(s.UnmountNs), true }},
+	{"nativeNs", "Native reference: the same body on a plain directory, no LayerFS", UnitNs, func(s *manifests.Sample) (float64, bool) {
 		if s.NativeNs == nil {
 			return 0, false
 		}
 		return float64(*s.NativeNs), true
+	}},
+	// The ratio a target's own disk cannot skew: targets keep their
+	// Sandboxes in different places, and where a directory lands changes
+	// what creating files costs there (see the runner's scratch), so
+	// command times of create-heavy cells differ between targets on one
+	// machine for reasons that are not the platform's. LayerFS's cost
+	// over native in the same Sandbox does not.
+	{"layerfsOverNative", "LayerFS over native: command time divided by the native reference, per sample", UnitTimes, func(s *manifests.Sample) (float64, bool) {
+		if s.NativeNs == nil || *s.NativeNs <= 0 {
+			return 0, false
+		}
+		return float64(s.CommandNs) / float64(*s.NativeNs), true
 	}},
 }
 
@@ -400,6 +421,7 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 	for _, tn := range timingNames {
 		tm, ok := r.buildTiming(idx, names, tn.metric, tn.title, tn.get, resamples)
 		if ok {
+			tm.Unit = tn.unit
 			r.Timings = append(r.Timings, tm)
 		}
 	}
