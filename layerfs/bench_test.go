@@ -111,7 +111,7 @@ func runPlain(b *testing.B, c cell, parent, prefix, mnt string, tel ...**telemet
 // warm-up run on an earlier mount, then a fresh mount for the timed run,
 // then Commit and unmount; and the same body on a plain directory of the
 // same filesystem, also after a warm-up.
-func runCell(b *testing.B, c cell, src string) cellTimes {
+func runCell(b *testing.B, c cell, src string, round int) cellTimes {
 	var ct cellTimes
 	ctx := context.Background()
 	root, err := os.MkdirTemp("", "layerfs-cell-")
@@ -128,34 +128,13 @@ func runCell(b *testing.B, c cell, src string) cellTimes {
 	defer s.Close()
 	// Native: warm-up in one directory, timed run in a fresh one, both
 	// made where the Workspace's overlay directory will be made. Where a
-	// directory lands decides what creating files in it costs (on ext4, a
-	// new directory's files go to its block group; here creating a file
-	// costs 30 µs in some groups and 700 µs in others), so the plain
-	// directory and the overlay must be neighbours for a fair ratio.
+	// directory lands decides what creating files in it costs (on this
+	// machine's ext4, 30 µs in one fresh directory and 700 µs in another),
+	// so the plain directory and the overlay must be neighbours for a fair
+	// ratio.
 	overlays := filepath.Join(s.dir, overlaysDir)
 	if v := os.Getenv("LAYERFS_BENCH_OVERLAY"); v != "" {
 		overlays = v
-	}
-	for i := 0; i < 2; i++ {
-		t := runPlain(b, c, overlays, "native-", "")
-		if i == 1 {
-			ct.native = t
-		} else {
-			ct.nativeWarm = t
-		}
-	}
-	// go-fuse's own loopback filesystem over a neighbour directory, with
-	// the Workspace's kernel settings: what any FUSE filesystem costs
-	// here, so the ratio to it is LayerFS's own share.
-	for i := 0; i < 2; i++ {
-		mnt := filepath.Join(root, fmt.Sprintf("loopback%d", i))
-		var tel *telemetry
-		t := runPlain(b, c, overlays, "loopback-", mnt, &tel)
-		if i == 1 {
-			ct.loopback = t
-			_, all := tel.snapshot()
-			ct.loopbackRequests = all.Count
-		}
 	}
 	var l *Layer
 	if c.base {
@@ -163,39 +142,76 @@ func runCell(b *testing.B, c cell, src string) cellTimes {
 			b.Fatal(err)
 		}
 	}
-	for i := 0; i < 2; i++ {
-		mnt := filepath.Join(root, fmt.Sprintf("mnt%d", i))
-		os.Mkdir(mnt, 0o755)
-		// LAYERFS_BENCH_OVERLAY puts the overlay elsewhere (a tmpfs, say).
-		ws, err := Mount(ctx, s, mnt, MountOptions{Layer: l, OverlayDir: overlays})
-		if err != nil {
-			b.Fatal(err)
-		}
-		t := runBody(b, mnt, c.body)
-		if i == 1 {
-			ct.layerfs = t
-			ct.mount = ws.mountDur
-			st, err := ws.Stats(ctx)
-			if err != nil {
-				b.Fatal(err)
+	runs := []func(){
+		func() {
+			for i := 0; i < 2; i++ {
+				t := runPlain(b, c, overlays, "native-", "")
+				if i == 1 {
+					ct.native = t
+				} else {
+					ct.nativeWarm = t
+				}
 			}
-			ct.requests, ct.medianNs = st.AllRequests.Count, st.AllRequests.MedianNs
-			if os.Getenv("LAYERFS_BENCH_OPS") != "" {
-				b.Logf("%s requests: %v", c.name, st.Requests)
+		},
+		func() {
+			// go-fuse's own loopback filesystem over a neighbour directory, with
+			// the Workspace's kernel settings: what any FUSE filesystem costs
+			// here, so the ratio to it is LayerFS's own share.
+			for i := 0; i < 2; i++ {
+				mnt := filepath.Join(root, fmt.Sprintf("loopback%d", i))
+				var tel *telemetry
+				t := runPlain(b, c, overlays, "loopback-", mnt, &tel)
+				if i == 1 {
+					ct.loopback = t
+					_, all := tel.snapshot()
+					ct.loopbackRequests = all.Count
+				}
 			}
-			res, err := ws.Commit(ctx, c.name)
-			if err != nil {
-				b.Fatal(err)
+		},
+		func() {
+			for i := 0; i < 2; i++ {
+				mnt := filepath.Join(root, fmt.Sprintf("mnt%d", i))
+				os.Mkdir(mnt, 0o755)
+				// LAYERFS_BENCH_OVERLAY puts the overlay elsewhere (a tmpfs, say).
+				ws, err := Mount(ctx, s, mnt, MountOptions{Layer: l, OverlayDir: overlays})
+				if err != nil {
+					b.Fatal(err)
+				}
+				t := runBody(b, mnt, c.body)
+				if i == 1 {
+					ct.layerfs = t
+					ct.mount = ws.mountDur
+					st, err := ws.Stats(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					ct.requests, ct.medianNs = st.AllRequests.Count, st.AllRequests.MedianNs
+					if os.Getenv("LAYERFS_BENCH_OPS") != "" {
+						b.Logf("%s requests: %v", c.name, st.Requests)
+					}
+					res, err := ws.Commit(ctx, c.name)
+					if err != nil {
+						b.Fatal(err)
+					}
+					ct.commit = time.Duration(res.DurationNs)
+				}
+				res, err := ws.Unmount(5 * time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if i == 1 {
+					ct.unmount = time.Duration(res.DurationNs)
+				}
 			}
-			ct.commit = time.Duration(res.DurationNs)
-		}
-		res, err := ws.Unmount(5 * time.Second)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if i == 1 {
-			ct.unmount = time.Duration(res.DurationNs)
-		}
+		},
+	}
+	// The three run in an order that turns with round: what creating a
+	// file costs on this machine's ext4 also changes with what happened
+	// nearby in the last minutes (after creating and deleting thousands of
+	// files it went from 50 to 240 µs a minute later), so whichever always
+	// ran last would pay for the others' churn.
+	for i := range runs {
+		runs[(i+round)%len(runs)]()
 	}
 	return ct
 }
@@ -234,7 +250,7 @@ func BenchmarkCells(b *testing.B) {
 	}
 	for i := 0; i < b.N; i++ {
 		for _, c := range run {
-			ct := runCell(b, c, src)
+			ct := runCell(b, c, src, i)
 			ratios[c.name] = append(ratios[c.name], float64(ct.layerfs)/float64(ct.native))
 			vsLoopback[c.name] = append(vsLoopback[c.name], float64(ct.layerfs)/float64(ct.loopback))
 			loopback[c.name] = append(loopback[c.name], float64(ct.loopback)/float64(ct.native))
