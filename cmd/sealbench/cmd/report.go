@@ -25,9 +25,12 @@ func newReportCmd(g *global) *cobra.Command {
 counts per cell and target (FUSE requests, SQLite statements, files, bytes, Store
 and overlay bytes, the verifier's result), with every difference between
 targets flagged, since timings only compare the same work; then the timings
-(command time, exec wall, per-exec overhead, mount, Commit, unmount, and the
-native reference when the run took one), each with its ratio to the baseline
-target and the geometric mean of the ratios over the cells. With several
+(command time, exec wall, per-exec overhead, mount, Commit, unmount, and, when
+the run took a native reference, that and LayerFS over native: each sample's
+command time divided by its native reference in the same Sandbox, the ratio
+that where a target keeps its Sandboxes on the disk cannot skew), each with
+its ratio to the baseline target and the geometric mean of the ratios over
+the cells. With several
 samples per cell, values are medians with bootstrap 95% intervals of the
 paired ratio.
 
