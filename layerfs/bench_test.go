@@ -76,9 +76,9 @@ type cellTimes struct {
 
 // runPlain runs c's body in a fresh directory made in parent (with the base
 // file when c needs it), directly or, when mnt is set, through go-fuse's
-// loopback filesystem mounted at mnt with the Workspace's kernel settings
-// (its request counts go to *tel); the directory goes afterwards.
-func runPlain(b *testing.B, c cell, parent, prefix, mnt string, tel ...**telemetry) time.Duration {
+// loopback filesystem mounted at mnt with the Workspace's kernel settings,
+// whose request counts it returns; the directory goes afterwards.
+func runPlain(b *testing.B, c cell, parent, prefix, mnt string) (time.Duration, *telemetry) {
 	d, err := os.MkdirTemp(parent, prefix)
 	if err != nil {
 		b.Fatal(err)
@@ -94,17 +94,14 @@ func runPlain(b *testing.B, c cell, parent, prefix, mnt string, tel ...**telemet
 		baseFile(b, d)
 	}
 	if mnt == "" {
-		return runBody(b, d, c.body)
+		return runBody(b, d, c.body), nil
 	}
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	unmount, t := mountLoopback(b, d, mnt)
+	unmount, tel := mountLoopback(b, d, mnt)
 	defer unmount()
-	if len(tel) > 0 {
-		*tel[0] = t
-	}
-	return runBody(b, mnt, c.body)
+	return runBody(b, mnt, c.body), tel
 }
 
 // runCell runs one cell with the cache protocol: a fresh Store, an untimed
@@ -145,7 +142,7 @@ func runCell(b *testing.B, c cell, src string, round int) cellTimes {
 	runs := []func(){
 		func() {
 			for i := 0; i < 2; i++ {
-				t := runPlain(b, c, overlays, "native-", "")
+				t, _ := runPlain(b, c, overlays, "native-", "")
 				if i == 1 {
 					ct.native = t
 				} else {
@@ -159,8 +156,7 @@ func runCell(b *testing.B, c cell, src string, round int) cellTimes {
 			// here, so the ratio to it is LayerFS's own share.
 			for i := 0; i < 2; i++ {
 				mnt := filepath.Join(root, fmt.Sprintf("loopback%d", i))
-				var tel *telemetry
-				t := runPlain(b, c, overlays, "loopback-", mnt, &tel)
+				t, tel := runPlain(b, c, overlays, "loopback-", mnt)
 				if i == 1 {
 					ct.loopback = t
 					_, all := tel.snapshot()

@@ -222,23 +222,22 @@ type privHandle struct {
 }
 
 func (p *privHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	ws := p.h.ws
-	ws.mu.Lock()
-	e := ws.privsOnWrite(ctx, p.h.in)
-	ws.mu.Unlock()
-	if e != 0 {
+	if e := p.clearForWrite(ctx); e != 0 {
 		return 0, e
 	}
 	return p.privFile.Write(ctx, data, off)
 }
 
 func (p *privHandle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
-	ws := p.h.ws
-	ws.mu.Lock()
-	e := ws.privsOnWrite(ctx, p.h.in)
-	ws.mu.Unlock()
-	if e != 0 {
+	if e := p.clearForWrite(ctx); e != 0 {
 		return e
 	}
 	return p.privFile.Allocate(ctx, off, size, mode)
+}
+
+func (p *privHandle) clearForWrite(ctx context.Context) syscall.Errno {
+	ws := p.h.ws
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.privsOnWrite(ctx, p.h.in)
 }

@@ -15,18 +15,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestHelperPrivOp is not a test: run by TestPrivilegesClearedLikeTheKernel
-// as another user, it does one operation on a file.
-func TestHelperPrivOp(t *testing.T) {
-	op, path := os.Getenv("LAYERFS_PRIV_OP"), os.Getenv("LAYERFS_PRIV_PATH")
-	if op == "" {
-		t.Skip("a helper, run by TestPrivilegesClearedLikeTheKernel")
+// TestMain also serves as the helper TestPrivilegesClearedLikeTheKernel
+// runs as another user: with LAYERFS_PRIV_OP set, the binary does that one
+// operation on LAYERFS_PRIV_PATH and exits.
+func TestMain(m *testing.M) {
+	if op := os.Getenv("LAYERFS_PRIV_OP"); op != "" {
+		if err := privOp(op, os.Getenv("LAYERFS_PRIV_PATH")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
-	if err := privOp(op, path); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	os.Exit(m.Run())
 }
 
 func privOp(op, path string) error {
@@ -134,7 +134,7 @@ func TestPrivilegesClearedLikeTheKernel(t *testing.T) {
 			}
 		}
 		if sc.nobody {
-			cmd := exec.Command(helper, "-test.run", "^TestHelperPrivOp$")
+			cmd := exec.Command(helper)
 			cmd.Env = append(os.Environ(), "LAYERFS_PRIV_OP="+sc.op, "LAYERFS_PRIV_PATH="+p)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
 			if out, err := cmd.CombinedOutput(); err != nil {
