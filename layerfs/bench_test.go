@@ -106,8 +106,9 @@ func runPlain(b *testing.B, c cell, parent, prefix, mnt string) (time.Duration, 
 
 // runCell runs one cell with the cache protocol: a fresh Store, an untimed
 // warm-up run on an earlier mount, then a fresh mount for the timed run,
-// then Commit and unmount; and the same body on a plain directory of the
-// same filesystem, also after a warm-up.
+// then Commit and unmount; and the same body, also after a warm-up, on a
+// plain directory of the same filesystem and through go-fuse's loopback of
+// one, the three in the order round picks.
 func runCell(b *testing.B, c cell, src string, round int) cellTimes {
 	var ct cellTimes
 	ctx := context.Background()
@@ -168,7 +169,6 @@ func runCell(b *testing.B, c cell, src string, round int) cellTimes {
 			for i := 0; i < 2; i++ {
 				mnt := filepath.Join(root, fmt.Sprintf("mnt%d", i))
 				os.Mkdir(mnt, 0o755)
-				// LAYERFS_BENCH_OVERLAY puts the overlay elsewhere (a tmpfs, say).
 				ws, err := Mount(ctx, s, mnt, MountOptions{Layer: l, OverlayDir: overlays})
 				if err != nil {
 					b.Fatal(err)
