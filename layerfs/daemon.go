@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sealbench/sealbench/internal/mountinfo"
+	"github.com/sealbench/sealbench/layerfs/daemonapi"
 )
 
 // ServeConfig configures a daemon serving one Workspace.
@@ -34,16 +35,7 @@ type ServeConfig struct {
 }
 
 // ReadyInfo is what a daemon says once its Workspace is mounted.
-type ReadyInfo struct {
-	PID        int      `json:"pid"`
-	Store      string   `json:"store"`
-	Workspace  string   `json:"workspace"`
-	Control    string   `json:"control"`
-	Layer      string   `json:"layer,omitempty"`
-	MountNs    int64    `json:"mountNs"`
-	Features   Features `json:"features"`
-	StaleFixed []string `json:"staleCleanedUp,omitempty"`
-}
+type ReadyInfo = daemonapi.ReadyInfo
 
 // mountRecord is mount.json: who holds the Store's mount lock.
 type mountRecord struct {
@@ -245,7 +237,11 @@ func Serve(ctx context.Context, cfg ServeConfig, ready func(ReadyInfo)) (err err
 			return
 		}
 		res, err := ws.Commit(context.WithoutCancel(r.Context()), req.Message)
-		reply(w, res, err)
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		reply(w, res.Info(), nil)
 	})
 	mux.HandleFunc("POST /v1/unmount", func(w http.ResponseWriter, r *http.Request) {
 		res, err := ws.Unmount(cfg.UnmountWait)
@@ -400,8 +396,8 @@ func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 }
 
 // Commit asks the daemon to commit its Workspace.
-func (c *Client) Commit(ctx context.Context, message string) (*CommitResult, error) {
-	var res CommitResult
+func (c *Client) Commit(ctx context.Context, message string) (*daemonapi.CommitResult, error) {
+	var res daemonapi.CommitResult
 	return &res, c.do(ctx, "POST", "/v1/commit", map[string]string{"message": message}, &res)
 }
 

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sealbench/sealbench/layerfs/daemonapi"
 )
 
 // ErrAmbiguous says a Layer id prefix matches more than one Layer.
@@ -30,20 +32,17 @@ type Layer struct {
 	links [][]string
 }
 
-// MarshalJSON writes a Layer for people and scripts.
-func (l *Layer) MarshalJSON() ([]byte, error) {
+// Info is the Layer as layerfsd prints it.
+func (l *Layer) Info() daemonapi.Layer {
 	var parent string
 	if !l.Parent.IsZero() {
 		parent = l.Parent.String()
 	}
-	return json.Marshal(struct {
-		ID      string    `json:"id"`
-		Parent  string    `json:"parent,omitempty"`
-		Message string    `json:"message"`
-		Time    time.Time `json:"time"`
-		Tree    string    `json:"tree"`
-	}{l.ID.String(), parent, l.Message, l.Time.UTC(), l.Root.Content.String()})
+	return daemonapi.Layer{ID: l.ID.String(), Parent: parent, Message: l.Message, Time: l.Time.UTC(), Tree: l.Root.Content.String()}
 }
+
+// MarshalJSON writes a Layer for people and scripts: its Info.
+func (l *Layer) MarshalJSON() ([]byte, error) { return json.Marshal(l.Info()) }
 
 func layerID(parent LayerID, root *Entry, msg string, t time.Time) LayerID {
 	h := sha256.New()

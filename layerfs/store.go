@@ -17,33 +17,25 @@ import (
 
 	"golang.org/x/sys/unix"
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, so binaries stay static
+
+	"github.com/sealbench/sealbench/layerfs/daemonapi"
 )
 
 // Profile says how hard a Store works to survive a crash.
-type Profile string
+type Profile = daemonapi.Profile
 
+// The profiles (daemonapi says what each survives; synchronous says how).
 const (
-	// ProfileDurable survives power loss: WAL with synchronous=FULL, and
-	// blobs are synced before the transaction that names them commits.
-	ProfileDurable Profile = "durable"
-	// ProfileFast survives the daemon being killed: WAL with
-	// synchronous=NORMAL, blobs are not synced.
-	ProfileFast Profile = "fast"
-	// ProfileDisposable is for Stores thrown away after one run: WAL with
-	// synchronous=OFF.
-	ProfileDisposable Profile = "disposable"
+	ProfileDurable    = daemonapi.ProfileDurable
+	ProfileFast       = daemonapi.ProfileFast
+	ProfileDisposable = daemonapi.ProfileDisposable
 )
 
 // ParseProfile parses a profile name.
-func ParseProfile(s string) (Profile, error) {
-	switch p := Profile(s); p {
-	case ProfileDurable, ProfileFast, ProfileDisposable:
-		return p, nil
-	}
-	return "", fmt.Errorf("unknown store profile %q (want durable, fast or disposable)", s)
-}
+func ParseProfile(s string) (Profile, error) { return daemonapi.ParseProfile(s) }
 
-func (p Profile) synchronous() string {
+// synchronous is the SQLite synchronous setting of a profile.
+func synchronous(p Profile) string {
 	switch p {
 	case ProfileDurable:
 		return "FULL"
@@ -115,7 +107,7 @@ func dsn(path string, p Profile) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous("+p.synchronous()+")")
+	q.Add("_pragma", "synchronous("+synchronous(p)+")")
 	q.Set("_txlock", "immediate")
 	return "file:" + path + "?" + q.Encode()
 }
@@ -290,14 +282,8 @@ func (s *Store) blobPath(d Digest) string {
 	return filepath.Join(s.dir, blobsDir, h[:2], h)
 }
 
-// Usage is how many bytes a Store holds.
-type Usage struct {
-	DBBytes   int64 `json:"dbBytes"`   // layerfs.db plus its WAL
-	BlobBytes int64 `json:"blobBytes"` // every blob the database names
-	Blobs     int64 `json:"blobs"`
-	Trees     int64 `json:"trees"`
-	Layers    int64 `json:"layers"`
-}
+// Usage is how much a Store holds.
+type Usage = daemonapi.Usage
 
 // Usage measures the Store.
 func (s *Store) Usage(ctx context.Context) (Usage, error) {

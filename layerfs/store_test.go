@@ -148,7 +148,7 @@ func TestImportLogDiff(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []Change{{Deleted, "/a"}, {Metadata, "/d/b"}, {Modified, "/d/c"}, {Modified, "/hard"}, {Added, "/new"}}
+			want := []Change{{Kind: Deleted, Path: "/a"}, {Kind: Metadata, Path: "/d/b"}, {Kind: Modified, Path: "/d/c"}, {Kind: Modified, Path: "/hard"}, {Kind: Added, Path: "/new"}}
 			var filtered []Change
 			for _, c := range changes {
 				if c.Path != "/" && c.Path != "/d" && c.Path != "/ln" { // reading a symlink may update its atime

@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"sync/atomic"
 	"time"
+
+	"github.com/sealbench/sealbench/layerfs/daemonapi"
 )
 
 // Histogram buckets for request times: 250 ns wide up to 64 µs, then one per
@@ -67,14 +69,7 @@ func (t *telemetry) record(op opcode, t0 time.Time) {
 }
 
 // OpStats is what telemetry says about one kind of FUSE request.
-type OpStats struct {
-	Count int64 `json:"count"`
-	// TotalNs is the daemon's time spent in requests of this kind.
-	TotalNs int64 `json:"totalNs"`
-	// MedianNs is the median daemon time of one request (histogram
-	// resolution: 250 ns below 64 µs).
-	MedianNs int64 `json:"medianNs"`
-}
+type OpStats = daemonapi.OpStats
 
 func median(h *[histBuckets]int64, n int64) time.Duration {
 	if n == 0 {

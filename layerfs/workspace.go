@@ -20,6 +20,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/sealbench/sealbench/layerfs/daemonapi"
 )
 
 // MountOptions are the options of Mount.
@@ -52,22 +54,7 @@ type MountOptions struct {
 }
 
 // Features says which kernel features a mount uses.
-type Features struct {
-	EntryTimeoutNs    int64 `json:"entryTimeoutNs"`
-	AttrTimeoutNs     int64 `json:"attrTimeoutNs"`
-	NegativeTimeoutNs int64 `json:"negativeTimeoutNs"`
-	NegativeEntries   bool  `json:"negativeEntries"`
-	WritebackCache    bool  `json:"writebackCache"`
-	MaxWrite          int   `json:"maxWrite"`
-	Passthrough       bool  `json:"passthrough"`
-	ReaddirPlus       bool  `json:"readdirPlus"`
-	ParallelDirops    bool  `json:"parallelDirops"`
-	// KillPrivV2: the daemon clears set-ID bits and security.capability
-	// on write, truncate and chown, and the kernel stops asking for
-	// security.capability before every write.
-	KillPrivV2     bool   `json:"killPrivV2"`
-	KernelProtocol string `json:"kernelProtocol"`
-}
+type Features = daemonapi.Features
 
 // Workspace is a mounted Layer with a private writable overlay.
 type Workspace struct {
@@ -312,16 +299,22 @@ func (ws *Workspace) loadLinks(ctx context.Context, l *Layer) error {
 	return nil
 }
 
-// CommitResult is what Commit did.
+// CommitResult is what Commit did. The daemon sends its Info.
 type CommitResult struct {
 	// Layer is the new Layer, or the unchanged base when UpToDate.
-	Layer    *Layer `json:"layer"`
-	UpToDate bool   `json:"upToDate"`
+	Layer    *Layer
+	UpToDate bool
 	// Hashed is how many files were hashed, HashedBytes their size.
-	Hashed      int   `json:"hashed"`
-	HashedBytes int64 `json:"hashedBytes"`
+	Hashed      int
+	HashedBytes int64
 	// DurationNs is the daemon's time for the whole Commit.
-	DurationNs int64 `json:"durationNs"`
+	DurationNs int64
+}
+
+// Info is the result as layerfsd prints it.
+func (r *CommitResult) Info() daemonapi.CommitResult {
+	return daemonapi.CommitResult{Layer: r.Layer.Info(), UpToDate: r.UpToDate,
+		Hashed: r.Hashed, HashedBytes: r.HashedBytes, DurationNs: r.DurationNs}
 }
 
 type commitFile struct {
@@ -561,15 +554,7 @@ func (ws *Workspace) Commit(ctx context.Context, message string) (*CommitResult,
 }
 
 // UnmountResult is what Unmount did.
-type UnmountResult struct {
-	// Lazy is set when files were still open after the bounded wait, so
-	// the mount was detached (umount -l) and its connection aborted.
-	Lazy bool `json:"lazy"`
-	// DurationNs is the daemon's time to unmount; CleanupNs the time to
-	// remove the overlay afterwards.
-	DurationNs int64 `json:"durationNs"`
-	CleanupNs  int64 `json:"cleanupNs"`
-}
+type UnmountResult = daemonapi.UnmountResult
 
 // Unmount unmounts the Workspace and discards its overlay (changes not
 // committed are lost). If the mount stays busy past wait, it is detached
@@ -662,33 +647,7 @@ func abortConnection(minor uint32) {
 }
 
 // Stats is the telemetry of a Workspace.
-type Stats struct {
-	Mountpoint string             `json:"mountpoint"`
-	Store      string             `json:"store"`
-	Profile    Profile            `json:"profile"`
-	Base       string             `json:"base"`
-	Requests   map[string]OpStats `json:"requests"`
-	// AllRequests sums Requests; its MedianNs is over every request.
-	AllRequests   OpStats `json:"allRequests"`
-	SQLStatements int64   `json:"sqlStatements"`
-	StoreUsage    Usage   `json:"storeUsage"`
-	OverlayBytes  int64   `json:"overlayBytes"`
-	OverlayFiles  int64   `json:"overlayFiles"`
-	CopyUps       int64   `json:"copyUps"`
-	CopyUpBytes   int64   `json:"copyUpBytes"`
-	LazyCopyUps   int64   `json:"lazyCopyUps"`
-	// ClonedCopyUps shared the blob's extents (FICLONE, on filesystems
-	// with reflinks) instead of copying its bytes.
-	ClonedCopyUps int64    `json:"clonedCopyUps"`
-	Whiteouts     int64    `json:"whiteouts"`
-	OpaqueDirs    int64    `json:"opaqueDirs"`
-	Commits       int64    `json:"commits"`
-	MountNs       int64    `json:"mountNs"`
-	LastCommitNs  int64    `json:"lastCommitNs"`
-	UnmountNs     int64    `json:"unmountNs"`
-	Features      Features `json:"features"`
-	Workers       int      `json:"workers"`
-}
+type Stats = daemonapi.Stats
 
 // overlayUsage counts the data files of the regular files the Workspace
 // shows, and their bytes. It does not list the overlay directory: the data

@@ -16,22 +16,11 @@ import (
 
 	"github.com/sealbench/sealbench/internal/version"
 	"github.com/sealbench/sealbench/layerfs"
+	"github.com/sealbench/sealbench/layerfs/daemonapi"
 	"github.com/spf13/cobra"
 )
 
-// Exit codes. They are part of the command line's API.
-const (
-	ExitOK         = 0 // success (a Commit that answers UpToDate included)
-	ExitFailure    = 1 // anything not listed below
-	ExitUsage      = 2 // bad flags or arguments
-	ExitStore      = 3 // Store missing, not a LayerFS Store, or from a newer schema
-	ExitBusy       = 4 // Store already mounted (the mount lock is held)
-	ExitMountpt    = 5 // mount point is not an empty directory
-	ExitNoAnswer   = 6 // control socket did not answer in time, or nobody listens
-	ExitLayer      = 7 // Layer not found, or id prefix ambiguous
-	ExitDaemonDied = 8 // the daemon exited before it was ready
-)
-
+// The exit codes are daemonapi's: the runner reads them too.
 const exitCodesHelp = `Exit codes:
   0  success (including a Commit that answers UpToDate)
   1  failure not listed below
@@ -55,23 +44,23 @@ func ExitCode(err error) int {
 	var ce *codedError
 	switch {
 	case err == nil:
-		return ExitOK
+		return daemonapi.ExitOK
 	case errors.As(err, &ce):
 		return ce.code
 	case errors.As(err, &ue):
-		return ExitUsage
+		return daemonapi.ExitUsage
 	case errors.Is(err, layerfs.ErrNotStore), errors.Is(err, layerfs.ErrNewerSchema):
-		return ExitStore
+		return daemonapi.ExitStore
 	case errors.Is(err, layerfs.ErrStoreBusy):
-		return ExitBusy
+		return daemonapi.ExitBusy
 	case errors.Is(err, layerfs.ErrBadMountpoint):
-		return ExitMountpt
+		return daemonapi.ExitMountpt
 	case errors.Is(err, layerfs.ErrNoAnswer):
-		return ExitNoAnswer
+		return daemonapi.ExitNoAnswer
 	case errors.Is(err, layerfs.ErrNotFound), errors.Is(err, layerfs.ErrAmbiguous):
-		return ExitLayer
+		return daemonapi.ExitLayer
 	}
-	return ExitFailure
+	return daemonapi.ExitFailure
 }
 
 // codedError carries an exit code decided elsewhere (by the daemon).
@@ -109,12 +98,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		code := ExitCode(err)
 		if g.json {
-			json.NewEncoder(stdout).Encode(map[string]any{"error": err.Error(), "exitCode": code})
+			json.NewEncoder(stdout).Encode(daemonapi.Error{Message: err.Error(), ExitCode: code})
 		}
 		fmt.Fprintf(stderr, "layerfsd: %v\n", err)
 		return code
 	}
-	return ExitOK
+	return daemonapi.ExitOK
 }
 
 // Run is main: it handles signals and exits.

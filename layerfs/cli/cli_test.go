@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"math/rand"
 	"net"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/layerfs"
+	"github.com/sealbench/sealbench/layerfs/daemonapi"
 	_ "modernc.org/sqlite"
 )
 
@@ -75,29 +77,26 @@ func run(t *testing.T, code int, args ...string) result {
 func TestErrors(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")
-	run(t, ExitStore, "log", "--store", filepath.Join(dir, "missing"))
-	run(t, ExitStore, "log", "--store", t.TempDir())
-	run(t, ExitUsage, "log")
-	run(t, ExitUsage, "log", "--store", store, "--no-such-flag")
-	run(t, ExitUsage, "init", "--store", store, "--profile", "sometimes")
-	run(t, ExitOK, "init", "--store", store, "--profile", "fast")
-	run(t, ExitFailure, "init", "--store", store)
-	run(t, ExitFailure, "import", "--store", store, "--from", filepath.Join(dir, "no-such-source"))
-	r0 := run(t, ExitOK, "import", "--store", store, "--from", t.TempDir(), "-m", "empty")
+	run(t, daemonapi.ExitStore, "log", "--store", filepath.Join(dir, "missing"))
+	run(t, daemonapi.ExitStore, "log", "--store", t.TempDir())
+	run(t, daemonapi.ExitUsage, "log")
+	run(t, daemonapi.ExitUsage, "log", "--store", store, "--no-such-flag")
+	run(t, daemonapi.ExitUsage, "init", "--store", store, "--profile", "sometimes")
+	run(t, daemonapi.ExitOK, "init", "--store", store, "--profile", "fast")
+	run(t, daemonapi.ExitFailure, "init", "--store", store)
+	run(t, daemonapi.ExitFailure, "import", "--store", store, "--from", filepath.Join(dir, "no-such-source"))
+	r0 := run(t, daemonapi.ExitOK, "import", "--store", store, "--from", t.TempDir(), "-m", "empty")
 	id := strings.TrimSpace(r0.stdout)
-	if r := run(t, ExitOK, "show", "--store", store, id[:6]); !strings.Contains(r.stdout, id) {
+	if r := run(t, daemonapi.ExitOK, "show", "--store", store, id[:6]); !strings.Contains(r.stdout, id) {
 		t.Errorf("show: %q", r.stdout)
 	}
-	r := run(t, ExitLayer, "diff", "--store", store, "abcd", "ef01", "--json")
-	var e struct {
-		Error    string `json:"error"`
-		ExitCode int    `json:"exitCode"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &e); err != nil || e.ExitCode != ExitLayer || e.Error == "" {
+	r := run(t, daemonapi.ExitLayer, "diff", "--store", store, "abcd", "ef01", "--json")
+	var e daemonapi.Error
+	if err := json.Unmarshal([]byte(r.stdout), &e); err != nil || e.ExitCode != daemonapi.ExitLayer || e.Message == "" {
 		t.Errorf("--json error: %q (%v)", r.stdout, err)
 	}
 	// Nobody listens on the socket.
-	run(t, ExitNoAnswer, "stats", "--control", filepath.Join(dir, "nobody.sock"))
+	run(t, daemonapi.ExitNoAnswer, "stats", "--control", filepath.Join(dir, "nobody.sock"))
 	// Someone listens but never answers: a timeout, not a hang.
 	sock := filepath.Join(dir, "mute.sock")
 	ln, err := net.Listen("unix", sock)
@@ -114,8 +113,8 @@ func TestErrors(t *testing.T) {
 			defer c.Close()
 		}
 	}()
-	run(t, ExitNoAnswer, "stats", "--control", sock, "--timeout", "300ms")
-	run(t, ExitNoAnswer, "commit", "--control", sock, "--timeout", "300ms")
+	run(t, daemonapi.ExitNoAnswer, "stats", "--control", sock, "--timeout", "300ms")
+	run(t, daemonapi.ExitNoAnswer, "commit", "--control", sock, "--timeout", "300ms")
 	// A Store from a newer schema.
 	db, err := sql.Open("sqlite", filepath.Join(store, "layerfs.db"))
 	if err != nil {
@@ -123,11 +122,11 @@ func TestErrors(t *testing.T) {
 	}
 	db.Exec("PRAGMA user_version = 42")
 	db.Close()
-	r = run(t, ExitStore, "log", "--store", store)
+	r = run(t, daemonapi.ExitStore, "log", "--store", store)
 	if !strings.Contains(r.stderr, "newer") {
 		t.Errorf("newer schema error does not say so: %s", r.stderr)
 	}
-	r = run(t, ExitOK, "--help")
+	r = run(t, daemonapi.ExitOK, "--help")
 	if !strings.Contains(r.stdout, "Exit codes") {
 		t.Errorf("--help does not document exit codes:\n%s", r.stdout)
 	}
@@ -149,7 +148,7 @@ func newEnv(t *testing.T, profile string) *env {
 	if err := os.Mkdir(e.mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	run(t, ExitOK, "init", "--store", e.store, "--profile", profile)
+	run(t, daemonapi.ExitOK, "init", "--store", e.store, "--profile", profile)
 	t.Cleanup(func() {
 		// Whatever a failed test left: the daemon, then the mount.
 		if b, err := os.ReadFile(filepath.Join(e.store, "mount.json")); err == nil {
@@ -163,15 +162,14 @@ func newEnv(t *testing.T, profile string) *env {
 	return e
 }
 
-func (e *env) mount(t *testing.T, extra ...string) *layerfs.ReadyInfo {
+func (e *env) mount(t *testing.T) *daemonapi.ReadyInfo {
 	t.Helper()
-	args := append([]string{"mount", "--store", e.store, "--workspace", e.mnt, "--control", e.ctl, "--json"}, extra...)
-	r := run(t, ExitOK, args...)
-	var info layerfs.ReadyInfo
-	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
-		t.Fatalf("mount --json: %v: %q", err, r.stdout)
+	r := run(t, daemonapi.ExitOK, daemonapi.MountCmd{Store: e.store, Workspace: e.mnt, Control: e.ctl}.Args()...)
+	info, err := daemonapi.DecodeReady([]byte(r.stdout))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return &info
+	return info
 }
 
 func processGone(pid int) bool {
@@ -192,7 +190,7 @@ func TestLifecycle(t *testing.T) {
 	src := filepath.Join(e.dir, "src")
 	os.MkdirAll(filepath.Join(src, "d"), 0o755)
 	os.WriteFile(filepath.Join(src, "d/f"), []byte("base"), 0o644)
-	base := strings.TrimSpace(run(t, ExitOK, "import", "--store", e.store, "--from", src, "-m", "base").stdout)
+	base := strings.TrimSpace(run(t, daemonapi.ExitOK, "import", "--store", e.store, "--from", src, "-m", "base").stdout)
 	info := e.mount(t)
 	if info.Layer != base {
 		t.Errorf("mounted %q, want %q", info.Layer, base)
@@ -200,24 +198,24 @@ func TestLifecycle(t *testing.T) {
 	// The store is locked; a second mount elsewhere fails clearly.
 	other := filepath.Join(e.dir, "other")
 	os.Mkdir(other, 0o755)
-	run(t, ExitBusy, "mount", "--store", e.store, "--workspace", other, "--control", filepath.Join(e.dir, "other.sock"))
+	run(t, daemonapi.ExitBusy, "mount", "--store", e.store, "--workspace", other, "--control", filepath.Join(e.dir, "other.sock"))
 	// A mount point that is not empty.
 	e2 := newEnv(t, "disposable")
 	os.WriteFile(filepath.Join(e2.mnt, "junk"), nil, 0o644)
-	run(t, ExitMountpt, "mount", "--store", e2.store, "--workspace", e2.mnt, "--control", e2.ctl)
+	run(t, daemonapi.ExitMountpt, "mount", "--store", e2.store, "--workspace", e2.mnt, "--control", e2.ctl)
 	if st, err := os.Stat(filepath.Join(e.mnt, "d/f")); err != nil || st.Size() != 4 {
 		t.Fatalf("workspace shows %v %v", st, err)
 	}
 	os.WriteFile(filepath.Join(e.mnt, "d/g"), []byte("new"), 0o644)
-	id := strings.TrimSpace(run(t, ExitOK, "commit", "--control", e.ctl, "-m", "two").stdout)
+	id := strings.TrimSpace(run(t, daemonapi.ExitOK, "commit", "--control", e.ctl, "-m", "two").stdout)
 	if len(id) != 64 {
 		t.Fatalf("commit printed %q", id)
 	}
-	if out := strings.TrimSpace(run(t, ExitOK, "commit", "--control", e.ctl).stdout); out != "UpToDate" {
+	if out := strings.TrimSpace(run(t, daemonapi.ExitOK, "commit", "--control", e.ctl).stdout); out != "UpToDate" {
 		t.Fatalf("second commit printed %q", out)
 	}
-	var st layerfs.Stats
-	if err := json.Unmarshal([]byte(run(t, ExitOK, "stats", "--control", e.ctl, "--json").stdout), &st); err != nil {
+	st, err := daemonapi.DecodeStats([]byte(run(t, daemonapi.ExitOK, "stats", "--control", e.ctl, "--json").stdout))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Base != id || st.Requests["CREATE"].Count == 0 || st.MountNs == 0 || st.LastCommitNs == 0 || st.StoreUsage.BlobBytes == 0 {
@@ -227,14 +225,14 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("control socket mode: %v %v", fi, err)
 	}
 	var log []map[string]any
-	if err := json.Unmarshal([]byte(run(t, ExitOK, "log", "--store", e.store, "--json").stdout), &log); err != nil || len(log) != 2 {
+	if err := json.Unmarshal([]byte(run(t, daemonapi.ExitOK, "log", "--store", e.store, "--json").stdout), &log); err != nil || len(log) != 2 {
 		t.Fatalf("log: %v %v", log, err)
 	}
-	diff := run(t, ExitOK, "diff", "--store", e.store, base[:8], id[:8]).stdout
+	diff := run(t, daemonapi.ExitOK, "diff", "--store", e.store, base[:8], id[:8]).stdout
 	if !strings.Contains(diff, "A /d/g") {
 		t.Errorf("diff: %q", diff)
 	}
-	run(t, ExitOK, "unmount", "--control", e.ctl)
+	run(t, daemonapi.ExitOK, "unmount", "--control", e.ctl)
 	if !processGone(info.PID) {
 		t.Errorf("daemon %d still running after unmount", info.PID)
 	}
@@ -246,7 +244,7 @@ func TestLifecycle(t *testing.T) {
 	if info.Layer != id {
 		t.Errorf("remount shows %s, want newest %s", info.Layer, id)
 	}
-	run(t, ExitOK, "unmount", "--control", e.ctl)
+	run(t, daemonapi.ExitOK, "unmount", "--control", e.ctl)
 	processGone(info.PID)
 }
 
@@ -261,9 +259,9 @@ func TestUnmountOpenFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.WriteString("x")
-	r := run(t, ExitOK, "unmount", "--control", e.ctl, "--json")
-	var res layerfs.UnmountResult
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+	r := run(t, daemonapi.ExitOK, "unmount", "--control", e.ctl, "--json")
+	res, err := daemonapi.DecodeUnmount([]byte(r.stdout))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if !res.Lazy {
@@ -303,7 +301,7 @@ func TestCrash(t *testing.T) {
 			}
 		}
 		// One acknowledged Commit, then one that is killed.
-		id := strings.TrimSpace(run(t, ExitOK, "commit", "--control", e.ctl, "-m", "ok "+itoa(round)).stdout)
+		id := strings.TrimSpace(run(t, daemonapi.ExitOK, "commit", "--control", e.ctl, "-m", "ok "+itoa(round)).stdout)
 		acked = append(acked, id)
 		os.WriteFile(filepath.Join(e.mnt, "r"+itoa(round), "late"), []byte("late"), 0o644)
 		cmd := exec.Command(os.Args[0], "commit", "--control", e.ctl, "-m", "killed "+itoa(round))
@@ -351,7 +349,7 @@ func TestCrash(t *testing.T) {
 			t.Fatalf("round %d: remount did not report the stale mount: %q", round, info.StaleFixed)
 		}
 	}
-	run(t, ExitOK, "unmount", "--control", e.ctl)
+	run(t, daemonapi.ExitOK, "unmount", "--control", e.ctl)
 	processGone(info.PID)
 	t.Logf("%d acknowledged commits survived %d kills", len(acked), rounds)
 }
@@ -367,13 +365,79 @@ func TestRemountRightAfterUnmount(t *testing.T) {
 	for i := range 5 {
 		mnt := filepath.Join(e.dir, "mnt"+itoa(i))
 		os.Mkdir(mnt, 0o755)
-		run(t, ExitOK, "mount", "--store", e.store, "--workspace", mnt, "--control", e.ctl)
+		run(t, daemonapi.ExitOK, "mount", "--store", e.store, "--workspace", mnt, "--control", e.ctl)
 		// As in the cells' warm-up: many new files for the daemon to let go of.
 		for j := range 1000 {
 			if err := os.WriteFile(filepath.Join(mnt, "f"+itoa(j)), []byte("x"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
-		run(t, ExitOK, "unmount", "--control", e.ctl)
+		run(t, daemonapi.ExitOK, "unmount", "--control", e.ctl)
 	}
+}
+
+// TestDaemonAPI is the contract the runner relies on: every command line
+// daemonapi builds is one layerfsd accepts, and what layerfsd prints is
+// what daemonapi's strict decoders read (a field added on one side only
+// fails here).
+func TestDaemonAPI(t *testing.T) {
+	needFUSE(t)
+	dir := t.TempDir()
+	store, ws, ctl := filepath.Join(dir, "store"), filepath.Join(dir, "ws"), filepath.Join(dir, "ctl")
+	src, scratch := filepath.Join(dir, "base"), filepath.Join(dir, "scratch")
+	for _, d := range []string{ws, src, scratch} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(src, "f"), []byte("base"), 0o644)
+	answer := func(c interface{ Args() []string }) []byte {
+		t.Helper()
+		return []byte(run(t, daemonapi.ExitOK, c.Args()...).stdout)
+	}
+	in, err := daemonapi.DecodeInit(answer(daemonapi.InitCmd{Store: store, Profile: daemonapi.ProfileDisposable}))
+	if err != nil || in.Profile != daemonapi.ProfileDisposable || in.Schema != layerfs.SchemaVersion {
+		t.Fatalf("init: %+v %v", in, err)
+	}
+	base, err := daemonapi.DecodeLayer(answer(daemonapi.ImportCmd{Store: store, From: src, Message: "base"}))
+	if err != nil || base.Message != "base" {
+		t.Fatalf("import: %+v %v", base, err)
+	}
+	ready, err := daemonapi.DecodeReady(answer(daemonapi.MountCmd{Store: store, OverlayDir: scratch, Workspace: ws, Control: ctl}))
+	if err != nil || ready.Layer != base.ID || ready.MountNs <= 0 {
+		t.Fatalf("mount: %+v %v", ready, err)
+	}
+	defer func() {
+		syscall.Kill(ready.PID, syscall.SIGKILL)
+		syscall.Unmount(ws, syscall.MNT_DETACH)
+	}()
+	// A second mount of the same Store fails: with --json its answer is
+	// the failure document, which the decoder returns as an *Error.
+	other := filepath.Join(dir, "other")
+	os.Mkdir(other, 0o755)
+	r := run(t, daemonapi.ExitBusy, daemonapi.MountCmd{Store: store, Workspace: other, Control: ctl + "2"}.Args()...)
+	var apiErr *daemonapi.Error
+	if _, err := daemonapi.DecodeReady([]byte(r.stdout)); !errors.As(err, &apiErr) || apiErr.ExitCode != daemonapi.ExitBusy {
+		t.Errorf("busy mount: decoded %v from %q", err, r.stdout)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "g"), []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := daemonapi.DecodeStats(answer(daemonapi.StatsCmd{Control: ctl}))
+	if err != nil || st.Requests["CREATE"].Count == 0 || st.Base != base.ID {
+		t.Fatalf("stats: %+v %v", st, err)
+	}
+	cm, err := daemonapi.DecodeCommit(answer(daemonapi.CommitCmd{Control: ctl, Message: "C01"}))
+	if err != nil || cm.UpToDate || cm.Layer.Parent != base.ID || cm.Layer.Message != "C01" || cm.DurationNs <= 0 {
+		t.Fatalf("commit: %+v %v", cm, err)
+	}
+	again, err := daemonapi.DecodeCommit(answer(daemonapi.CommitCmd{Control: ctl}))
+	if err != nil || !again.UpToDate || again.Layer.ID != cm.Layer.ID {
+		t.Fatalf("second commit: %+v %v", again, err)
+	}
+	um, err := daemonapi.DecodeUnmount(answer(daemonapi.UnmountCmd{Control: ctl}))
+	if err != nil || um.DurationNs <= 0 {
+		t.Fatalf("unmount: %+v %v", um, err)
+	}
+	processGone(ready.PID)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/layerfs"
+	"github.com/sealbench/sealbench/layerfs/daemonapi"
 	"github.com/spf13/cobra"
 )
 
@@ -42,7 +43,7 @@ func cmdInit(g *globals) *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			return g.print(map[string]any{"store": s.Dir(), "profile": p, "schema": layerfs.SchemaVersion}, func(w io.Writer) {
+			return g.print(daemonapi.InitResult{Store: s.Dir(), Profile: p, Schema: layerfs.SchemaVersion}, func(w io.Writer) {
 				fmt.Fprintf(w, "initialized %s store in %s\n", p, s.Dir())
 			})
 		},
@@ -201,7 +202,7 @@ func daemonize(ctx context.Context, f *mountFlags) (*layerfs.ReadyInfo, error) {
 	case b = <-line:
 	case <-time.After(f.readyTimeout):
 		cmd.Process.Kill()
-		return nil, &codedError{ExitDaemonDied, fmt.Sprintf("daemon pid %d not ready within %v; killed it (log: %s)", cmd.Process.Pid, f.readyTimeout, logPath)}
+		return nil, &codedError{daemonapi.ExitDaemonDied, fmt.Sprintf("daemon pid %d not ready within %v; killed it (log: %s)", cmd.Process.Pid, f.readyTimeout, logPath)}
 	case <-ctx.Done():
 		cmd.Process.Kill()
 		return nil, ctx.Err()
@@ -209,7 +210,7 @@ func daemonize(ctx context.Context, f *mountFlags) (*layerfs.ReadyInfo, error) {
 	var m readyMsg
 	if len(b) == 0 || json.Unmarshal(b, &m) != nil {
 		err := <-exited
-		return nil, &codedError{ExitDaemonDied, fmt.Sprintf("daemon exited before it was ready (%v); log: %s", err, logPath)}
+		return nil, &codedError{daemonapi.ExitDaemonDied, fmt.Sprintf("daemon exited before it was ready (%v); log: %s", err, logPath)}
 	}
 	if m.Ready == nil {
 		<-exited

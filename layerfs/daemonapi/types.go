@@ -1,0 +1,192 @@
+package daemonapi
+
+import (
+	"fmt"
+	"time"
+)
+
+// Exit codes of layerfsd. They are part of its API.
+const (
+	ExitOK         = 0 // success (a Commit that answers UpToDate included)
+	ExitFailure    = 1 // anything not listed below
+	ExitUsage      = 2 // bad flags or arguments
+	ExitStore      = 3 // Store missing, not a LayerFS Store, or from a newer schema
+	ExitBusy       = 4 // Store already mounted (the mount lock is held)
+	ExitMountpt    = 5 // mount point is not an empty directory
+	ExitNoAnswer   = 6 // control socket did not answer in time, or nobody listens
+	ExitLayer      = 7 // Layer not found, or id prefix ambiguous
+	ExitDaemonDied = 8 // the daemon exited before it was ready
+)
+
+// Error is what layerfsd prints with --json when a command fails. The
+// decoders return it as the error when that is what they are given.
+type Error struct {
+	Message  string `json:"error"`
+	ExitCode int    `json:"exitCode"`
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("layerfsd failed (exit %d): %s", e.ExitCode, e.Message)
+}
+
+// Profile says how hard a Store works to survive a crash.
+type Profile string
+
+const (
+	// ProfileDurable survives power loss: WAL with synchronous=FULL, and
+	// blobs are synced before the transaction that names them commits.
+	ProfileDurable Profile = "durable"
+	// ProfileFast survives the daemon being killed: WAL with
+	// synchronous=NORMAL, blobs are not synced.
+	ProfileFast Profile = "fast"
+	// ProfileDisposable is for Stores thrown away after one run: WAL with
+	// synchronous=OFF.
+	ProfileDisposable Profile = "disposable"
+)
+
+// ParseProfile parses a profile name.
+func ParseProfile(s string) (Profile, error) {
+	switch p := Profile(s); p {
+	case ProfileDurable, ProfileFast, ProfileDisposable:
+		return p, nil
+	}
+	return "", fmt.Errorf("unknown store profile %q (want durable, fast or disposable)", s)
+}
+
+// InitResult is what `layerfsd init --json` prints.
+type InitResult struct {
+	Store   string  `json:"store"`
+	Profile Profile `json:"profile"`
+	Schema  int     `json:"schema"`
+}
+
+// Layer is a Layer as layerfsd prints it (import, show, log, and inside
+// CommitResult). Ids are 64 lower-case hex digits.
+type Layer struct {
+	ID      string    `json:"id"`
+	Parent  string    `json:"parent,omitempty"` // empty for a Layer without a parent
+	Message string    `json:"message"`
+	Time    time.Time `json:"time"`
+	Tree    string    `json:"tree"` // the root directory's tree object
+}
+
+// ChangeKind says how a path differs between two Layers.
+type ChangeKind string
+
+const (
+	Added    ChangeKind = "A" // only in the second Layer
+	Deleted  ChangeKind = "D" // only in the first Layer
+	Modified ChangeKind = "M" // content, type or link target differs
+	Metadata ChangeKind = "m" // only mode, owner, times, links or xattrs differ
+)
+
+// Change is one difference between two Layers (`layerfsd diff --json`
+// prints a list of them).
+type Change struct {
+	Kind ChangeKind `json:"kind"`
+	Path string     `json:"path"`
+}
+
+// Features says which kernel features a mount uses.
+type Features struct {
+	EntryTimeoutNs    int64 `json:"entryTimeoutNs"`
+	AttrTimeoutNs     int64 `json:"attrTimeoutNs"`
+	NegativeTimeoutNs int64 `json:"negativeTimeoutNs"`
+	NegativeEntries   bool  `json:"negativeEntries"`
+	WritebackCache    bool  `json:"writebackCache"`
+	MaxWrite          int   `json:"maxWrite"`
+	Passthrough       bool  `json:"passthrough"`
+	ReaddirPlus       bool  `json:"readdirPlus"`
+	ParallelDirops    bool  `json:"parallelDirops"`
+	// KillPrivV2: the daemon clears set-ID bits and security.capability
+	// on write, truncate and chown, and the kernel stops asking for
+	// security.capability before every write.
+	KillPrivV2     bool   `json:"killPrivV2"`
+	KernelProtocol string `json:"kernelProtocol"`
+}
+
+// ReadyInfo is what a daemon says once its Workspace is mounted (`layerfsd
+// mount --json`).
+type ReadyInfo struct {
+	PID        int      `json:"pid"`
+	Store      string   `json:"store"`
+	Workspace  string   `json:"workspace"`
+	Control    string   `json:"control"`
+	Layer      string   `json:"layer,omitempty"` // empty for an empty Store
+	MountNs    int64    `json:"mountNs"`
+	Features   Features `json:"features"`
+	StaleFixed []string `json:"staleCleanedUp,omitempty"`
+}
+
+// OpStats is what telemetry says about one kind of FUSE request.
+type OpStats struct {
+	Count int64 `json:"count"`
+	// TotalNs is the daemon's time spent in requests of this kind.
+	TotalNs int64 `json:"totalNs"`
+	// MedianNs is the median daemon time of one request (histogram
+	// resolution: 250 ns below 64 µs).
+	MedianNs int64 `json:"medianNs"`
+}
+
+// Usage is how much a Store holds.
+type Usage struct {
+	DBBytes   int64 `json:"dbBytes"`   // layerfs.db plus its WAL
+	BlobBytes int64 `json:"blobBytes"` // every blob the database names
+	Blobs     int64 `json:"blobs"`
+	Trees     int64 `json:"trees"`
+	Layers    int64 `json:"layers"`
+}
+
+// Stats is the telemetry of a Workspace (`layerfsd stats --json`).
+type Stats struct {
+	Mountpoint string  `json:"mountpoint"`
+	Store      string  `json:"store"`
+	Profile    Profile `json:"profile"`
+	Base       string  `json:"base"`
+	// Requests counts FUSE requests by opcode name (CREATE, LOOKUP, ...);
+	// only opcodes seen are listed.
+	Requests map[string]OpStats `json:"requests"`
+	// AllRequests sums Requests; its MedianNs is over every request.
+	AllRequests   OpStats `json:"allRequests"`
+	SQLStatements int64   `json:"sqlStatements"`
+	StoreUsage    Usage   `json:"storeUsage"`
+	OverlayBytes  int64   `json:"overlayBytes"`
+	OverlayFiles  int64   `json:"overlayFiles"`
+	CopyUps       int64   `json:"copyUps"`
+	CopyUpBytes   int64   `json:"copyUpBytes"`
+	LazyCopyUps   int64   `json:"lazyCopyUps"`
+	// ClonedCopyUps shared the blob's extents (FICLONE, on filesystems
+	// with reflinks) instead of copying its bytes.
+	ClonedCopyUps int64    `json:"clonedCopyUps"`
+	Whiteouts     int64    `json:"whiteouts"`
+	OpaqueDirs    int64    `json:"opaqueDirs"`
+	Commits       int64    `json:"commits"`
+	MountNs       int64    `json:"mountNs"`
+	LastCommitNs  int64    `json:"lastCommitNs"`
+	UnmountNs     int64    `json:"unmountNs"`
+	Features      Features `json:"features"`
+	Workers       int      `json:"workers"`
+}
+
+// CommitResult is what a Commit did (`layerfsd commit --json`).
+type CommitResult struct {
+	// Layer is the new Layer, or the unchanged base when UpToDate.
+	Layer    Layer `json:"layer"`
+	UpToDate bool  `json:"upToDate"`
+	// Hashed is how many files were hashed, HashedBytes their size.
+	Hashed      int   `json:"hashed"`
+	HashedBytes int64 `json:"hashedBytes"`
+	// DurationNs is the daemon's time for the whole Commit.
+	DurationNs int64 `json:"durationNs"`
+}
+
+// UnmountResult is what an unmount did (`layerfsd unmount --json`).
+type UnmountResult struct {
+	// Lazy is set when files were still open after the bounded wait, so
+	// the mount was detached (umount -l) and its connection aborted.
+	Lazy bool `json:"lazy"`
+	// DurationNs is the daemon's time to unmount; CleanupNs the time to
+	// remove the overlay afterwards.
+	DurationNs int64 `json:"durationNs"`
+	CleanupNs  int64 `json:"cleanupNs"`
+}
