@@ -1,0 +1,402 @@
+//go:build linux
+
+package uring
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/hanwen/go-fuse/v2/posixtest"
+	"golang.org/x/sys/unix"
+
+	"github.com/sealbench/sealbench/internal/testenv"
+)
+
+// serverEnv makes the test binary a daemon for TestURing/Kill: it mounts
+// a loopback whose LOOKUP of "block" never returns, at the directory the
+// variable names, over the transport in serverTransportEnv.
+const (
+	serverEnv          = "SEALBENCH_URING_TEST_SERVER"
+	serverTransportEnv = "SEALBENCH_URING_TEST_TRANSPORT"
+)
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(serverEnv); dir != "" {
+		os.Exit(runServer(dir, Transport(os.Getenv(serverTransportEnv))))
+	}
+	os.Exit(m.Run())
+}
+
+// options are the kernel settings of a LayerFS Workspace (layerfs's
+// kernelOptions), so that what is measured here is what a Workspace gets.
+func options() *fs.Options {
+	timeout := time.Hour
+	o := &fs.Options{
+		MountOptions: fuse.MountOptions{
+			FsName:           "loopback",
+			Name:             "loopback",
+			MaxWrite:         1 << 20,
+			MaxReadAhead:     1 << 20,
+			DirectMount:      true,
+			DirectMountFlags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOATIME,
+			EnableLocks:      true,
+			Options:          []string{"default_permissions"},
+			MaxStackDepth:    2,
+		},
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &timeout,
+		NullPermissions: true,
+	}
+	o.AllowOther = os.Geteuid() == 0
+	o.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
+	return o
+}
+
+// mountLoopback mounts go-fuse's loopback of src at mnt over transport t.
+func mountLoopback(tb testing.TB, src, mnt string, t Transport) *Server {
+	tb.Helper()
+	root, err := fs.NewLoopbackRoot(src)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o := options()
+	s, err := Mount(mnt, fs.NewNodeFS(root, o), &o.MountOptions, Options{Transport: t})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if isMounted(mnt) {
+			if err := s.Unmount(); err != nil {
+				tb.Errorf("unmounting %s: %v", mnt, err)
+			}
+		}
+	})
+	return s
+}
+
+// isMounted says whether dir is a mount point in /proc/self/mountinfo.
+func isMounted(dir string) bool {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// withURingEnabled turns enable_uring on for the rest of tb and puts it back
+// as it was when tb ends, failed or not. Only TestURing (and the benchmark,
+// which never runs beside it) calls it.
+func withURingEnabled(tb testing.TB) {
+	tb.Helper()
+	testenv.NeedRoot(tb)
+	testenv.NeedFUSE(tb)
+	was, err := SetEnabled(true)
+	if err != nil {
+		testenv.Skip(tb, "FUSE over io_uring: %v", err)
+	}
+	tb.Cleanup(func() {
+		if _, err := SetEnabled(was); err != nil {
+			tb.Errorf("restoring %s: %v", ParamPath, err)
+		}
+	})
+}
+
+// TestURing is the package's one test that touches enable_uring: it turns
+// it off for the fallback, then on for everything else, and restores it.
+func TestURing(t *testing.T) {
+	withURingEnabled(t)
+
+	t.Run("Fallback", func(t *testing.T) {
+		if _, err := SetEnabled(false); err != nil {
+			t.Fatal(err)
+		}
+		defer SetEnabled(true)
+		if err := Available(); !errors.Is(err, ErrNotNegotiated) {
+			t.Fatalf("Available with enable_uring off: %v, want ErrNotNegotiated", err)
+		}
+		src, mnt := t.TempDir(), t.TempDir()
+		root, _ := fs.NewLoopbackRoot(src)
+		o := options()
+		if s, err := Mount(mnt, fs.NewNodeFS(root, o), &o.MountOptions, Options{Transport: URing}); !errors.Is(err, ErrNotNegotiated) {
+			if err == nil {
+				s.Unmount()
+			}
+			t.Fatalf("Mount(URing) with enable_uring off: %v, want ErrNotNegotiated", err)
+		} else {
+			t.Logf("Mount(URing): %v", err)
+		}
+		if isMounted(mnt) {
+			t.Fatalf("a refused Mount(URing) left %s mounted", mnt)
+		}
+		s := mountLoopback(t, src, mnt, Auto)
+		if s.Transport() != Dev || !errors.Is(s.Reason(), ErrNotNegotiated) {
+			t.Fatalf("Mount(Auto) with enable_uring off: transport %s, reason %v", s.Transport(), s.Reason())
+		}
+		if err := os.WriteFile(filepath.Join(mnt, "f"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if st := s.Stats(); st.DevRequests == 0 || st.RingRequests != 0 {
+			t.Errorf("over /dev/fuse: %+v", st)
+		}
+	})
+
+	t.Run("Rings", testRings)
+	t.Run("Posix", testPosix)
+	t.Run("Passthrough", testPassthrough)
+	t.Run("Unmount", testUnmount)
+	t.Run("Kill", testKill)
+}
+
+// onCPU runs f on a thread pinned to cpu.
+func onCPU(t *testing.T, cpu int, f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var set, old unix.CPUSet
+		unix.SchedGetaffinity(0, &old)
+		defer unix.SchedSetaffinity(0, &old)
+		set.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			t.Errorf("pinning to CPU %d: %v", cpu, err)
+			return
+		}
+		f()
+	}()
+	<-done
+}
+
+// testRings: every queue is registered and pinned, requests made on each
+// CPU are served by that CPU's queue, and none comes through /dev/fuse.
+func testRings(t *testing.T) {
+	src, mnt := t.TempDir(), t.TempDir()
+	s := mountLoopback(t, src, mnt, URing)
+	if s.Transport() != URing {
+		t.Fatalf("transport %s: %v", s.Transport(), s.Reason())
+	}
+	ncpu, err := possibleCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set unix.CPUSet
+	unix.SchedGetaffinity(0, &set)
+	before := s.Stats()
+	if len(before.Queues) != ncpu {
+		t.Fatalf("%d queues, want one per possible CPU (%d)", len(before.Queues), ncpu)
+	}
+	for cpu := 0; cpu < ncpu; cpu++ {
+		if !set.IsSet(cpu) {
+			continue
+		}
+		if !before.Queues[cpu].Pinned {
+			t.Errorf("queue %d is not pinned to its CPU", cpu)
+		}
+		onCPU(t, cpu, func() {
+			for i := 0; i < 20; i++ {
+				p := filepath.Join(mnt, fmt.Sprintf("cpu%d-%d", cpu, i))
+				if err := os.WriteFile(p, []byte(p), 0o644); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	names, err := os.ReadDir(mnt)
+	if err != nil || len(names) != 20*set.Count() {
+		t.Fatalf("readdir: %d names, %v", len(names), err)
+	}
+	st := s.Stats()
+	t.Logf("%+v", st)
+	for cpu := 0; cpu < ncpu; cpu++ {
+		// Each file costs at least LOOKUP, CREATE, FLUSH, RELEASE.
+		if set.IsSet(cpu) && st.Queues[cpu].Requests-before.Queues[cpu].Requests < 4*20 {
+			t.Errorf("queue %d served %d requests for 20 files made on its CPU", cpu, st.Queues[cpu].Requests-before.Queues[cpu].Requests)
+		}
+	}
+	if st.DevRequests != 0 {
+		t.Errorf("%d requests came through /dev/fuse", st.DevRequests)
+	}
+}
+
+// testPosix runs go-fuse's POSIX suite on a loopback over io_uring, a
+// fresh mount per test.
+func testPosix(t *testing.T) {
+	names := make([]string, 0, len(posixtest.All))
+	for name := range posixtest.All {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			mnt := t.TempDir()
+			s := mountLoopback(t, t.TempDir(), mnt, URing)
+			posixtest.All[name](t, mnt)
+			if st := s.Stats(); st.DevRequests != 0 {
+				t.Errorf("%d requests came through /dev/fuse", st.DevRequests)
+			}
+		})
+	}
+}
+
+// testPassthrough: with io_uring, reads and writes of a large file still go
+// straight to the backing file (the backing-file ioctls go to /dev/fuse).
+func testPassthrough(t *testing.T) {
+	src, mnt := t.TempDir(), t.TempDir()
+	s := mountLoopback(t, src, mnt, URing)
+	if s.Fuse().KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
+		testenv.Skip(t, "kernel does not offer FUSE passthrough")
+	}
+	data := bytes.Repeat([]byte("0123456789abcdef"), 4<<20) // 64 MiB
+	p := filepath.Join(mnt, "big")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes, %v", len(got), err)
+	}
+	backing, err := os.ReadFile(filepath.Join(src, "big"))
+	if err != nil || !bytes.Equal(backing, data) {
+		t.Fatalf("backing file: %d bytes, %v", len(backing), err)
+	}
+	// Each 1 MiB READ or WRITE served would be a request: 64 MiB through
+	// the daemon would be 128 of them at least.
+	if st := s.Stats(); st.RingRequests > 30 || st.DevRequests != 0 {
+		t.Errorf("64 MiB written and read: %+v; READ and WRITE should not reach the daemon", st)
+	}
+}
+
+// testUnmount: Unmount returns, the mount is gone, every queue goroutine
+// has stopped, and so has the /dev/fuse loop.
+func testUnmount(t *testing.T) {
+	src, mnt := t.TempDir(), t.TempDir()
+	s := mountLoopback(t, src, mnt, URing)
+	f, err := os.Create(filepath.Join(mnt, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := s.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	if isMounted(mnt) {
+		t.Fatalf("%s still mounted", mnt)
+	}
+	for _, q := range s.queues {
+		select {
+		case <-q.exited:
+		default:
+			t.Errorf("queue %d still running", q.qid)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(src, "f")); err != nil {
+		t.Error(err)
+	}
+}
+
+// testKill kills the daemon with SIGKILL while a request is blocked in it,
+// on each transport, and checks the same outcome: the blocked call fails,
+// the mount's connection is aborted (ENOTCONN), and it unmounts cleanly.
+func testKill(t *testing.T) {
+	for _, tr := range []Transport{Dev, URing} {
+		t.Run(string(tr), func(t *testing.T) {
+			mnt := t.TempDir()
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), serverEnv+"="+mnt, serverTransportEnv+"="+string(tr))
+			cmd.Stderr = os.Stderr
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			lines := bufio.NewScanner(out)
+			expect := func(want string) {
+				t.Helper()
+				if !lines.Scan() || !strings.HasPrefix(lines.Text(), want) {
+					t.Fatalf("daemon said %q (%v), want %q", lines.Text(), lines.Err(), want)
+				}
+			}
+			expect("mounted " + string(tr))
+			statErr := make(chan error, 1)
+			go func() {
+				_, err := os.Stat(filepath.Join(mnt, "block"))
+				statErr <- err
+			}()
+			expect("blocked")
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			select {
+			case err := <-statErr:
+				if err == nil {
+					t.Fatal("stat of the blocked name succeeded")
+				}
+				t.Logf("blocked stat: %v", err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the blocked stat still hangs 10s after the daemon was killed")
+			}
+			if _, err := os.Stat(filepath.Join(mnt, "other")); !errors.Is(err, unix.ENOTCONN) {
+				t.Errorf("stat on the dead mount: %v, want ENOTCONN", err)
+			}
+			if err := unix.Unmount(mnt, 0); err != nil {
+				t.Fatalf("unmounting the dead mount: %v", err)
+			}
+			if isMounted(mnt) {
+				t.Fatalf("%s still mounted", mnt)
+			}
+		})
+	}
+}
+
+// blockFS is a loopback whose LOOKUP of "block" says so and never returns.
+type blockFS struct{ fuse.RawFileSystem }
+
+func (b *blockFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	if name == "block" {
+		fmt.Println("blocked")
+		select {}
+	}
+	return b.RawFileSystem.Lookup(cancel, h, name, out)
+}
+
+func runServer(dir string, t Transport) int {
+	src, err := os.MkdirTemp("", "uring-server-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(src)
+	root, err := fs.NewLoopbackRoot(src)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	o := options()
+	s, err := Mount(dir, &blockFS{fs.NewNodeFS(root, o)}, &o.MountOptions, Options{Transport: t})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("mounted", s.Transport())
+	s.Wait()
+	return 0
+}
