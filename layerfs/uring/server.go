@@ -406,17 +406,22 @@ func possibleCPUs() (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return countCPUs(string(b))
+}
+
+// countCPUs counts the CPUs of a kernel CPU list such as "0-3,8".
+func countCPUs(list string) (int, error) {
 	n := 0
-	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
+	for _, part := range strings.Split(strings.TrimSpace(list), ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(lo)
 		if err != nil {
-			return 0, fmt.Errorf("parsing possible CPUs %q: %w", b, err)
+			return 0, fmt.Errorf("parsing CPU list %q: %w", list, err)
 		}
 		c := a
 		if isRange {
-			if c, err = strconv.Atoi(hi); err != nil {
-				return 0, fmt.Errorf("parsing possible CPUs %q: %w", b, err)
+			if c, err = strconv.Atoi(hi); err != nil || c < a {
+				return 0, fmt.Errorf("parsing CPU list %q: bad range %q", list, part)
 			}
 		}
 		n += c - a + 1

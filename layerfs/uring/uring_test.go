@@ -163,6 +163,32 @@ func TestURing(t *testing.T) {
 	t.Run("Kill", testKill)
 }
 
+func TestParseTransport(t *testing.T) {
+	for _, s := range []string{"auto", "uring", "dev"} {
+		if tr, err := ParseTransport(s); err != nil || string(tr) != s {
+			t.Errorf("ParseTransport(%q) = %q, %v", s, tr, err)
+		}
+	}
+	for _, s := range []string{"", "io_uring", "Dev"} {
+		if _, err := ParseTransport(s); err == nil {
+			t.Errorf("ParseTransport(%q) succeeded", s)
+		}
+	}
+}
+
+func TestCountCPUs(t *testing.T) {
+	for list, want := range map[string]int{"0\n": 1, "0-1\n": 2, "0-3,8-9": 6, "0,2,4": 3} {
+		if n, err := countCPUs(list); err != nil || n != want {
+			t.Errorf("countCPUs(%q) = %d, %v; want %d", list, n, err, want)
+		}
+	}
+	for _, list := range []string{"", "a", "3-1", "0-"} {
+		if _, err := countCPUs(list); err == nil {
+			t.Errorf("countCPUs(%q) succeeded", list)
+		}
+	}
+}
+
 // onCPU runs f on a thread pinned to cpu.
 func onCPU(t *testing.T, cpu int, f func()) {
 	done := make(chan struct{})
@@ -315,6 +341,13 @@ func testUnmount(t *testing.T) {
 // on each transport, and checks the same outcome: the blocked call fails,
 // the mount's connection is aborted (ENOTCONN), and it unmounts cleanly.
 func testKill(t *testing.T) {
+	blockedErr := map[Transport]error{}
+	defer func() {
+		d, u := blockedErr[Dev], blockedErr[URing]
+		if d != nil && u != nil && !errors.Is(u, errors.Unwrap(d)) {
+			t.Errorf("the blocked call failed with %v over /dev/fuse but %v over io_uring", d, u)
+		}
+	}()
 	for _, tr := range []Transport{Dev, URing} {
 		t.Run(string(tr), func(t *testing.T) {
 			mnt := t.TempDir()
@@ -351,6 +384,7 @@ func testKill(t *testing.T) {
 					t.Fatal("stat of the blocked name succeeded")
 				}
 				t.Logf("blocked stat: %v", err)
+				blockedErr[tr] = err.(*os.PathError)
 			case <-time.After(10 * time.Second):
 				t.Fatal("the blocked stat still hangs 10s after the daemon was killed")
 			}
