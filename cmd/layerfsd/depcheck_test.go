@@ -32,3 +32,28 @@ func TestDeps(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonAPIDeps: daemonapi is the contract the runner and the host side
+// link too, so it stays the standard library (plus manifests' formats), on
+// every platform the host side builds for.
+func TestDaemonAPIDeps(t *testing.T) {
+	for _, goos := range []string{"linux", "darwin"} {
+		cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "github.com/sealbench/sealbench/layerfs/daemonapi")
+		cmd.Env = append(cmd.Environ(), "GOOS="+goos, "CGO_ENABLED=0")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps (%s): %v", goos, err)
+		}
+		deps := strings.Fields(string(out))
+		if len(deps) == 0 {
+			t.Fatalf("go list -deps (%s) listed nothing: the check is not looking at the right thing", goos)
+		}
+		for _, dep := range deps {
+			switch dep {
+			case "github.com/sealbench/sealbench/layerfs/daemonapi", "github.com/sealbench/sealbench/manifests":
+			default:
+				t.Errorf("daemonapi (%s) links %s", goos, dep)
+			}
+		}
+	}
+}

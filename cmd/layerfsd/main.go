@@ -4,6 +4,18 @@
 // Layers, and FUSE Workspaces with a control socket. See `layerfsd --help`.
 package main
 
-import "github.com/sealbench/sealbench/layerfs/cli"
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
 
-func main() { cli.Run() }
+	"github.com/sealbench/sealbench/cmd/layerfsd/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,7 +1,9 @@
 //go:build linux
 
 // Package cli is the command line of layerfsd: it parses flags and calls the
-// layerfs library. cmd/layerfsd is a thin main around Main.
+// layerfs library. cmd/layerfsd is a thin main around Main; nothing here
+// exits the process. What --json prints, and the exit codes, are
+// daemonapi's types, which the runner shares.
 package cli
 
 import (
@@ -10,9 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/sealbench/sealbench/internal/version"
 	"github.com/sealbench/sealbench/layerfs"
@@ -106,14 +105,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return daemonapi.ExitOK
 }
 
-// Run is main: it handles signals and exits.
-func Run() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
-
 func newRoot(g *globals) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "layerfsd",
@@ -140,7 +131,7 @@ func exactArgs(n int) cobra.PositionalArgs {
 	}
 }
 
-func required(c *cobra.Command, names ...string) error {
+func requireFlags(c *cobra.Command, names ...string) error {
 	for _, n := range names {
 		if v, _ := c.Flags().GetString(n); v == "" {
 			return usageError{fmt.Errorf("%s needs --%s", c.Name(), n)}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,11 +26,14 @@ import (
 	_ "modernc.org/sqlite"
 )
 
-// The test binary doubles as layerfsd: the tests run it as a subprocess,
-// and `mount` re-executes it as the daemon.
+// The test binary doubles as layerfsd, with the same main: the tests run it
+// as a subprocess, and `mount` re-executes it as the daemon.
 func TestMain(m *testing.M) {
 	if os.Getenv("LAYERFSD_TEST_MAIN") == "1" {
-		Run()
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

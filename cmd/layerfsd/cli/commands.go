@@ -20,8 +20,53 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func openStore(ctx context.Context, dir string) (*layerfs.Store, error) {
-	return layerfs.Open(ctx, dir)
+// onStore makes c a subcommand that works on an existing Store: it adds
+// --store, checks it and the other required flags, opens the Store for run
+// and closes it afterwards. Every Store subcommand had these lines.
+func onStore(c *cobra.Command, required []string, run func(ctx context.Context, s *layerfs.Store, args []string) error) *cobra.Command {
+	var dir string
+	c.Flags().StringVar(&dir, "store", "", "Store directory")
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if err := requireFlags(c, append([]string{"store"}, required...)...); err != nil {
+			return err
+		}
+		s, err := layerfs.Open(c.Context(), dir)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		return run(c.Context(), s, args)
+	}
+	return c
+}
+
+// resolve finds a Layer for each id or unique prefix, in order.
+func resolve(ctx context.Context, s *layerfs.Store, ids ...string) ([]*layerfs.Layer, error) {
+	ls := make([]*layerfs.Layer, len(ids))
+	for i, id := range ids {
+		l, err := s.ResolveLayer(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		ls[i] = l
+	}
+	return ls, nil
+}
+
+// onControl makes c a subcommand that talks to a running daemon: it adds
+// --control and --timeout (default timeout), checks --control and hands
+// run a client for the socket.
+func onControl(c *cobra.Command, timeout time.Duration, run func(ctx context.Context, cl *layerfs.Client) error) *cobra.Command {
+	cl := &layerfs.Client{}
+	c.Flags().StringVar(&cl.Socket, "control", "", "control socket of the daemon")
+	c.Flags().DurationVar(&cl.Timeout, "timeout", timeout, "how long to wait for the daemon")
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		if err := requireFlags(c, "control"); err != nil {
+			return err
+		}
+		return run(c.Context(), cl)
+	}
+	return c
 }
 
 func cmdInit(g *globals) *cobra.Command {
@@ -31,7 +76,7 @@ func cmdInit(g *globals) *cobra.Command {
 		Short: "create a new, empty Store",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := required(c, "store"); err != nil {
+			if err := requireFlags(c, "store"); err != nil {
 				return err
 			}
 			p, err := layerfs.ParseProfile(profile)
@@ -54,36 +99,26 @@ func cmdInit(g *globals) *cobra.Command {
 }
 
 func cmdImport(g *globals) *cobra.Command {
-	var store, from, msg, parent string
-	c := &cobra.Command{
+	var from, msg, parent string
+	c := onStore(&cobra.Command{
 		Use:   "import --store DIR --from DIR [-m MSG]",
 		Short: "commit a directory tree as a new Layer and print its id",
 		Args:  exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			if err := required(c, "store", "from"); err != nil {
-				return err
-			}
-			s, err := openStore(c.Context(), store)
+	}, []string{"from"}, func(ctx context.Context, s *layerfs.Store, _ []string) error {
+		opts := layerfs.ImportOptions{Message: msg}
+		if parent != "" {
+			p, err := resolve(ctx, s, parent)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
-			opts := layerfs.ImportOptions{Message: msg}
-			if parent != "" {
-				p, err := s.ResolveLayer(c.Context(), parent)
-				if err != nil {
-					return err
-				}
-				opts.Parent = p.ID
-			}
-			l, err := s.Import(c.Context(), from, opts)
-			if err != nil {
-				return err
-			}
-			return g.print(l, func(w io.Writer) { fmt.Fprintln(w, l.ID) })
-		},
-	}
-	c.Flags().StringVar(&store, "store", "", "Store directory")
+			opts.Parent = p[0].ID
+		}
+		l, err := s.Import(ctx, from, opts)
+		if err != nil {
+			return err
+		}
+		return g.print(l, func(w io.Writer) { fmt.Fprintln(w, l.ID) })
+	})
 	c.Flags().StringVar(&from, "from", "", "directory to import")
 	c.Flags().StringVarP(&msg, "message", "m", "", "Layer message")
 	c.Flags().StringVar(&parent, "parent", "", "parent Layer id (default: none)")
@@ -121,7 +156,7 @@ func cmdMount(g *globals) *cobra.Command {
 		Short: "mount a Workspace in a background daemon; returns once it is ready",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := required(c, "store", "workspace", "control"); err != nil {
+			if err := requireFlags(c, "store", "workspace", "control"); err != nil {
 				return err
 			}
 			info, err := daemonize(c.Context(), &f)
@@ -230,7 +265,7 @@ func cmdServe(g *globals) *cobra.Command {
 		Hidden: true,
 		Args:   exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := required(c, "store", "workspace", "control"); err != nil {
+			if err := requireFlags(c, "store", "workspace", "control"); err != nil {
 				return err
 			}
 			var ready *os.File
@@ -264,58 +299,40 @@ func cmdServe(g *globals) *cobra.Command {
 }
 
 func cmdCommit(g *globals) *cobra.Command {
-	var control, msg string
-	var timeout time.Duration
-	c := &cobra.Command{
+	var msg string
+	c := onControl(&cobra.Command{
 		Use:   "commit --control SOCK [-m MSG]",
 		Short: "commit the Workspace as a new Layer; prints its id, or UpToDate",
 		Args:  exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			if err := required(c, "control"); err != nil {
-				return err
+	}, 10*time.Minute, func(ctx context.Context, cl *layerfs.Client) error {
+		res, err := cl.Commit(ctx, msg)
+		if err != nil {
+			return err
+		}
+		return g.print(res, func(w io.Writer) {
+			if res.UpToDate {
+				fmt.Fprintln(w, "UpToDate")
+			} else {
+				fmt.Fprintln(w, res.Layer.ID)
 			}
-			cl := &layerfs.Client{Socket: control, Timeout: timeout}
-			res, err := cl.Commit(c.Context(), msg)
-			if err != nil {
-				return err
-			}
-			return g.print(res, func(w io.Writer) {
-				if res.UpToDate {
-					fmt.Fprintln(w, "UpToDate")
-				} else {
-					fmt.Fprintln(w, res.Layer.ID)
-				}
-			})
-		},
-	}
-	c.Flags().StringVar(&control, "control", "", "control socket of the daemon")
+		})
+	})
 	c.Flags().StringVarP(&msg, "message", "m", "", "Layer message")
-	c.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for the daemon")
 	return c
 }
 
 func cmdStats(g *globals) *cobra.Command {
-	var control string
-	var timeout time.Duration
-	c := &cobra.Command{
+	return onControl(&cobra.Command{
 		Use:   "stats --control SOCK [--json]",
 		Short: "print the Workspace's telemetry",
 		Args:  exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			if err := required(c, "control"); err != nil {
-				return err
-			}
-			cl := &layerfs.Client{Socket: control, Timeout: timeout}
-			st, err := cl.Stats(c.Context())
-			if err != nil {
-				return err
-			}
-			return g.print(st, func(w io.Writer) { printStats(w, st) })
-		},
-	}
-	c.Flags().StringVar(&control, "control", "", "control socket of the daemon")
-	c.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the daemon")
-	return c
+	}, 10*time.Second, func(ctx context.Context, cl *layerfs.Client) error {
+		st, err := cl.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		return g.print(st, func(w io.Writer) { printStats(w, st) })
+	})
 }
 
 func printStats(w io.Writer, st *layerfs.Stats) {
@@ -340,141 +357,92 @@ func printStats(w io.Writer, st *layerfs.Stats) {
 }
 
 func cmdUnmount(g *globals) *cobra.Command {
-	var control string
-	var timeout time.Duration
-	c := &cobra.Command{
+	return onControl(&cobra.Command{
 		Use:   "unmount --control SOCK",
 		Short: "unmount the Workspace (uncommitted changes are discarded); the daemon exits",
 		Args:  exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			if err := required(c, "control"); err != nil {
-				return err
+	}, time.Minute, func(ctx context.Context, cl *layerfs.Client) error {
+		res, err := cl.Unmount(ctx)
+		if err != nil {
+			return err
+		}
+		return g.print(res, func(w io.Writer) {
+			how := "unmounted"
+			if res.Lazy {
+				how = "unmounted lazily (files were still open; their connection was aborted)"
 			}
-			cl := &layerfs.Client{Socket: control, Timeout: timeout}
-			res, err := cl.Unmount(c.Context())
-			if err != nil {
-				return err
-			}
-			return g.print(res, func(w io.Writer) {
-				how := "unmounted"
-				if res.Lazy {
-					how = "unmounted lazily (files were still open; their connection was aborted)"
-				}
-				fmt.Fprintf(w, "%s in %.3f ms\n", how, float64(res.DurationNs)/1e6)
-			})
-		},
-	}
-	c.Flags().StringVar(&control, "control", "", "control socket of the daemon")
-	c.Flags().DurationVar(&timeout, "timeout", time.Minute, "how long to wait for the daemon")
-	return c
+			fmt.Fprintf(w, "%s in %.3f ms\n", how, float64(res.DurationNs)/1e6)
+		})
+	})
 }
 
 func cmdLog(g *globals) *cobra.Command {
-	var store string
-	c := &cobra.Command{
+	return onStore(&cobra.Command{
 		Use:   "log --store DIR [--json]",
 		Short: "list the Store's Layers, newest first",
 		Args:  exactArgs(0),
-		RunE: func(c *cobra.Command, _ []string) error {
-			if err := required(c, "store"); err != nil {
-				return err
-			}
-			s, err := openStore(c.Context(), store)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			ls, err := s.Log(c.Context())
-			if err != nil {
-				return err
-			}
-			if ls == nil {
-				ls = []*layerfs.Layer{}
-			}
-			return g.print(ls, func(w io.Writer) {
-				for _, l := range ls {
-					parent := "-"
-					if !l.Parent.IsZero() {
-						parent = l.Parent.Short()
-					}
-					fmt.Fprintf(w, "%s  %s  parent %s  %s\n", l.ID, l.Time.UTC().Format(time.RFC3339), parent, l.Message)
+	}, nil, func(ctx context.Context, s *layerfs.Store, _ []string) error {
+		ls, err := s.Log(ctx)
+		if err != nil {
+			return err
+		}
+		if ls == nil {
+			ls = []*layerfs.Layer{}
+		}
+		return g.print(ls, func(w io.Writer) {
+			for _, l := range ls {
+				parent := "-"
+				if !l.Parent.IsZero() {
+					parent = l.Parent.Short()
 				}
-			})
-		},
-	}
-	c.Flags().StringVar(&store, "store", "", "Store directory")
-	return c
+				fmt.Fprintf(w, "%s  %s  parent %s  %s\n", l.ID, l.Time.UTC().Format(time.RFC3339), parent, l.Message)
+			}
+		})
+	})
 }
 
 func cmdShow(g *globals) *cobra.Command {
-	var store string
-	c := &cobra.Command{
+	return onStore(&cobra.Command{
 		Use:   "show --store DIR ID",
 		Short: "show one Layer",
 		Args:  exactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := required(c, "store"); err != nil {
-				return err
+	}, nil, func(ctx context.Context, s *layerfs.Store, args []string) error {
+		ls, err := resolve(ctx, s, args...)
+		if err != nil {
+			return err
+		}
+		l := ls[0]
+		return g.print(l, func(w io.Writer) {
+			parent := "-"
+			if !l.Parent.IsZero() {
+				parent = l.Parent.String()
 			}
-			s, err := openStore(c.Context(), store)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			l, err := s.ResolveLayer(c.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return g.print(l, func(w io.Writer) {
-				parent := "-"
-				if !l.Parent.IsZero() {
-					parent = l.Parent.String()
-				}
-				fmt.Fprintf(w, "layer   %s\nparent  %s\ntime    %s\ntree    %s\nmessage %s\n", l.ID, parent, l.Time.UTC().Format(time.RFC3339Nano), l.Root.Content, l.Message)
-			})
-		},
-	}
-	c.Flags().StringVar(&store, "store", "", "Store directory")
-	return c
+			fmt.Fprintf(w, "layer   %s\nparent  %s\ntime    %s\ntree    %s\nmessage %s\n", l.ID, parent, l.Time.UTC().Format(time.RFC3339Nano), l.Root.Content, l.Message)
+		})
+	})
 }
 
 func cmdDiff(g *globals) *cobra.Command {
-	var store string
-	c := &cobra.Command{
+	return onStore(&cobra.Command{
 		Use:   "diff --store DIR A B",
 		Short: "list how Layer B differs from Layer A (A added, D deleted, M modified, m metadata only)",
 		Args:  exactArgs(2),
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := required(c, "store"); err != nil {
-				return err
+	}, nil, func(ctx context.Context, s *layerfs.Store, args []string) error {
+		ls, err := resolve(ctx, s, args...)
+		if err != nil {
+			return err
+		}
+		changes, err := s.Diff(ctx, ls[0], ls[1])
+		if err != nil {
+			return err
+		}
+		if changes == nil {
+			changes = []layerfs.Change{}
+		}
+		return g.print(changes, func(w io.Writer) {
+			for _, ch := range changes {
+				fmt.Fprintf(w, "%s %s\n", ch.Kind, ch.Path)
 			}
-			s, err := openStore(c.Context(), store)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			a, err := s.ResolveLayer(c.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			b, err := s.ResolveLayer(c.Context(), args[1])
-			if err != nil {
-				return err
-			}
-			changes, err := s.Diff(c.Context(), a, b)
-			if err != nil {
-				return err
-			}
-			if changes == nil {
-				changes = []layerfs.Change{}
-			}
-			return g.print(changes, func(w io.Writer) {
-				for _, ch := range changes {
-					fmt.Fprintf(w, "%s %s\n", ch.Kind, ch.Path)
-				}
-			})
-		},
-	}
-	c.Flags().StringVar(&store, "store", "", "Store directory")
-	return c
+		})
+	})
 }
