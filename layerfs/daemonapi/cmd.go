@@ -5,12 +5,27 @@ import (
 	"time"
 )
 
-// The command builders below write layerfsd's command lines, without the
-// program's name: Args for exec, Shell for a shell (prefix the program, as in
-// `"$L " + cmd.Shell()`). Required flags are always written, so that a
-// missing value is layerfsd's usage error (exit 2) and not a silently
-// different command; optional ones only when set. Every builder asks for
-// --json, whose answer the matching Decode function reads.
+// Command is one of the builders below (InitCmd, ImportCmd, MountCmd,
+// CommitCmd, StatsCmd, UnmountCmd): a layerfsd command line, without the
+// program's name. Required flags are always written, so that a missing value
+// is layerfsd's usage error (exit 2) and not a silently different command;
+// optional ones only when set. Every builder asks for --json, whose answer
+// the matching Decode function reads.
+type Command interface {
+	// Args returns the command line for exec.
+	Args() []string
+}
+
+// Shell returns c's command line quoted for a POSIX shell; prefix the
+// program, as in `"$L " + daemonapi.Shell(cmd)`.
+func Shell(c Command) string {
+	args := c.Args()
+	q := make([]string, len(args))
+	for i, s := range args {
+		q[i] = Quote(s)
+	}
+	return strings.Join(q, " ")
+}
 
 // InitCmd is `layerfsd init`: a new, empty Store. Decode with DecodeInit.
 type InitCmd struct {
@@ -24,9 +39,6 @@ func (c InitCmd) Args() []string {
 	a = optional(a, "--profile", string(c.Profile))
 	return append(a, "--json")
 }
-
-// Shell returns Args quoted for a POSIX shell.
-func (c InitCmd) Shell() string { return shell(c.Args()) }
 
 // ImportCmd is `layerfsd import`: a directory tree as a new Layer. Decode
 // with DecodeLayer.
@@ -44,9 +56,6 @@ func (c ImportCmd) Args() []string {
 	a = optional(a, "--parent", c.Parent)
 	return append(a, "--json")
 }
-
-// Shell returns Args quoted for a POSIX shell.
-func (c ImportCmd) Shell() string { return shell(c.Args()) }
 
 // MountCmd is `layerfsd mount`: a Workspace served by a background daemon;
 // it returns once the Workspace is ready. Decode with DecodeReady.
@@ -74,9 +83,6 @@ func (c MountCmd) Args() []string {
 	return append(a, "--json")
 }
 
-// Shell returns Args quoted for a POSIX shell.
-func (c MountCmd) Shell() string { return shell(c.Args()) }
-
 // CommitCmd is `layerfsd commit`: the Workspace as a new Layer, or
 // UpToDate. Decode with DecodeCommit.
 type CommitCmd struct {
@@ -87,14 +93,8 @@ type CommitCmd struct {
 
 // Args returns the command line for exec.
 func (c CommitCmd) Args() []string {
-	a := []string{"commit", "--control", c.Control}
-	a = optional(a, "-m", c.Message)
-	a = optionalDuration(a, "--timeout", c.Timeout)
-	return append(a, "--json")
+	return controlArgs("commit", c.Control, c.Timeout, optional(nil, "-m", c.Message)...)
 }
-
-// Shell returns Args quoted for a POSIX shell.
-func (c CommitCmd) Shell() string { return shell(c.Args()) }
 
 // StatsCmd is `layerfsd stats`: the Workspace's telemetry. Decode with
 // DecodeStats.
@@ -104,14 +104,7 @@ type StatsCmd struct {
 }
 
 // Args returns the command line for exec.
-func (c StatsCmd) Args() []string {
-	a := []string{"stats", "--control", c.Control}
-	a = optionalDuration(a, "--timeout", c.Timeout)
-	return append(a, "--json")
-}
-
-// Shell returns Args quoted for a POSIX shell.
-func (c StatsCmd) Shell() string { return shell(c.Args()) }
+func (c StatsCmd) Args() []string { return controlArgs("stats", c.Control, c.Timeout) }
 
 // UnmountCmd is `layerfsd unmount`: uncommitted changes are discarded and
 // the daemon exits. Decode with DecodeUnmount.
@@ -121,14 +114,16 @@ type UnmountCmd struct {
 }
 
 // Args returns the command line for exec.
-func (c UnmountCmd) Args() []string {
-	a := []string{"unmount", "--control", c.Control}
-	a = optionalDuration(a, "--timeout", c.Timeout)
+func (c UnmountCmd) Args() []string { return controlArgs("unmount", c.Control, c.Timeout) }
+
+// controlArgs is the command line of a subcommand that asks a running
+// daemon through its control socket.
+func controlArgs(verb, control string, timeout time.Duration, more ...string) []string {
+	a := []string{verb, "--control", control}
+	a = optionalDuration(a, "--timeout", timeout)
+	a = append(a, more...)
 	return append(a, "--json")
 }
-
-// Shell returns Args quoted for a POSIX shell.
-func (c UnmountCmd) Shell() string { return shell(c.Args()) }
 
 func optional(a []string, flag, v string) []string {
 	if v == "" {
@@ -142,15 +137,6 @@ func optionalDuration(a []string, flag string, d time.Duration) []string {
 		return a
 	}
 	return append(a, flag, d.String())
-}
-
-// shell quotes each argument for a POSIX shell and joins them with spaces.
-func shell(args []string) string {
-	q := make([]string, len(args))
-	for i, s := range args {
-		q[i] = Quote(s)
-	}
-	return strings.Join(q, " ")
 }
 
 // Quote quotes s for a POSIX shell: as is when it holds only characters no

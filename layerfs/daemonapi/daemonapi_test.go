@@ -11,7 +11,7 @@ import (
 
 func TestArgs(t *testing.T) {
 	for _, tc := range []struct {
-		cmd  interface{ Args() []string }
+		cmd  Command
 		want string
 	}{
 		{InitCmd{Store: "/w/store", Profile: ProfileDisposable}, "init --store /w/store --profile disposable --json"},
@@ -40,10 +40,10 @@ func TestShell(t *testing.T) {
 		t.Skip("no sh to check the quoting against:", err)
 	}
 	c := ImportCmd{Store: "/tmp/a store", From: "it's $HOME `x` \"q\" \\", Message: "", Parent: "*;&|<>"}
-	if got, want := (UnmountCmd{Control: "/w/ctl"}).Shell(), "unmount --control /w/ctl --json"; got != want {
+	if got, want := Shell(UnmountCmd{Control: "/w/ctl"}), "unmount --control /w/ctl --json"; got != want {
 		t.Errorf("plain words are quoted: %q", got)
 	}
-	out, err := exec.Command(sh, "-c", `f() { for a in "$@"; do printf '[%s]' "$a"; done; }; f `+c.Shell()).CombinedOutput()
+	out, err := exec.Command(sh, "-c", `f() { for a in "$@"; do printf '[%s]' "$a"; done; }; f `+Shell(c)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("sh: %v: %s", err, out)
 	}
@@ -52,7 +52,7 @@ func TestShell(t *testing.T) {
 		want.WriteString("[" + a + "]")
 	}
 	if string(out) != want.String() {
-		t.Errorf("sh read %s\nwant      %s\nfrom      %s", out, want.String(), c.Shell())
+		t.Errorf("sh read %s\nwant      %s\nfrom      %s", out, want.String(), Shell(c))
 	}
 	if Quote("") != "''" {
 		t.Errorf("Quote(\"\") = %s", Quote(""))

@@ -2,7 +2,7 @@
 // run it: the documents `layerfsd ... --json` prints (ReadyInfo, Stats,
 // CommitResult, UnmountResult, Layer, InitResult and, on failure, Error), its
 // exit codes, typed builders for its command lines (MountCmd{...}.Args(),
-// .Shell()), and decoders that refuse what layerfsd would not print
+// Shell(cmd)), and decoders that refuse what layerfsd would not print
 // (DecodeReady, DecodeStats, DecodeCommit, ...).
 //
 // The daemon (package layerfs and cmd/layerfsd) and the runner, which drives
