@@ -57,10 +57,30 @@ check: ## gofmt and go vet, for both builds (host and in-bundle); the host build
 	$(GO) vet -tags sealbench_bundle ./cmd/...
 	GOOS=darwin GOARCH=arm64 $(GO) build ./...
 
+# The tests that say, in a line of their own, whether the committed Sandbox
+# image id was checked or (its locked packages being in no source) a fresh
+# lock's: `make test` runs them verbosely and prints those lines.
+REPRO_TESTS := ^(TestSandboxImageReproducible|TestExportedDebsReproduceTheCommittedImage)$$
+
 .PHONY: test
-test: deps tools check ## Everything CI runs: checks, all tests, short fuzz runs
-	SEALBENCH_COSIGN=$(COSIGN) $(GO) test -timeout $(TEST_TIMEOUT) ./...
+test: deps tools check ## Everything CI runs: checks, all tests (with a private dockerd when none answers), short fuzz runs
+	scripts/dockerd with env SEALBENCH_COSIGN=$(COSIGN) $(GO) test -timeout $(TEST_TIMEOUT) -skip '$(REPRO_TESTS)' ./...
+	@$(MAKE) --no-print-directory test-reproducible
 	$(MAKE) fuzz
+
+.PHONY: test-reproducible
+test-reproducible: ## The Sandbox image built twice and from exported packages: which image id was checked, and why
+	@set -o pipefail; $(GO) test -count=1 -run '$(REPRO_TESTS)' -v ./vmimages/ | grep -E 'REPRODUCIBILITY|^(--- |ok|FAIL|PASS|panic)' | sed 's/^ *sandbox_test.go:[0-9]*: //; s/^ *sources_test.go:[0-9]*: //'
+
+.PHONY: relock
+relock: ## Refresh the committed package locks and the golden image id together; prints the versions that moved (for the commit message)
+	@mkdir -p $(OUT)
+	@set -o pipefail; { echo "vmimages: relock, Debian's archive moved on"; echo; \
+		$(GO) run ./cmd/sealbench image lock --arch all; } | tee $(OUT)/relock.txt
+	$(GO) test -count=1 -run '^TestSandboxImageReproducible$$' ./vmimages/ -update
+	@git --no-pager diff --stat -- vmimages/locks vmimages/testdata
+	@echo; echo "commit them together; the message names every version that moved:"
+	@echo "  git commit -F $(OUT)/relock.txt -- vmimages/locks vmimages/testdata"
 
 .PHONY: test-short
 test-short: ## The quick tests only (no builds, no root-only tests)
@@ -70,9 +90,9 @@ test-short: ## The quick tests only (no builds, no root-only tests)
 fuzz: ## Short fuzz runs of every parser (FUZZTIME=15s each)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseBundleManifest$$' -fuzztime $(FUZZTIME) ./manifests/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadSamples$$' -fuzztime $(FUZZTIME) ./manifests/
-	$(GO) test -run '^$$' -fuzz '^FuzzUnpackLayer$$' -fuzztime $(FUZZTIME) ./provision/standin/
-	$(GO) test -run '^$$' -fuzz '^FuzzEngineAPIRequests$$' -fuzztime $(FUZZTIME) ./provision/standin/
-	$(GO) test -run '^$$' -fuzz '^FuzzImageLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./provision/standin/
+	$(GO) test -run '^$$' -fuzz '^FuzzUnpackLayer$$' -fuzztime $(FUZZTIME) ./standin/
+	$(GO) test -run '^$$' -fuzz '^FuzzEngineAPIRequests$$' -fuzztime $(FUZZTIME) ./standin/
+	$(GO) test -run '^$$' -fuzz '^FuzzImageLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./standin/
 
 .PHONY: bench-layerfs
 bench-layerfs: deps ## The twelve cells on a LayerFS workspace, a plain directory and go-fuse's loopback, on disk, tmpfs and XFS: ratios and geomeans (root, FUSE; minutes)
@@ -84,10 +104,10 @@ bench-layerfs: deps ## The twelve cells on a LayerFS workspace, a plain director
 
 .PHONY: bench-exec
 bench-exec: ## Per-exec overhead: the stand-in, and beside it dockerd (scripts/dockerd start), as root
-	$(GO) test -count=1 -run '^$$' -bench ExecOverhead -benchtime 500x ./provision/standin/
+	$(GO) test -count=1 -run '^$$' -bench ExecOverhead -benchtime 500x ./standin/
 	DOCKER_HOST=$${DOCKER_HOST:-unix:///run/sealbench-dockerd/docker.sock} \
-		$(GO) test -count=1 -run '^$$' -bench ExecStandinVsDockerd -benchtime 300x ./provision/standin/
-	$(GO) test -count=1 -run '^$$' -bench SandboxExec -benchtime 500x ./provision/standin/sandbox/
+		$(GO) test -count=1 -run '^$$' -bench ExecStandinVsDockerd -benchtime 300x ./standin/
+	$(GO) test -count=1 -run '^$$' -bench SandboxExec -benchtime 500x ./standin/sandbox/
 
 .PHONY: vm-image
 vm-image: ## Build the amd64 VM disk, kernel and initrd for Lima (minutes; cached by lock)

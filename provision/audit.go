@@ -16,7 +16,7 @@ import (
 
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision/ledger"
-	"github.com/sealbench/sealbench/provision/standin"
+	"github.com/sealbench/sealbench/standin/inventory"
 )
 
 // Targets the audit knows how to ask.
@@ -85,7 +85,7 @@ func (a *auditor) add(r Resource) {
 // Audit asks every source it knows for what sealbench left: each run's
 // ledger (every entry whose resource still exists), directories under runs/
 // that are not runs with a ledger, stand-in state directories
-// (standin.ReadInventory), mounts under runs/ (/proc/self/mountinfo),
+// (inventory.Read), mounts under runs/ (/proc/self/mountinfo),
 // processes whose argv names a path under runs/, and the containers and
 // volumes carrying the sealbench.run label on the user's dockerd. Nothing
 // left means an empty Leftovers.
@@ -226,7 +226,7 @@ func Exists(ctx context.Context, runDir string, e manifests.LedgerEntry) (bool, 
 		if _, err := os.Lstat(e.Key); err != nil {
 			return false, "", nil
 		}
-		inv, err := standin.ReadInventory(e.Key)
+		inv, err := inventory.Read(e.Key)
 		if err != nil {
 			return true, "stand-in state directory (unreadable: " + err.Error() + ")", nil
 		}

@@ -22,7 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/sealbench/sealbench/internal/testenv"
-	"github.com/sealbench/sealbench/provision/standin"
+	"github.com/sealbench/sealbench/standin/inventory"
 )
 
 // buildStandin builds this command as it ships: static, no cgo.
@@ -279,7 +279,7 @@ func TestDockerCLI(t *testing.T) {
 	if _, err := os.Lstat(d.socket); !os.IsNotExist(err) {
 		t.Errorf("socket still there after SIGTERM: %v", err)
 	}
-	inv, err := standin.ReadInventory(d.state)
+	inv, err := inventory.Read(d.state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestCrashLeavesNothing(t *testing.T) {
 	os.WriteFile(tarPath, busyboxSaveTar(t, "sealbench/busybox:crash"), 0o644)
 	d.mustDocker(t, "", "load", "-i", tarPath)
 	d.mustDocker(t, "", "run", "-d", "--network", "none", "sealbench/busybox:crash", "sleep", "1000")
-	inv, err := standin.ReadInventory(d.state)
+	inv, err := inventory.Read(d.state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestCrashLeavesNothing(t *testing.T) {
 	// deadline only keeps a broken build from hanging the test run.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if inv, err = standin.ReadInventory(d.state); err != nil {
+		if inv, err = inventory.Read(d.state); err != nil {
 			t.Fatal(err)
 		}
 		if len(inv.Processes) == 0 {
@@ -355,7 +355,7 @@ func TestCrashLeavesNothing(t *testing.T) {
 	}
 	d2 := startStandin(t, bin, d.state)
 	d2.stop(t)
-	inv, err = standin.ReadInventory(d.state)
+	inv, err = inventory.Read(d.state)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"syscall"
 
 	"github.com/sealbench/sealbench/cmd/standin/cli"
-	"github.com/sealbench/sealbench/provision/standin/sandbox"
+	"github.com/sealbench/sealbench/standin/sandbox"
 )
 
 func main() {

@@ -124,3 +124,37 @@ func Golden(t testing.TB, name string, got []byte, update bool) {
 		t.Errorf("%s differs from the golden file (run with -update if the change is intended)\ngot:\n%s\nwant:\n%s", p, got, want)
 	}
 }
+
+// Deps lists the packages pkg links (`go list -deps`), the standard
+// library's included, as built for goos with CGO_ENABLED=0. It is how the
+// dependency tests hold the import rules the README's Layout states.
+func Deps(t testing.TB, goos, pkg string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", pkg)
+	cmd.Dir = ModuleRoot(t)
+	cmd.Env = append(os.Environ(), "GOOS="+goos, "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s (%s): %v", pkg, goos, err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 2 {
+		t.Fatalf("go list -deps %s listed %v: the check is not looking at the right thing", pkg, deps)
+	}
+	return deps
+}
+
+// Forbidden returns the deps that one of the patterns names: a pattern
+// ending in "/" names every package under it, any other names one package.
+func Forbidden(deps []string, patterns ...string) []string {
+	var bad []string
+	for _, d := range deps {
+		for _, p := range patterns {
+			if d == p || (strings.HasSuffix(p, "/") && strings.HasPrefix(d, p)) {
+				bad = append(bad, d)
+				break
+			}
+		}
+	}
+	return bad
+}

@@ -18,7 +18,8 @@ import (
 
 	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/internal/version"
-	"github.com/sealbench/sealbench/provision/standin"
+	"github.com/sealbench/sealbench/standin"
+	"github.com/sealbench/sealbench/standin/inventory"
 )
 
 // Exit codes, stable and documented in the root command's help.
@@ -131,7 +132,7 @@ func newInventory(g *global) *cobra.Command {
 		Short: "List what a state directory holds, and fail if a stopped stand-in left anything behind",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			inv, err := standin.ReadInventory(state)
+			inv, err := inventory.Read(state)
 			if err != nil {
 				return err
 			}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package standin
 
 import (
@@ -7,9 +9,6 @@ import (
 
 	"github.com/sealbench/sealbench/manifests"
 )
-
-// This file, inventory.go and doc.go are what the package is on hosts that
-// are not Linux: the audit reads state directories there too.
 
 // imageRecord is what the store keeps about one loaded image, in
 // images/<hex>/image.json beside the image's config blob.

@@ -27,7 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision/standin/sandbox"
+	"github.com/sealbench/sealbench/standin/sandbox"
 )
 
 // Container states, as the Engine API names them.

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/standin/inventory"
 )
 
 func TestListenModes(t *testing.T) {
@@ -175,7 +176,7 @@ func TestServeStopsCleanly(t *testing.T) {
 	defer hr.Close()
 	waitC, _ := cli.ContainerWait(context.Background(), id, container.WaitConditionNotRunning)
 
-	inv, err := ReadInventory(state)
+	inv, err := inventory.Read(state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestServeStopsCleanly(t *testing.T) {
 	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
 		t.Errorf("socket left behind: %v", err)
 	}
-	inv, err = ReadInventory(state)
+	inv, err = inventory.Read(state)
 	if err != nil {
 		t.Fatal(err)
 	}

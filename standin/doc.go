@@ -37,7 +37,7 @@
 //
 // The state directory (one stand-in per directory, held by a lock) keeps
 // images and layers across restarts; containers last only as long as the
-// stand-in. ReadInventory lists what the directory holds, and what of the
+// stand-in. Package inventory lists what the directory holds, and what of the
 // stand-in is still mounted or running, for the audit.
 //
 // # Connections

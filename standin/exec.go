@@ -13,7 +13,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/sealbench/sealbench/provision/standin/sandbox"
+	"github.com/sealbench/sealbench/standin/sandbox"
 )
 
 // execRec is one exec instance. Fields after opts are guarded by Server.mu.

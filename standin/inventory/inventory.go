@@ -1,4 +1,8 @@
-package standin
+// Package inventory reads what a stand-in's state directory holds, and what
+// of the stand-in is still alive on this host, without linking the server:
+// the host-side audit and `standin inventory` use it. Standard library (and
+// internal/mountinfo) only, so it builds on every host the audit runs on.
+package inventory
 
 import (
 	"encoding/json"
@@ -18,8 +22,8 @@ import (
 type Inventory struct {
 	StateDir string `json:"stateDir"`
 	// Images and Layers are kept between runs on purpose.
-	Images []InventoryImage `json:"images"`
-	Layers []string         `json:"layers"` // diff IDs
+	Images []Image  `json:"images"`
+	Layers []string `json:"layers"` // diff IDs
 	// Everything below must be empty once the stand-in has stopped.
 	Containers []string `json:"containers"` // directories under containers/
 	Temporary  []string `json:"temporary"`  // entries under tmp/
@@ -29,15 +33,15 @@ type Inventory struct {
 	Unknown    []string `json:"unknown"`    // anything else in StateDir
 }
 
-// InventoryImage is one stored image.
-type InventoryImage struct {
+// Image is one stored image.
+type Image struct {
 	ID   string   `json:"id"`
 	Tags []string `json:"tags"`
 }
 
-// ReadInventory lists what the state directory dir holds, the mounts under
+// Read lists what the state directory dir holds, the mounts under
 // it, and the Sandbox inits still running for it. It only reads.
-func ReadInventory(dir string) (*Inventory, error) {
+func Read(dir string) (*Inventory, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -56,8 +60,11 @@ func ReadInventory(dir string) (*Inventory, error) {
 				return nil, fmt.Errorf("listing %q: %w", p, err)
 			}
 			for _, im := range ents {
-				img := InventoryImage{ID: "sha256:" + im.Name()}
-				var rec imageRecord
+				img := Image{ID: "sha256:" + im.Name()}
+				// The stand-in's image.json; only the tags matter here.
+				var rec struct {
+					RepoTags []string `json:"repoTags"`
+				}
 				if b, err := os.ReadFile(filepath.Join(p, im.Name(), "image.json")); err == nil {
 					if json.Unmarshal(b, &rec) == nil {
 						img.Tags = rec.RepoTags

@@ -29,7 +29,7 @@ import (
 // time inside the Sandbox (fork to reap, as the init measured it).
 // Run a few hundred execs:
 //
-//	go test -run '^$' -bench ExecOverhead -benchtime 500x ./provision/standin/
+//	go test -run '^$' -bench ExecOverhead -benchtime 500x ./standin/
 //
 // It reports the median and p95 of the overhead and of the whole round
 // trip. The goal is a median overhead of at most 1 ms and a round trip
@@ -115,7 +115,7 @@ func BenchmarkExecOverhead(b *testing.B) {
 // per-exec overhead is each round trip minus the native run next to it. It
 // reports medians, p95s and the dockerd/stand-in ratio.
 //
-//	go test -run '^$' -bench ExecStandinVsDockerd -benchtime 300x ./provision/standin/
+//	go test -run '^$' -bench ExecStandinVsDockerd -benchtime 300x ./standin/
 func BenchmarkExecStandinVsDockerd(b *testing.B) {
 	testenv.NeedRoot(b)
 	bb := testenv.NeedCommand(b, "busybox")

@@ -28,7 +28,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/sealbench/sealbench/internal/testenv"
-	"github.com/sealbench/sealbench/provision/standin/sandbox"
+	"github.com/sealbench/sealbench/standin/inventory"
+	"github.com/sealbench/sealbench/standin/sandbox"
 )
 
 func TestMain(m *testing.M) {
@@ -259,7 +260,7 @@ func newTestServer(t testing.TB) *testServer {
 			t.Errorf("closing the server: %v", err)
 		}
 		ts.Close()
-		inv, err := ReadInventory(state)
+		inv, err := inventory.Read(state)
 		if err != nil {
 			t.Errorf("inventory after close: %v", err)
 			return

@@ -23,6 +23,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/standin/inventory"
 )
 
 const testImage = "sealbench/busybox:test"
@@ -300,7 +301,7 @@ func TestContainerLifecycle(t *testing.T) {
 	if _, err := s.cli.ContainerInspect(ctx, id); !cerrdefs.IsNotFound(err) {
 		t.Errorf("inspect after remove: %v, want not found", err)
 	}
-	inv, err := ReadInventory(s.state)
+	inv, err := inventory.Read(s.state)
 	if err != nil {
 		t.Fatal(err)
 	}
