@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -19,13 +21,16 @@ const (
 // resolved for them, each with its version and SHA-256. Building never
 // resolves versions itself; `sealbench image lock` refreshes the file.
 type PackageLock struct {
-	SchemaVersion int             `json:"schemaVersion"`
-	Kind          string          `json:"kind"`
-	Name          string          `json:"name"` // "sandbox", "vm"
-	Arch          string          `json:"arch"` // Debian architecture: amd64, arm64
-	Spec          PackageSpec     `json:"spec"`
-	Time          time.Time       `json:"time"` // when it was resolved; every mtime in the image
-	Packages      []LockedPackage `json:"packages"`
+	SchemaVersion int         `json:"schemaVersion"`
+	Kind          string      `json:"kind"`
+	Name          string      `json:"name"` // "sandbox", "vm"
+	Arch          string      `json:"arch"` // Debian architecture: amd64, arm64
+	Spec          PackageSpec `json:"spec"`
+	// Time is when the lock was resolved: every locked version was in the
+	// archive then (snapshot.debian.org is asked for the archive as of this
+	// time), and it is every mtime in the image.
+	Time     time.Time       `json:"time"`
+	Packages []LockedPackage `json:"packages"`
 }
 
 // PackageSpec is what a lock was resolved from.
@@ -39,9 +44,32 @@ type LockedPackage struct {
 	Name     string `json:"name"`
 	Version  string `json:"version"`
 	Arch     string `json:"arch"`     // the package's own architecture: amd64, arm64 or all
-	Filename string `json:"filename"` // the pool path the archive lists, for people; apt fetches by name=version
+	Filename string `json:"filename"` // the pool path the archive lists; apt fetches by name=version
 	Size     int64  `json:"size"`
 	SHA256   Digest `json:"sha256"`
+	// Archive is the Debian archive the version came from: "debian" or
+	// "debian-security" (as snapshot.debian.org names them). Locks written
+	// before it was recorded leave it out; SnapshotArchive derives it.
+	Archive string `json:"archive,omitempty"`
+}
+
+// The archives a locked package can come from.
+const (
+	ArchiveDebian   = "debian"
+	ArchiveSecurity = "debian-security"
+)
+
+// SnapshotArchive returns the archive p came from: the recorded one, or,
+// for locks that did not record it, the one its pool path implies (the
+// security archive's pool is pool/updates/).
+func (p LockedPackage) SnapshotArchive() string {
+	if p.Archive != "" {
+		return p.Archive
+	}
+	if strings.HasPrefix(p.Filename, "pool/updates/") {
+		return ArchiveSecurity
+	}
+	return ArchiveDebian
 }
 
 var (
@@ -127,6 +155,12 @@ func (l *PackageLock) Validate() error {
 		if err := pkg.SHA256.Validate(); err != nil {
 			p.addf(f+".sha256", "%v", err)
 		}
+		if pkg.Archive != "" && pkg.Archive != ArchiveDebian && pkg.Archive != ArchiveSecurity {
+			p.addf(f+".archive", "%q is neither %q nor %q", pkg.Archive, ArchiveDebian, ArchiveSecurity)
+		}
+		if pkg.Filename != "" && (!strings.HasPrefix(pkg.Filename, "pool/") || strings.Contains(pkg.Filename, "..")) {
+			p.addf(f+".filename", "%q is not a pool path", pkg.Filename)
+		}
 	}
 	for i, r := range l.Spec.Roots {
 		if !seen[r] {
@@ -143,4 +177,45 @@ func (l *PackageLock) Marshal() ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
+}
+
+// PackageChange is one package whose locked version differs between two
+// locks; Old or New is empty where the package is in only one of them.
+type PackageChange struct {
+	Name string `json:"name"`
+	Old  string `json:"old,omitempty"`
+	New  string `json:"new,omitempty"`
+}
+
+// String reads "git 1:2.39.5-0+deb12u2 -> 1:2.39.5-0+deb12u3".
+func (c PackageChange) String() string {
+	old, new := c.Old, c.New
+	if old == "" {
+		old = "(none)"
+	}
+	if new == "" {
+		new = "(none)"
+	}
+	return c.Name + " " + old + " -> " + new
+}
+
+// DiffLocks lists, sorted by name, the packages whose version differs
+// between old and new, including those only one of them has.
+func DiffLocks(old, new *PackageLock) []PackageChange {
+	was := map[string]string{}
+	for _, p := range old.Packages {
+		was[p.Name] = p.Version
+	}
+	var out []PackageChange
+	for _, p := range new.Packages {
+		if v, ok := was[p.Name]; !ok || v != p.Version {
+			out = append(out, PackageChange{Name: p.Name, Old: v, New: p.Version})
+		}
+		delete(was, p.Name)
+	}
+	for n, v := range was {
+		out = append(out, PackageChange{Name: n, Old: v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }

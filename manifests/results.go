@@ -371,8 +371,15 @@ type RunPins struct {
 	RunID         string `json:"runId"`
 	BundleID      string `json:"bundleId"`
 	ImageID       Digest `json:"imageId"` // the Sandbox image
-	RunnerSHA256  Digest `json:"runnerSha256"`
-	StandinSHA256 Digest `json:"standinSha256"`
+	// ImageLock is the package lock the Sandbox image was built from, whole,
+	// so that a result carries what rebuilding its image takes; absent in
+	// results written before it was recorded. ImageRelocked says, when the
+	// lock is a fresh one, why it is not the lock the bundle's sealbench
+	// committed (its locked files could no longer be had).
+	ImageLock     *PackageLock `json:"imageLock,omitempty"`
+	ImageRelocked string       `json:"imageRelocked,omitempty"`
+	RunnerSHA256  Digest       `json:"runnerSha256"`
+	StandinSHA256 Digest       `json:"standinSha256"`
 	// Targets in the order they were asked for; the first is the default
 	// baseline of a report.
 	Targets []TargetPins `json:"targets"`
@@ -474,6 +481,11 @@ func (p *RunPins) Validate() error {
 	}{{"imageId", p.ImageID}, {"runnerSha256", p.RunnerSHA256}, {"standinSha256", p.StandinSHA256}} {
 		if err := d.d.Validate(); err != nil {
 			ps.addf(d.name, "%v", err)
+		}
+	}
+	if p.ImageLock != nil {
+		if err := p.ImageLock.Validate(); err != nil {
+			ps.addf("imageLock", "%v", err)
 		}
 	}
 	if len(p.Targets) == 0 {

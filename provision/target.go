@@ -65,6 +65,10 @@ type Image struct {
 	Tar string           `json:"tar"`
 	Ref string           `json:"ref"` // the tag it loads under
 	ID  manifests.Digest `json:"id"`  // the image id: its config's digest
+	// Lock is the package lock it was built from; Relocked, why that is a
+	// fresh lock rather than the committed one, when it is.
+	Lock     *manifests.PackageLock `json:"lock,omitempty"`
+	Relocked string                 `json:"relocked,omitempty"`
 }
 
 // Identity is what a run pins about a target.

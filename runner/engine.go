@@ -21,6 +21,7 @@ import (
 	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/runner/stats"
 )
 
@@ -108,7 +109,7 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 	}
 	pins := &manifests.RunPins{
 		FormatVersion: manifests.ResultsFormatVersion, RunID: o.Run.ID, BundleID: o.BundleID,
-		ImageID: o.Image.ID, RunnerSHA256: o.RunnerSHA256, StandinSHA256: o.StandinSHA256,
+		ImageID: o.Image.ID, ImageLock: o.Image.Lock, ImageRelocked: o.Image.Relocked, RunnerSHA256: o.RunnerSHA256, StandinSHA256: o.StandinSHA256,
 		StoreProfile: manifests.StoreDisposable, ConstructionWorkers: 1,
 		Tools: map[string]string{}, Cells: o.Cells, Native: o.Native,
 		Seed: o.Seed, Samples: o.Samples, Start: time.Now().UTC(),
@@ -301,7 +302,7 @@ type execResult struct {
 // unless it is privileged; a privileged exec on dockerd asks for every
 // capability, which a container without them cannot be given.
 func (s *sandbox) exec(ctx context.Context, privileged bool, dir, script string, stdin io.Reader) (execResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, CellTimeout)
+	ctx, cancel := context.WithTimeout(ctx, cells.Timeout)
 	defer cancel()
 	opts := container.ExecOptions{
 		Cmd: []string{"/bin/sh", "-c", script}, AttachStdout: true, AttachStderr: true,
@@ -363,7 +364,7 @@ func (sh sandboxShell) Sh(ctx context.Context, script string, stdin []byte) ([]b
 		return nil, err
 	}
 	if r.code != 0 {
-		return r.stdout, &ScriptError{ExitCode: r.code, Stderr: string(r.stderr)}
+		return r.stdout, &cells.ScriptError{ExitCode: r.code, Stderr: string(r.stderr)}
 	}
 	return r.stdout, nil
 }
@@ -403,7 +404,7 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName str
 		Load1: load1(), Start: time.Now().UTC(),
 	}
 	err := func() error {
-		cell, err := Lookup(cellName)
+		cell, err := cells.Lookup(cellName)
 		if err != nil {
 			return err
 		}
@@ -436,7 +437,7 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName str
 			return err
 		}
 		if cell.Base != "" {
-			if _, err := sb.must(ctx, "copying in the base file", true, "/", `cat >`+w+`/base/`+BaseFile+` && chown 65534:65534 `+w+`/base/`+BaseFile, BaseReader()); err != nil {
+			if _, err := sb.must(ctx, "copying in the base file", true, "/", `cat >`+w+`/base/`+cells.BaseFile+` && chown 65534:65534 `+w+`/base/`+cells.BaseFile, cells.BaseReader()); err != nil {
 				return err
 			}
 		}
@@ -541,12 +542,12 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName str
 			// C11 overwrote the base file in the workspace: the base Layer
 			// itself must still hold the original bytes.
 			r, err := sb.must(ctx, "checking the base Layer is unchanged", true, "/", layerfsd+`mkdir -p `+w+`/ws3 && $L mount --store `+w+`/store --workspace `+w+`/ws3 --control `+w+`/ctl3 --layer `+baseLayer+` >/dev/null && `+
-				`sha256sum `+w+`/ws3/`+BaseFile+`; rc=$?; $L unmount --control `+w+`/ctl3 >/dev/null; exit $rc`, nil)
+				`sha256sum `+w+`/ws3/`+cells.BaseFile+`; rc=$?; $L unmount --control `+w+`/ctl3 >/dev/null; exit $rc`, nil)
 			if err != nil {
 				return err
 			}
-			if f := strings.Fields(string(r.stdout)); len(f) == 0 || "sha256:"+f[0] != BaseDigest().String() {
-				s.Verifier, s.VerifierDetail = manifests.VerifierFail, "the base Layer changed: its "+BaseFile+" is "+clip(string(r.stdout), 80)
+			if f := strings.Fields(string(r.stdout)); len(f) == 0 || "sha256:"+f[0] != cells.BaseDigest().String() {
+				s.Verifier, s.VerifierDetail = manifests.VerifierFail, "the base Layer changed: its "+cells.BaseFile+" is "+clip(string(r.stdout), 80)
 				v.Pass = false
 			}
 		}
@@ -554,7 +555,7 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName str
 			phase("native reference")
 			prep := "true"
 			if cell.Base != "" {
-				prep = "cp " + w + "/base/" + BaseFile + " " + native + "/"
+				prep = "cp " + w + "/base/" + cells.BaseFile + " " + native + "/"
 			}
 			if _, err := sb.must(ctx, "preparing the native reference", false, native, prep, nil); err != nil {
 				return err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -327,9 +328,77 @@ func (a *apt) resolve(ctx context.Context, spec manifests.PackageSpec) ([]manife
 			Name: name, Version: st["Version"], Arch: st["Architecture"],
 			Filename: st["Filename"], Size: size, SHA256: d,
 		})
+		pkgs[len(pkgs)-1].Archive = pkgs[len(pkgs)-1].SnapshotArchive()
 	}
 	sort.Slice(pkgs, func(i, j int) bool { return pkgs[i].Name < pkgs[j].Name })
 	return pkgs, nil
+}
+
+// versions returns, for each name apt's lists know, every version they
+// list (not only the candidate), in one apt-cache call.
+func (a *apt) versions(ctx context.Context, names []string) (map[string][]string, error) {
+	res := map[string][]string{}
+	if len(names) == 0 {
+		return res, nil
+	}
+	out, err := a.run(ctx, a.root, "apt-cache", append([]string{"show"}, names...)...)
+	if err != nil && len(out) == 0 && !strings.Contains(err.Error(), "No packages found") && !strings.Contains(err.Error(), "Unable to locate") && !strings.Contains(err.Error(), "no installation candidate") {
+		return nil, err
+	}
+	for _, st := range parseStanzas(out) {
+		if n, v := st["Package"], st["Version"]; n != "" && v != "" {
+			res[n] = append(res[n], v)
+		}
+	}
+	return res, nil
+}
+
+// downloadAvailable fetches, into dir, every package of pkgs whose exact
+// version apt's lists have, and says for each of the others why not.
+func (a *apt) downloadAvailable(ctx context.Context, dir string, pkgs []manifests.LockedPackage) (map[string]string, map[string]string, error) {
+	got, why := map[string]string{}, map[string]string{}
+	names := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		names[i] = p.Name
+	}
+	vers, err := a.versions(ctx, names)
+	if err != nil {
+		return nil, nil, err
+	}
+	var want []manifests.LockedPackage
+	for _, p := range pkgs {
+		if slices.Contains(vers[p.Name], p.Version) {
+			want = append(want, p)
+		} else if len(vers[p.Name]) == 0 {
+			why[p.Name] = "not in the package lists"
+		} else {
+			why[p.Name] = "not in the package lists (they have " + strings.Join(vers[p.Name], ", ") + ")"
+		}
+	}
+	if len(want) == 0 {
+		return got, why, nil
+	}
+	files, err := a.download(ctx, dir, want)
+	if err == nil {
+		return files, why, nil
+	}
+	if ctx.Err() != nil {
+		return nil, nil, ctx.Err()
+	}
+	// One of them failed (a mirror that lost a file its lists still name):
+	// one at a time, to know which.
+	for _, p := range want {
+		f, err := a.download(ctx, dir, []manifests.LockedPackage{p})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			why[p.Name] = err.Error()
+			continue
+		}
+		got[p.Name] = f[p.Name]
+	}
+	return got, why, nil
 }
 
 // download fetches exactly name=version of each package through apt into
@@ -340,9 +409,6 @@ func (a *apt) download(ctx context.Context, dir string, pkgs []manifests.LockedP
 		args = append(args, p.Name+"="+p.Version)
 	}
 	if _, err := a.run(ctx, dir, "apt-get", args...); err != nil {
-		if strings.Contains(err.Error(), "Can't find a source") || strings.Contains(err.Error(), "not found") || strings.Contains(err.Error(), "Unable to locate") {
-			return nil, fmt.Errorf("a locked package is missing from the mirror (the archive moved on?): %w; refresh the lock with `sealbench image lock`", err)
-		}
 		return nil, fmt.Errorf("downloading packages: %w", err)
 	}
 	files := map[string]string{}

@@ -31,6 +31,7 @@ const (
 	SandboxTar    = "sandbox-image.tar"  // `docker save` format
 	SandboxLayout = "sandbox-image-oci"  // OCI image layout
 	SandboxInfo   = "sandbox-image.json" // ImageInfo
+	SandboxLock   = "sandbox-lock.json"  // the package lock the image was built from, byte for byte
 	// BundleMount is where the bundle sits inside the image.
 	BundleMount = "/opt/sealbench"
 	// Repository is the image's repository; the tag is the bundle's name.
@@ -47,12 +48,16 @@ type ImageInfo struct {
 	Arch           string           `json:"arch"`
 	Bundle         string           `json:"bundle"`
 	LockDigest     manifests.Digest `json:"lockDigest"`
-	BaseLayer      manifests.Digest `json:"baseLayer"`
-	BundleLayer    manifests.Digest `json:"bundleLayer"`
-	Tar            string           `json:"tar"`
-	TarDigest      manifests.Digest `json:"tarDigest"`
-	Layout         string           `json:"layout"`
-	Elapsed        time.Duration    `json:"elapsedNanos"`
+	// Lock is the file beside the image holding the lock it was built
+	// from; Relock says why that is not the lock it was given, if it is not.
+	Lock        string           `json:"lock"`
+	Relock      *Relock          `json:"relock,omitempty"`
+	BaseLayer   manifests.Digest `json:"baseLayer"`
+	BundleLayer manifests.Digest `json:"bundleLayer"`
+	Tar         string           `json:"tar"`
+	TarDigest   manifests.Digest `json:"tarDigest"`
+	Layout      string           `json:"layout"`
+	Elapsed     time.Duration    `json:"elapsedNanos"`
 }
 
 // SandboxOptions says what to build.
@@ -64,8 +69,11 @@ type SandboxOptions struct {
 	Lock      *manifests.PackageLock
 	LockBytes []byte
 	CacheDir  string
-	OutDir    string
-	Log       func(string, ...any)
+	// Sources and Relock: see FetchOptions.
+	Sources []string
+	Relock  bool
+	OutDir  string
+	Log     func(string, ...any)
 }
 
 // BuildSandbox builds the Sandbox image: the locked packages as the base
@@ -80,12 +88,16 @@ func BuildSandbox(ctx context.Context, o SandboxOptions) (*ImageInfo, error) {
 	if o.CacheDir == "" {
 		o.CacheDir = DefaultCacheDir()
 	}
-	debs, err := fetch(ctx, o.CacheDir, o.Lock, logf)
+	pk, err := getPackages(ctx, o.Lock, o.LockBytes, FetchOptions{CacheDir: o.CacheDir, Sources: o.Sources, Relock: o.Relock, Log: logf})
 	if err != nil {
 		return nil, err
 	}
-	logf("unpacking %d packages into the base layer", len(debs))
-	base, err := baseLayer(ctx, o.Lock, debs)
+	if pk.relock != nil {
+		logf("%s", pk.relock.Notice("Sandbox image"))
+	}
+	o.Lock, o.LockBytes = pk.lock, pk.bytes
+	logf("unpacking %d packages into the base layer", len(pk.debs))
+	base, err := baseLayer(ctx, o.Lock, pk.debs)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +116,11 @@ func BuildSandbox(ctx context.Context, o SandboxOptions) (*ImageInfo, error) {
 	info.Arch = o.Lock.Arch
 	info.Bundle = bundleName
 	info.LockDigest = manifests.DigestOf(o.LockBytes)
+	info.Lock = filepath.Join(o.OutDir, SandboxLock)
+	info.Relock = pk.relock
+	if err := atomicfile.WriteFile(info.Lock, o.LockBytes, 0o644); err != nil {
+		return nil, err
+	}
 	info.BaseLayer = manifests.DigestOf(base)
 	info.BundleLayer = manifests.DigestOf(bl)
 	info.Elapsed = time.Since(start)

@@ -94,6 +94,7 @@ const (
 	VMKernel = "vmlinuz"
 	VMInitrd = "initrd.img"
 	VMInfo   = "vm-image.json"
+	VMLock   = "lock.json" // the package lock it was built from, byte for byte
 )
 
 // VMImage identifies a built VM disk, its kernel and its initrd by digest.
@@ -103,7 +104,10 @@ type VMImage struct {
 	Dir        string                      `json:"dir"`
 	Files      map[string]manifests.Digest `json:"files"` // disk.qcow2, vmlinuz, initrd.img
 	Cmdline    string                      `json:"cmdline"`
-	Elapsed    time.Duration               `json:"elapsedNanos"`
+	// Relock says why the image was built from a fresh lock (kept beside
+	// it as lock.json, like every VM image's lock), if it was.
+	Relock  *Relock       `json:"relock,omitempty"`
+	Elapsed time.Duration `json:"elapsedNanos"`
 }
 
 // Path returns the path of one of the image's files.
@@ -132,6 +136,9 @@ type VMOptions struct {
 	Lock      *manifests.PackageLock
 	LockBytes []byte
 	CacheDir  string
+	// Sources and Relock: see FetchOptions.
+	Sources []string
+	Relock  bool
 	// DiskSize is the disk's virtual size, e.g. "4G".
 	DiskSize string
 	Log      func(string, ...any)
@@ -158,19 +165,24 @@ func BuildVM(ctx context.Context, o VMOptions) (*VMImage, error) {
 			return nil, fmt.Errorf("building a VM image needs %s (Debian packages mmdebstrap, e2fsprogs, qemu-utils, dpkg): %w", tool, err)
 		}
 	}
-	lockDigest := manifests.DigestOf(o.LockBytes)
-	dir := VMDir(o.CacheDir, o.Lock, o.LockBytes)
-	if img, err := LoadVM(dir); err == nil {
-		if err := img.Verify(); err == nil {
-			logf("VM image for lock %s is cached in %s", lockDigest.Short(12), dir)
-			return img, nil
-		}
-		logf("cached VM image in %s no longer matches its digests: rebuilding", dir)
+	if img := cachedVM(VMDir(o.CacheDir, o.Lock, o.LockBytes), logf); img != nil {
+		return img, nil
 	}
-	debs, err := fetch(ctx, o.CacheDir, o.Lock, logf)
+	pk, err := getPackages(ctx, o.Lock, o.LockBytes, FetchOptions{CacheDir: o.CacheDir, Sources: o.Sources, Relock: o.Relock, Log: logf})
 	if err != nil {
 		return nil, err
 	}
+	if pk.relock != nil {
+		logf("%s", pk.relock.Notice("VM image"))
+		o.Lock, o.LockBytes = pk.lock, pk.bytes
+		if img := cachedVM(VMDir(o.CacheDir, o.Lock, o.LockBytes), logf); img != nil {
+			img.Relock = pk.relock
+			return img, nil
+		}
+	}
+	debs := pk.debs
+	lockDigest := manifests.DigestOf(o.LockBytes)
+	dir := VMDir(o.CacheDir, o.Lock, o.LockBytes)
 	work, err := os.MkdirTemp(o.CacheDir, ".vm-build-")
 	if err != nil {
 		return nil, err
@@ -236,7 +248,10 @@ func BuildVM(ctx context.Context, o VMOptions) (*VMImage, error) {
 		return nil, fmt.Errorf("qemu-img convert: %v\n%s", err, tail(out, 20))
 	}
 
-	img := &VMImage{Arch: o.Lock.Arch, LockDigest: lockDigest, Dir: dir, Files: map[string]manifests.Digest{}, Cmdline: KernelCmdline}
+	if err := os.WriteFile(filepath.Join(stage, VMLock), o.LockBytes, 0o644); err != nil {
+		return nil, err
+	}
+	img := &VMImage{Arch: o.Lock.Arch, LockDigest: lockDigest, Dir: dir, Files: map[string]manifests.Digest{}, Cmdline: KernelCmdline, Relock: pk.relock}
 	for _, name := range []string{VMDisk, VMKernel, VMInitrd} {
 		_, d, err := hashPath(filepath.Join(stage, name))
 		if err != nil {
@@ -265,6 +280,47 @@ func BuildVM(ctx context.Context, o VMOptions) (*VMImage, error) {
 	}
 	logf("VM image in %s (%.0fs)", dir, img.Elapsed.Seconds())
 	return img, nil
+}
+
+// cachedVM returns the VM image cached in dir when its files still match
+// their digests.
+func cachedVM(dir string, logf func(string, ...any)) *VMImage {
+	img, err := LoadVM(dir)
+	if err != nil {
+		return nil
+	}
+	if err := img.Verify(); err != nil {
+		logf("cached VM image in %s no longer matches its digests: rebuilding", dir)
+		return nil
+	}
+	logf("VM image for lock %s is cached in %s", img.LockDigest.Short(12), dir)
+	return img
+}
+
+// FindVM returns the directory of the VM image `make vm-image` builds for
+// arch with the lock built into this sealbench: the committed lock's image
+// when it was built, else the image of the fresh lock that stood in for it
+// when the committed lock's packages could not be had.
+func FindVM(cacheDir, arch string) (string, error) {
+	lock, lb, err := DefaultLock("vm", arch)
+	if err != nil {
+		return "", err
+	}
+	dir := VMDir(cacheDir, lock, lb)
+	if _, err := os.Stat(filepath.Join(dir, VMInfo)); err == nil {
+		return dir, nil
+	}
+	if fresh, fb, err := reuseFreshLock(FreshLockPath(cacheDir, lock, lb), lock); err == nil {
+		if fdir := VMDir(cacheDir, fresh, fb); fileExists(filepath.Join(fdir, VMInfo)) {
+			return fdir, nil
+		}
+	}
+	return dir, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // VMDir is where BuildVM keeps the VM image of lock (whose bytes are

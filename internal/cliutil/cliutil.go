@@ -46,6 +46,12 @@ type JSONDetailer interface {
 	JSONDetail() (key string, value any)
 }
 
+// Hinter is an error that knows the next step to suggest; it exits with
+// ExitFailed unless a UserError or the binary's classifier says otherwise.
+type Hinter interface {
+	Hint() string
+}
+
 // WriteJSON writes v as indented JSON, without HTML escaping.
 func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -114,6 +120,10 @@ func exitCode(ctx context.Context, name string, err error, classify Classifier) 
 		if code, hint, ok := classify(err); ok {
 			return code, hint
 		}
+	}
+	var h Hinter
+	if errors.As(err, &h) {
+		return ExitFailed, h.Hint()
 	}
 	// cobra's own argument errors.
 	msg := err.Error()

@@ -633,12 +633,9 @@ func (t *Lima) Inventory(ctx context.Context) ([]provision.Resource, error) {
 }
 
 // DefaultVMImage is the directory `make vm-image` writes for this
-// sealbench's VM lock and arch: the image cache's vm/<arch>-<lock digest>.
+// sealbench's VM lock and arch: the image cache's vm/<arch>-<lock digest>,
+// or that of the fresh lock that stood in for it when the committed lock's
+// packages could no longer be had (vmimages.FindVM).
 func DefaultVMImage() (string, error) {
-	arch := runtime.GOARCH
-	lock, lb, err := vmimages.DefaultLock("vm", arch)
-	if err != nil {
-		return "", err
-	}
-	return vmimages.VMDir(vmimages.DefaultCacheDir(), lock, lb), nil
+	return vmimages.FindVM(vmimages.DefaultCacheDir(), runtime.GOARCH)
 }

@@ -19,7 +19,8 @@ import (
 )
 
 func newImageCmd(g *global) *cobra.Command {
-	var bundlePath, key, out, arch, lockFile, cache string
+	var bundlePath, key, out, arch, lockFile string
+	var debs debSettings
 	c := &cobra.Command{
 		Use:   "image",
 		Short: "Build the Sandbox image from a bundle and pinned Debian packages",
@@ -33,23 +34,35 @@ verified first. Writes, into --out:
   sandbox-image.json   its identity: the image id (what docker inspect shows),
                        the manifest digest, the lock's and the layers' digests
 
-Packages are fetched through apt as this machine configures it, checked against
-the lock's SHA-256 and cached by hash (--cache). Building twice, on two
-machines, gives the same image id.`,
+Packages are taken from the cache (--cache), then from each --deb-source and
+` + vmimages.SourcesEnv + `, then through apt as this machine configures it, then
+from snapshot.debian.org (` + vmimages.SnapshotEnv + `=off skips it, or points it
+elsewhere); every file is checked against the lock's size and SHA-256 before it
+is cached by hash. Building twice, on two machines, gives the same image id.
+
+When a locked package is in no source (Debian's archive keeps only current
+versions), the image is built from a fresh lock, kept in the cache, with a
+notice naming the packages that moved: its id then differs from the committed
+one. --no-relock fails instead, naming every package and each source's answer.`,
 		Example: `  sealbench image --bundle out/build-linux-0123456789ab --out out/image
   sealbench image --bundle out/build-linux-0123456789ab --arch arm64 --json
+  sealbench image --bundle out/build-linux-0123456789ab --deb-source /mnt/old-debs --no-relock
+  sealbench image export-debs --out /mnt/old-debs   # carry the locked .debs to another machine
   sealbench image lock --arch all        # refresh vmimages/locks/ from apt`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if bundlePath == "" {
 				return usageErrorf("pass --bundle out/build-linux-<hash>", "--bundle is required")
 			}
+			if err := debs.check(); err != nil {
+				return err
+			}
 			if out == "" {
 				out = filepath.Clean(bundlePath) + ".image"
 			}
 			p := newProgress(g.stderr, "image")
 			defer p.Close()
-			info, err := buildImage(c.Context(), p, bundlePath, key, out, arch, lockFile, cache)
+			info, err := buildImage(c.Context(), p, bundlePath, key, out, arch, lockFile, debs)
 			p.Close()
 			if err != nil {
 				return err
@@ -67,13 +80,13 @@ machines, gives the same image id.`,
 	c.Flags().StringVar(&out, "out", "", "directory to write the image into (default: the bundle's path + .image)")
 	c.Flags().StringVar(&arch, "arch", "amd64", "Debian architecture of the image: amd64 or arm64")
 	c.Flags().StringVar(&lockFile, "lock", "", "package lock to build from (default: the one built into sealbench for --arch)")
-	c.Flags().StringVar(&cache, "cache", vmimages.DefaultCacheDir(), "where fetched packages and apt state are cached")
-	c.AddCommand(newImageLockCmd(g), newImageVMCmd(g))
+	debs.flags(c.Flags())
+	c.AddCommand(newImageLockCmd(g), newImageVMCmd(g), newExportDebsCmd(g))
 	return c
 }
 
 // buildImage verifies the bundle, loads the lock and builds the image.
-func buildImage(ctx context.Context, p *progress, bundlePath, key, out, arch, lockFile, cache string) (*vmimages.ImageInfo, error) {
+func buildImage(ctx context.Context, p *progress, bundlePath, key, out, arch, lockFile string, debs debSettings) (*vmimages.ImageInfo, error) {
 	v, err := loadVerifier(key)
 	if err != nil {
 		return nil, err
@@ -89,7 +102,7 @@ func buildImage(ctx context.Context, p *progress, bundlePath, key, out, arch, lo
 	}
 	return vmimages.BuildSandbox(ctx, vmimages.SandboxOptions{
 		Bundle: bundlePath, Manifest: res.Manifest, Lock: lock, LockBytes: lockBytes,
-		CacheDir: cache, OutDir: out, Log: p.Logf,
+		CacheDir: debs.cacheDir(), Sources: debs.sources, Relock: !debs.noRelock, OutDir: out, Log: p.Logf,
 	})
 }
 
@@ -140,7 +153,7 @@ kernel, fuse3, git). Building never resolves versions; this does.`,
 			}
 			p := newProgress(g.stderr, "image lock")
 			defer p.Close()
-			var written []string
+			var written []lockWritten
 			type job struct{ name, arch string }
 			var jobs []job
 			for _, a := range arches {
@@ -169,21 +182,30 @@ kernel, fuse3, git). Building never resolves versions; this does.`,
 					return err
 				}
 				path := filepath.Join(out, fmt.Sprintf("%s-%s.json", j.name, j.arch))
+				var moved []manifests.PackageChange
+				if ob, err := os.ReadFile(path); err == nil {
+					if old, err := manifests.ParsePackageLock(ob); err == nil {
+						moved = manifests.DiffLocks(old, l)
+					}
+				}
 				if err := os.MkdirAll(out, 0o755); err != nil {
 					return err
 				}
 				if err := atomicfile.WriteFile(path, b, 0o644); err != nil {
 					return err
 				}
-				written = append(written, path)
-				p.Logf("wrote %s (%d packages)", path, len(l.Packages))
+				written = append(written, lockWritten{Path: path, Packages: len(l.Packages), Moved: moved})
+				p.Logf("wrote %s (%d packages, %d moved)", path, len(l.Packages), len(moved))
 			}
 			p.Close()
 			if g.json {
 				return writeJSON(g.stdout, map[string]any{"locks": written})
 			}
 			for _, w := range written {
-				fmt.Fprintln(g.stdout, w)
+				fmt.Fprintf(g.stdout, "%s: %d packages, %d moved\n", w.Path, w.Packages, len(w.Moved))
+				for _, m := range w.Moved {
+					fmt.Fprintf(g.stdout, "  %s\n", m)
+				}
 			}
 			return nil
 		},
@@ -195,8 +217,17 @@ kernel, fuse3, git). Building never resolves versions; this does.`,
 	return c
 }
 
+// lockWritten is one lock file `image lock` wrote, with the versions that
+// moved against the file it replaced (the lines a relock commit names).
+type lockWritten struct {
+	Path     string                    `json:"path"`
+	Packages int                       `json:"packages"`
+	Moved    []manifests.PackageChange `json:"moved"`
+}
+
 func newImageVMCmd(g *global) *cobra.Command {
-	var arch, lockFile, cache, size string
+	var arch, lockFile, size string
+	var debs debSettings
 	c := &cobra.Command{
 		Use:   "vm",
 		Short: "Build the bootable VM disk (qcow2) with its kernel and initrd, for Lima",
@@ -207,11 +238,20 @@ run inside the new root, never on the host), the root filesystem is written
 straight onto the disk as ext4 (no partition table, no bootloader: Lima boots
 the kernel and initrd given beside it), and every file gets a SHA-256 recorded
 next to it. The result is cached by the lock's digest. Needs root, mmdebstrap,
-e2fsprogs and qemu-utils; takes a few minutes and a few hundred MB.`,
+e2fsprogs and qemu-utils; takes a few minutes and a few hundred MB.
+
+Packages come from the same sources as ` + "`sealbench image`" + `'s. The VM image is a
+fixture for VM targets, not a published artifact: when the lock's packages are
+in no source, it is built from a fresh lock (kept beside the image as lock.json)
+with a loud notice, and the lima target finds it there; --no-relock fails instead.`,
 		Example: `  sealbench image vm
-  sealbench image vm --arch amd64 --size 8G --json`,
+  sealbench image vm --arch amd64 --size 8G --json
+  sealbench image vm --deb-source /mnt/old-debs --no-relock   # exactly the committed lock, or fail`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := debs.check(); err != nil {
+				return err
+			}
 			var lock *manifests.PackageLock
 			var lb []byte
 			var err error
@@ -226,7 +266,7 @@ e2fsprogs and qemu-utils; takes a few minutes and a few hundred MB.`,
 			}
 			p := newProgress(g.stderr, "image vm")
 			defer p.Close()
-			img, err := vmimages.BuildVM(c.Context(), vmimages.VMOptions{Lock: lock, LockBytes: lb, CacheDir: cache, DiskSize: size, Log: p.Logf})
+			img, err := vmimages.BuildVM(c.Context(), vmimages.VMOptions{Lock: lock, LockBytes: lb, CacheDir: debs.cacheDir(), Sources: debs.sources, Relock: !debs.noRelock, DiskSize: size, Log: p.Logf})
 			p.Close()
 			if err != nil {
 				return err
@@ -239,12 +279,109 @@ e2fsprogs and qemu-utils; takes a few minutes and a few hundred MB.`,
 				fmt.Fprintf(g.stdout, "  %-11s %s\n", n, img.Files[n])
 			}
 			fmt.Fprintf(g.stdout, "  cmdline     %s\n", img.Cmdline)
+			if img.Relock != nil {
+				fmt.Fprintf(g.stdout, "  lock        %s (FRESH: the committed lock's packages are in no source)\n", img.Path(vmimages.VMLock))
+			}
 			return nil
 		},
 	}
 	c.Flags().StringVar(&arch, "arch", "amd64", "Debian architecture: amd64 or arm64")
 	c.Flags().StringVar(&lockFile, "lock", "", "package lock to build from (default: the one built into sealbench)")
-	c.Flags().StringVar(&cache, "cache", vmimages.DefaultCacheDir(), "where packages and built VM images are cached")
+	debs.flags(c.Flags())
 	c.Flags().StringVar(&size, "size", "4G", "the disk's virtual size")
+	return c
+}
+
+func newExportDebsCmd(g *global) *cobra.Command {
+	var arch, images, lockFile, out string
+	var debs debSettings
+	c := &cobra.Command{
+		Use:   "export-debs",
+		Short: "Write the locked .debs of the images into a directory, to carry to another machine",
+		Long: `Write the exact, verified .deb files the image locks pin into --out (under their
+pool file names, with each lock beside them as lock-NAME-ARCH.json). Packages
+the cache lacks are fetched first (from --deb-source, apt, snapshot.debian.org);
+an export never relocks. On another machine, give the directory to any command
+that builds an image (--deb-source DIR, or ` + vmimages.SourcesEnv + `=DIR): it then
+builds the committed images, with their committed ids, even after Debian's
+archive has moved on.`,
+		Example: `  sealbench image export-debs --out /mnt/usb/sealbench-debs
+  sealbench image export-debs --images sandbox --arch amd64 --out debs --json
+  # on the other machine:
+  sealbench image vm --deb-source /mnt/usb/sealbench-debs --no-relock`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if out == "" {
+				return usageErrorf("pass --out DIR", "--out is required")
+			}
+			if fi, err := os.Stat(out); err == nil && !fi.IsDir() {
+				return usageErrorf("pass a directory", "--out %s is a file", out)
+			}
+			if err := debs.check(); err != nil {
+				return err
+			}
+			arches := []string{arch}
+			if arch == "all" {
+				arches = vmimages.Arches
+			}
+			type job struct {
+				lock  *manifests.PackageLock
+				bytes []byte
+			}
+			var jobs []job
+			if lockFile != "" {
+				b, err := os.ReadFile(lockFile)
+				if err != nil {
+					return usageErrorf("", "reading package lock: %v", err)
+				}
+				l, err := manifests.ParsePackageLock(b)
+				if err != nil {
+					return usageErrorf("", "package lock %s: %v", lockFile, err)
+				}
+				jobs = append(jobs, job{l, b})
+			} else {
+				for _, a := range arches {
+					for _, n := range []string{"sandbox", "vm"} {
+						if images != "all" && images != n {
+							continue
+						}
+						l, b, err := vmimages.DefaultLock(n, a)
+						if err != nil {
+							return usageErrorf("--arch takes amd64, arm64 or all", "%v", err)
+						}
+						jobs = append(jobs, job{l, b})
+					}
+				}
+				if len(jobs) == 0 {
+					return usageErrorf("--images takes sandbox, vm or all", "no image named %q", images)
+				}
+			}
+			p := newProgress(g.stderr, "image export-debs")
+			defer p.Close()
+			var done []*vmimages.Exported
+			for _, j := range jobs {
+				ex, err := vmimages.ExportDebs(c.Context(), j.lock, j.bytes, out, vmimages.FetchOptions{CacheDir: debs.cacheDir(), Sources: debs.sources, Log: p.Logf})
+				if err != nil {
+					return fmt.Errorf("exporting the %s-%s lock's packages: %w", j.lock.Name, j.lock.Arch, err)
+				}
+				p.Logf("exported %d packages (%s) of %s", ex.Packages, humanBytes(ex.Bytes), ex.Lock)
+				done = append(done, ex)
+			}
+			p.Close()
+			if g.json {
+				return writeJSON(g.stdout, map[string]any{"dir": out, "exported": done})
+			}
+			for _, ex := range done {
+				fmt.Fprintf(g.stdout, "%-14s %4d packages  %9s  %s\n", ex.Lock, ex.Packages, humanBytes(ex.Bytes), ex.LockFile)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&out, "out", "", "directory to write the .debs into (required)")
+	c.Flags().StringVar(&arch, "arch", "amd64", "Debian architecture: amd64, arm64 or all")
+	c.Flags().StringVar(&images, "images", "all", "which locks: sandbox, vm or all")
+	c.Flags().StringVar(&lockFile, "lock", "", "export this lock file's packages instead")
+	debs.flags(c.Flags())
+	c.Flags().Lookup("no-relock").Hidden = true // an export never relocks
 	return c
 }

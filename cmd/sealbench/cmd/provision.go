@@ -26,6 +26,7 @@ import (
 func newProvisionCmd(g *global) *cobra.Command {
 	var bundlePath, key, expect string
 	var vm vmSettings
+	var debs debSettings
 	c := &cobra.Command{
 		Use:   "provision local|docker|lima|apple|microsandbox --bundle B",
 		Short: "Bring up a target from a verified bundle and leave it up",
@@ -77,9 +78,12 @@ down; ` + "`sealbench audit`" + ` proves nothing is left.`,
 			if fi, err := os.Stat(bundlePath); err == nil && !fi.IsDir() {
 				return usageErrorf("extract it (tar -xf "+bundlePath+") and pass the directory", "--bundle %s is a file: provision runs the bundle's binaries, so it takes the bundle directory", bundlePath)
 			}
+			if err := debs.check(); err != nil {
+				return err
+			}
 			p := newProgress(g.stderr, "provision")
 			defer p.Close()
-			out, err := provisionTarget(c.Context(), p, target, bundlePath, key, expect, vm)
+			out, err := provisionTarget(c.Context(), p, target, bundlePath, key, expect, vm, debs)
 			p.Close()
 			if err != nil {
 				return err
@@ -98,6 +102,7 @@ down; ` + "`sealbench audit`" + ` proves nothing is left.`,
 	c.Flags().StringVar(&expect, "id", "", "pin the bundle: refuse a validly signed bundle with another name (build-linux-<hash>)")
 	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to check the bundle's signature with")
 	vm.flags(c.Flags())
+	debs.flags(c.Flags())
 	return c
 }
 
@@ -113,7 +118,7 @@ type provisioned struct {
 
 // provisionTarget verifies the bundle, finds its image, and provisions
 // target in a new run. On failure, what it made is torn down again.
-func provisionTarget(ctx context.Context, p *progress, target, bundlePath, key, expect string, vm vmSettings) (_ *provisioned, err error) {
+func provisionTarget(ctx context.Context, p *progress, target, bundlePath, key, expect string, vm vmSettings, debs debSettings) (_ *provisioned, err error) {
 	v, err := loadVerifier(key)
 	if err != nil {
 		return nil, err
@@ -127,7 +132,7 @@ func provisionTarget(ctx context.Context, p *progress, target, bundlePath, key, 
 		return nil, err
 	}
 	p.Logf("verified %s (key %s)", res.Name, v.KeyID())
-	img, err := sandboxImage(ctx, p, bundlePath, key, res)
+	img, err := sandboxImage(ctx, p, bundlePath, key, res, debs)
 	if err != nil {
 		return nil, err
 	}
@@ -160,16 +165,16 @@ func provisionTarget(ctx context.Context, p *progress, target, bundlePath, key, 
 
 // sandboxImage takes the bundle's Sandbox image from <bundle>.image/, or
 // builds it there when it is missing.
-func sandboxImage(ctx context.Context, p *progress, bundlePath, key string, res *bundle.VerifyResult) (provision.Image, error) {
+func sandboxImage(ctx context.Context, p *progress, bundlePath, key string, res *bundle.VerifyResult, debs debSettings) (provision.Image, error) {
 	dir := filepath.Clean(bundlePath) + ".image"
 	b, err := os.ReadFile(filepath.Join(dir, vmimages.SandboxInfo))
 	if errors.Is(err, fs.ErrNotExist) {
 		p.Logf("no Sandbox image in %s: building it from the pinned packages", dir)
-		info, err := buildImage(ctx, p, bundlePath, key, dir, runtime.GOARCH, "", vmimages.DefaultCacheDir())
+		info, err := buildImage(ctx, p, bundlePath, key, dir, runtime.GOARCH, "", debs)
 		if err != nil {
 			return provision.Image{}, fmt.Errorf("building the Sandbox image (or run `sealbench image --bundle %s`): %w", bundlePath, err)
 		}
-		return provision.Image{Tar: filepath.Join(dir, vmimages.SandboxTar), Ref: info.Ref, ID: info.ID}, nil
+		return imageOf(p, dir, info)
 	}
 	if err != nil {
 		return provision.Image{}, fmt.Errorf("reading the Sandbox image's identity: %w", err)
@@ -184,5 +189,32 @@ func sandboxImage(ctx context.Context, p *progress, bundlePath, key string, res 
 	if err := info.ID.Validate(); err != nil {
 		return provision.Image{}, usageErrorf("rebuild it with `sealbench image --bundle "+bundlePath+"`", "%s: image id: %v", filepath.Join(dir, vmimages.SandboxInfo), err)
 	}
-	return provision.Image{Tar: filepath.Join(dir, vmimages.SandboxTar), Ref: info.Ref, ID: info.ID}, nil
+	return imageOf(p, dir, &info)
+}
+
+// imageOf is the image a run loads, with the package lock it was built from
+// (read from beside it, for the pins), and says so loudly when that lock
+// is a fresh one standing in for the committed lock.
+func imageOf(p *progress, dir string, info *vmimages.ImageInfo) (provision.Image, error) {
+	img := provision.Image{Tar: filepath.Join(dir, vmimages.SandboxTar), Ref: info.Ref, ID: info.ID}
+	b, err := os.ReadFile(filepath.Join(dir, vmimages.SandboxLock))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// Images built before the lock was kept beside them.
+	case err != nil:
+		return provision.Image{}, fmt.Errorf("reading the Sandbox image's lock: %w", err)
+	default:
+		if got := manifests.DigestOf(b); !info.LockDigest.IsZero() && got != info.LockDigest {
+			return provision.Image{}, fmt.Errorf("%s has digest %s, but the image records lock %s: rebuild the image", filepath.Join(dir, vmimages.SandboxLock), got, info.LockDigest)
+		}
+		if img.Lock, err = manifests.ParsePackageLock(b); err != nil {
+			return provision.Image{}, fmt.Errorf("the Sandbox image's lock: %w", err)
+		}
+	}
+	if r := info.Relock; r != nil {
+		img.Relocked = fmt.Sprintf("built from a fresh lock (%s) because %s of the committed lock %s are in no source; the image id differs from the committed one",
+			r.Fresh.Short(12), strings.Join(r.Missing, ", "), r.Committed.Short(12))
+		p.Logf("%s", r.Notice("Sandbox image"))
+	}
+	return img, nil
 }

@@ -36,6 +36,7 @@ type runFlags struct {
 	seed                  uint64
 	source                string
 	vm                    vmSettings
+	debs                  debSettings
 }
 
 func newRunCmd(g *global) *cobra.Command {
@@ -98,6 +99,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 	fl.IntVar(&f.samples, "samples", 1, "samples per cell and target, interleaved in a seeded random order")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the interleaving (0: one from the clock; recorded in pins.json)")
 	f.vm.flags(fl)
+	f.debs.flags(fl)
 	return c
 }
 
@@ -139,6 +141,9 @@ func runCells(ctx context.Context, g *global, f *runFlags) (err error) {
 	if f.samples < 1 {
 		return usageErrorf("", "--samples must be at least 1")
 	}
+	if err := f.debs.check(); err != nil {
+		return err
+	}
 	if f.expect != "" && !strings.HasPrefix(f.expect, manifests.BundleNamePrefix) {
 		return usageErrorf("--id takes a bundle name such as build-linux-0123456789ab", "--id %q is not a bundle name", f.expect)
 	}
@@ -166,7 +171,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) (err error) {
 		return err
 	}
 	p.Logf("verified %s (key %s)", res.Name, v.KeyID())
-	img, err := sandboxImage(ctx, p, bundleDir, key, res)
+	img, err := sandboxImage(ctx, p, bundleDir, key, res, f.debs)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 func newSealCmd(g *global) *cobra.Command {
 	var key, out, source, imageArch string
 	var noImage bool
+	var debs debSettings
 	c := &cobra.Command{
 		Use:   "seal",
 		Short: "Build a reproducible, signed bundle from the source tree",
@@ -37,6 +38,9 @@ dirty in the manifest, and warned about.`,
   SOURCE_DATE_EPOCH=1700000000 SEALBENCH_PASSWORD= sealbench seal --source ~/src/sealbench`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := debs.check(); err != nil {
+				return err
+			}
 			if _, err := os.Stat(key); errors.Is(err, fs.ErrNotExist) {
 				return usageErrorf("create a key pair with `sealbench keygen`, or pass --key", "no signing key at %s", key)
 			}
@@ -67,6 +71,7 @@ dirty in the manifest, and warned about.`,
 				}
 				sealed.Image, err = vmimages.BuildSandbox(c.Context(), vmimages.SandboxOptions{
 					Bundle: res.Dir, Manifest: res.Manifest, Lock: lock, LockBytes: lockBytes,
+					CacheDir: debs.cacheDir(), Sources: debs.sources, Relock: !debs.noRelock,
 					OutDir: res.Dir + ".image", Log: p.Logf,
 				})
 				if err != nil {
@@ -86,6 +91,9 @@ dirty in the manifest, and warned about.`,
 				res.Dir, res.Tar, res.TarDigest, res.ManifestDigest, res.Source.Module, res.Source.Version, dirty)
 			if img := sealed.Image; img != nil {
 				fmt.Fprintf(g.stdout, "  image     %s (%s, id %s)\n", img.Tar, img.Arch, img.ID)
+				if img.Relock != nil {
+					fmt.Fprintf(g.stdout, "  lock      %s (FRESH: the committed lock's packages are in no source; the id differs from the committed one)\n", img.Lock)
+				}
 			}
 			return nil
 		},
@@ -93,6 +101,7 @@ dirty in the manifest, and warned about.`,
 	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PrivateKeyFile), "encrypted private key to sign the manifest with")
 	c.Flags().StringVar(&out, "out", "out", "directory to write the bundle and its tar into")
 	c.Flags().BoolVar(&noImage, "no-image", false, "do not build the Sandbox image next to the bundle")
+	debs.flags(c.Flags())
 	c.Flags().StringVar(&imageArch, "image-arch", "amd64", "Debian architecture of the Sandbox image: amd64 or arm64")
 	c.Flags().StringVar(&source, "source", "", "sealbench source tree to seal (default: the one around the working directory)")
 	return c
