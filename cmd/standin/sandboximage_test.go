@@ -44,7 +44,7 @@ func TestSandboxImageOnStandin(t *testing.T) {
 		t.Fatal(err)
 	}
 	img, err := vmimages.BuildSandbox(ctx, vmimages.SandboxOptions{
-		Bundle: sealed.Dir, Manifest: sealed.Manifest, Lock: lock, LockBytes: lb,
+		Bundle: sealed.Dir, Manifest: sealed.Manifest, Lock: lock, LockBytes: lb, Relock: true,
 		OutDir: filepath.Join(t.TempDir(), "image"), Log: t.Logf,
 	})
 	if err != nil {
