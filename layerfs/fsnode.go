@@ -264,7 +264,7 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno { return syscall.ENOSY
 
 // Release closes the descriptor. The handle stops counting as open only
 // once go-fuse has also dropped the kernel backing file it registered for
-// it (countingFS.Release calls releaseDone), so that a copy-up never races
+// it (afterRelease calls releaseDone), so that a copy-up never races
 // with a backing file that is still registered for the inode.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	e := h.LoopbackFile.Release(ctx)

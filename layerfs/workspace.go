@@ -188,7 +188,7 @@ func Mount(ctx context.Context, s *Store, mountpoint string, opts MountOptions) 
 	fopts, timeout := kernelOptions(opts)
 	fopts.RootStableAttr = &fs.StableAttr{Ino: ws.root.ino, Gen: 1}
 	raw := fs.NewNodeFS(&node{ws: ws, in: ws.root}, fopts)
-	server, err := fuse.NewServer(&countingFS{RawFileSystem: raw, t: &ws.tel, releaseDone: ws.releaseDone}, mountpoint, &fopts.MountOptions)
+	server, err := fuse.NewServer(&countingFS{RawFileSystem: &afterRelease{RawFileSystem: raw, done: ws.releaseDone}, t: &ws.tel}, mountpoint, &fopts.MountOptions)
 	if err != nil {
 		os.RemoveAll(upper)
 		return nil, fmt.Errorf("mounting workspace at %q: %w", mountpoint, err)
