@@ -317,6 +317,7 @@ func (r *CommitResult) Info() daemonapi.CommitResult {
 		Hashed: r.Hashed, HashedBytes: r.HashedBytes, DurationNs: r.DurationNs}
 }
 
+// commitFile is one upper data file a Commit stores.
 type commitFile struct {
 	in     *inode
 	open   bool   // has open handles: hash a private copy
@@ -337,59 +338,104 @@ func (ws *Workspace) Commit(ctx context.Context, message string) (*CommitResult,
 	if ws.closed {
 		return nil, errors.New("committing workspace: it is unmounted")
 	}
+	c := &commit{ws: ws}
+	fail := func(err error) (*CommitResult, error) {
+		c.removeTemps()
+		return nil, fmt.Errorf("committing workspace: %w", err)
+	}
+	if err := c.collect(); err != nil {
+		return fail(err)
+	}
+	if err := c.hash(); err != nil {
+		return fail(err)
+	}
+	res := &CommitResult{}
+	res.Hashed, res.HashedBytes = c.hashed()
+	c.buildTrees()
+	if c.unchanged() {
+		c.removeTemps()
+		res.Layer, res.UpToDate = ws.base, true
+	} else {
+		if err := c.installBlobs(); err != nil {
+			return fail(err)
+		}
+		l, err := c.writeLayer(ctx, message)
+		if err != nil {
+			return fail(err)
+		}
+		c.adopt(l)
+		res.Layer = l
+	}
+	res.DurationNs = int64(time.Since(t0))
+	ws.commitDur = time.Duration(res.DurationNs)
+	return res, nil
+}
 
-	// 1. Every upper data file, once per inode.
-	var files []*commitFile
+// commit is one Commit under way, its steps in the order Commit runs them.
+// The Workspace's lock is held throughout: the tree cannot change under it.
+type commit struct {
+	ws    *Workspace
+	files []*commitFile
+	sums  map[*inode]*commitFile // files by inode, once hashed
+	// What buildTrees makes: the new Layer's root entry, its trees and
+	// blobs, its hard-link groups, and the tree each loaded directory got.
+	nl       *newLayer
+	root     Entry
+	links    [][]string
+	dirTrees map[*inode]Digest
+}
+
+// collect lists every upper data file, once per inode, and brings each up
+// to date first: a lazy copy-up is finished, so the file holds all its
+// bytes, and its size and times are read again, so the stamp that decides
+// whether an earlier sum still holds is current.
+func (c *commit) collect() error {
 	seen := map[*inode]bool{}
-	var collect func(dir *inode)
-	collect = func(dir *inode) {
-		for _, c := range dir.children {
-			if c.isDir() {
-				if c.children != nil {
-					collect(c)
+	var walk func(dir *inode)
+	walk = func(dir *inode) {
+		for _, in := range dir.children {
+			if in.isDir() {
+				if in.children != nil {
+					walk(in)
 				}
 				continue
 			}
-			if c.upper && !seen[c] {
-				seen[c] = true
-				files = append(files, &commitFile{in: c, open: c.upperOpens > 0})
+			if in.upper && !seen[in] {
+				seen[in] = true
+				c.files = append(c.files, &commitFile{in: in, open: in.upperOpens > 0})
 			}
 		}
 	}
-	if ws.root.children != nil {
-		collect(ws.root)
+	if c.ws.root.children != nil {
+		walk(c.ws.root)
 	}
-	for _, f := range files {
-		if e := ws.finishLazy(f.in); e != 0 {
-			return nil, fmt.Errorf("committing workspace: finishing copy-up of inode %d: %w", f.in.ino, e)
+	for _, f := range c.files {
+		if e := c.ws.finishLazy(f.in); e != 0 {
+			return fmt.Errorf("finishing copy-up of inode %d: %w", f.in.ino, e)
 		}
-		if e := ws.refreshUpper(f.in); e != 0 {
-			return nil, fmt.Errorf("committing workspace: reading data of inode %d: %w", f.in.ino, e)
+		if e := c.ws.refreshUpper(f.in); e != 0 {
+			return fmt.Errorf("reading data of inode %d: %w", f.in.ino, e)
 		}
 		f.stamp = [3]int64{f.in.ctime, f.in.mtime, f.in.size}
 		if f.in.sumStamp == f.stamp && !f.in.sum.IsZero() {
 			f.digest, f.size, f.cached = f.in.sum, f.in.size, true
 		}
 	}
+	return nil
+}
 
-	// 2. Hash them, in parallel. A file someone has open may change while
-	// we read it, so hash a private copy of it instead.
-	cleanup := func() {
-		for _, f := range files {
-			if f.tmp != "" {
-				os.Remove(f.tmp)
-			}
-		}
-	}
-	res := &CommitResult{}
-	err := parallel(len(files), ws.workers, func(i int) error {
-		f := files[i]
+// hash hashes the files whose sum is not cached, in parallel: hashing is
+// most of a Commit's time. A file someone has open may change while we read
+// it, so a private copy of it is hashed instead (and later installed).
+func (c *commit) hash() error {
+	err := parallel(len(c.files), c.ws.workers, func(i int) error {
+		f := c.files[i]
 		if f.cached {
 			return nil
 		}
-		src := ws.upperPath(f.in)
+		src := c.ws.upperPath(f.in)
 		if f.open {
-			tmp, err := ws.store.copyToTemp(src)
+			tmp, err := c.ws.store.copyToTemp(src)
 			if err != nil {
 				return err
 			}
@@ -403,24 +449,34 @@ func (ws *Workspace) Commit(ctx context.Context, message string) (*CommitResult,
 		return nil
 	})
 	if err != nil {
-		cleanup()
-		return nil, fmt.Errorf("committing workspace: %w", err)
+		return err
 	}
-	sums := make(map[*inode]*commitFile, len(files))
-	for _, f := range files {
-		sums[f.in] = f
+	c.sums = make(map[*inode]*commitFile, len(c.files))
+	for _, f := range c.files {
+		c.sums[f.in] = f
+	}
+	return nil
+}
+
+// hashed counts the files hash read, and their bytes, for the result.
+func (c *commit) hashed() (n int, size int64) {
+	for _, f := range c.files {
 		if !f.cached {
-			res.Hashed++
-			res.HashedBytes += f.size
+			n++
+			size += f.size
 		}
 	}
+	return n, size
+}
 
-	// 3. Tree objects, bottom up; directories never loaded keep their
-	// base tree. Hard-link groups are numbered in path order.
-	nl := &newLayer{blobs: map[Digest]int64{}, trees: map[Digest][]byte{}}
+// buildTrees encodes the tree objects bottom up. Directories never loaded
+// keep their base tree: nothing below them changed, and not reading them is
+// what keeps a Commit proportional to the changes. Hard-link groups are
+// numbered in path order, so the same tree gives the same Layer.
+func (c *commit) buildTrees() {
+	c.nl = &newLayer{blobs: map[Digest]int64{}, trees: map[Digest][]byte{}}
+	c.dirTrees = map[*inode]Digest{}
 	linkIDs := map[*inode]uint64{}
-	var links [][]string
-	dirTrees := map[*inode]Digest{}
 	var build func(dir *inode, path string) Digest
 	build = func(dir *inode, path string) Digest {
 		if dir.children == nil {
@@ -433,52 +489,56 @@ func (ws *Workspace) Commit(ctx context.Context, message string) (*CommitResult,
 		sort.Strings(names)
 		entries := make([]Entry, 0, len(names))
 		for _, name := range names {
-			c := dir.children[name]
+			in := dir.children[name]
 			p := path + "/" + name
-			e := c.entry(name)
+			e := in.entry(name)
 			switch {
-			case c.isDir():
-				e.Content = build(c, p)
-			case c.isRegular():
-				if f, ok := sums[c]; ok {
+			case in.isDir():
+				e.Content = build(in, p)
+			case in.isRegular():
+				if f, ok := c.sums[in]; ok {
 					e.Content, e.Size = f.digest, f.size
-					nl.blobs[f.digest] = f.size
+					c.nl.blobs[f.digest] = f.size
 				} else {
-					e.Content = c.blob
+					e.Content = in.blob
 				}
 			}
-			if !c.isDir() && c.nlink > 1 {
-				id, ok := linkIDs[c]
+			if !in.isDir() && in.nlink > 1 {
+				id, ok := linkIDs[in]
 				if !ok {
-					links = append(links, nil)
-					id = uint64(len(links))
-					linkIDs[c] = id
+					c.links = append(c.links, nil)
+					id = uint64(len(c.links))
+					linkIDs[in] = id
 				}
-				links[id-1] = append(links[id-1], p)
+				c.links[id-1] = append(c.links[id-1], p)
 				e.LinkID = id
 			}
 			entries = append(entries, e)
 		}
 		data, d := encodeTree(entries)
-		nl.trees[d] = data
-		dirTrees[dir] = d
+		c.nl.trees[d] = data
+		c.dirTrees[dir] = d
 		return d
 	}
-	rootEntry := ws.root.entry("")
-	rootEntry.Content = build(ws.root, "")
-	baseRoot := ws.base.Root
-	if string(encodeEntry(&rootEntry)) == string(encodeEntry(&baseRoot)) && len(links) == len(ws.base.links) {
-		cleanup()
-		res.Layer, res.UpToDate = ws.base, true
-		res.DurationNs = int64(time.Since(t0))
-		ws.commitDur = time.Duration(res.DurationNs)
-		return res, nil
-	}
+	c.root = c.ws.root.entry("")
+	c.root.Content = build(c.ws.root, "")
+}
 
-	// 4. Blobs. A closed data file becomes the blob itself (a rename) and
-	// its inode is served from the blob from now on; an open one stays
-	// upper and its private copy becomes the blob.
-	for _, f := range files {
+// unchanged reports whether the new root is the base's, hard-link groups
+// included: then the Commit is UpToDate and writes nothing, so committing
+// twice never makes an empty Layer.
+func (c *commit) unchanged() bool {
+	base := c.ws.base.Root
+	return string(encodeEntry(&c.root)) == string(encodeEntry(&base)) && len(c.links) == len(c.ws.base.links)
+}
+
+// installBlobs stores each file's data as its blob before the transaction
+// that names it. A closed data file becomes the blob itself (a rename, no
+// copy) and its inode is served from the blob from now on; an open one
+// stays upper and its private copy becomes the blob.
+func (c *commit) installBlobs() error {
+	ws := c.ws
+	for _, f := range c.files {
 		if f.cached && !f.in.upper {
 			continue
 		}
@@ -521,36 +581,52 @@ func (ws *Workspace) Commit(ctx context.Context, message string) (*CommitResult,
 			}
 		}
 		if err != nil {
-			cleanup()
-			return nil, fmt.Errorf("committing workspace: %w", err)
+			return err
 		}
 		if f.in.upper {
 			f.in.sum, f.in.sumStamp = f.digest, f.stamp
 		}
 	}
+	return nil
+}
 
-	// 5. One transaction.
-	now := time.Now()
-	l := &Layer{Parent: ws.base.ID, Message: message, Time: now, Root: rootEntry, links: links}
+// writeLayer writes the Layer, its trees and its blobs' rows in one
+// transaction, so a crash leaves either the whole Layer or none of it.
+func (c *commit) writeLayer(ctx context.Context, message string) (*Layer, error) {
+	l := &Layer{Parent: c.ws.base.ID, Message: message, Time: time.Now(), Root: c.root, links: c.links}
 	l.ID = layerID(l.Parent, &l.Root, l.Message, l.Time)
-	nl.layer = l
-	if err := ws.store.writeLayer(ctx, nl); err != nil {
-		return nil, fmt.Errorf("committing workspace: %w", err)
+	c.nl.layer = l
+	if err := c.ws.store.writeLayer(ctx, c.nl); err != nil {
+		return nil, err
 	}
-	for dir, d := range dirTrees {
+	return l, nil
+}
+
+// adopt makes the written Layer the Workspace's base: each loaded directory
+// now is its new tree, with no whiteouts and not opaque, and its entries are
+// the base entries of the next Commit.
+func (c *commit) adopt(l *Layer) {
+	for dir, d := range c.dirTrees {
 		dir.tree = d
 		dir.whiteouts = nil
 		dir.opaque = false
-		for name, c := range dir.children {
-			c.baseParent, c.baseName = dir, name
+		for name, in := range dir.children {
+			in.baseParent, in.baseName = dir, name
 		}
 	}
-	ws.base = l
-	ws.commits++
-	res.Layer = l
-	res.DurationNs = int64(time.Since(t0))
-	ws.commitDur = time.Duration(res.DurationNs)
-	return res, nil
+	c.ws.base = l
+	c.ws.commits++
+}
+
+// removeTemps removes the private copies that were not installed as blobs
+// (after a failure, or when the Commit is UpToDate).
+func (c *commit) removeTemps() {
+	for _, f := range c.files {
+		if f.tmp != "" {
+			os.Remove(f.tmp)
+			f.tmp = ""
+		}
+	}
 }
 
 // UnmountResult is what Unmount did.
