@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/internal/testenv"
-	"github.com/sealbench/sealbench/runner"
+	"github.com/sealbench/sealbench/runner/cells"
 )
 
 // cell is one of the twelve workloads: a POSIX sh body run with the
@@ -34,8 +34,8 @@ type cell struct {
 func benchCells(b testing.TB) []cell {
 	dir := filepath.Join(testenv.ModuleRoot(b), "runner", "cells")
 	var cs []cell
-	for _, name := range runner.Names() {
-		c := runner.Cells[name]
+	for _, name := range cells.Names() {
+		c := cells.All[name]
 		cs = append(cs, cell{name: name, body: "sh " + filepath.Join(dir, c.Body), base: c.Base != ""})
 	}
 	return cs
@@ -59,7 +59,7 @@ func runBody(b testing.TB, dir, body string) time.Duration {
 
 // baseFile writes the 64 MiB pseudo-random base file from a fixed seed.
 func baseFile(b testing.TB, dir string) {
-	if err := runner.WriteBase(dir); err != nil {
+	if err := cells.WriteBase(dir); err != nil {
 		b.Fatal(err)
 	}
 }

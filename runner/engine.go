@@ -582,3 +582,10 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName str
 	}
 	return s
 }
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

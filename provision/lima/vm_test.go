@@ -27,6 +27,7 @@ import (
 	"github.com/sealbench/sealbench/provision/local"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/runner"
+	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/runner/report"
 	"github.com/sealbench/sealbench/vmimages"
 )
@@ -232,7 +233,7 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, err := vmimages.BuildSandbox(ctx, vmimages.SandboxOptions{Bundle: sealed.Dir, Manifest: verified.Manifest, Lock: lock,
-		LockBytes: lockBytes, OutDir: sealed.Dir + ".image", Log: t.Logf})
+		LockBytes: lockBytes, Relock: true, OutDir: sealed.Dir + ".image", Log: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,13 +297,13 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 			{Name: lima.Name, Endpoint: vm.Endpoint(), Emulated: vm.Emulated()},
 		},
 		BundleID: sealed.Name, Image: img, RunnerSHA256: runnerFile.Digest, StandinSHA256: standin.Digest,
-		Cells: runner.Names(), Samples: 1, Seed: 1, OutDir: results, Log: t.Logf,
+		Cells: cells.Names(), Samples: 1, Seed: 1, OutDir: results, Log: t.Logf,
 	})
 	if err != nil {
 		t.Fatalf("RunEngine: %v", err)
 	}
 	step("ran %d samples", len(samples))
-	if want := 2 * len(runner.Names()); len(samples) != want {
+	if want := 2 * len(cells.Names()); len(samples) != want {
 		t.Fatalf("%d samples, want %d", len(samples), want)
 	}
 	byTarget := map[string][]manifests.Sample{}

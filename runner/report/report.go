@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/runner"
+	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/runner/stats"
 )
 
@@ -299,7 +299,7 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 	r := &Report{FormatVersion: FormatVersion, Level: Level, Differences: []Difference{}, Problems: []Problem{}, Notes: []string{}}
 	byTarget := map[string][]*manifests.Sample{}
 	targetRun := map[string]int{}
-	cells := map[string]bool{}
+	seen := map[string]bool{}
 	var bundle string
 	for i, in := range inputs {
 		if len(in.Samples) == 0 {
@@ -332,12 +332,12 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 		var extra []string
 		for j := range in.Samples {
 			s := &in.Samples[j]
-			c, err := runner.Lookup(s.Cell)
+			c, err := cells.Lookup(s.Cell)
 			if err != nil {
 				return nil, &InputError{Err: fmt.Errorf("%s: sample %d (%s): %w", in.Source, j+1, s.Target, err)}
 			}
-			if !cells[c.Name] {
-				cells[c.Name] = true
+			if !seen[c.Name] {
+				seen[c.Name] = true
 			}
 			if !slices.Contains(runTargets, s.Target) && !slices.Contains(extra, s.Target) {
 				extra = append(extra, s.Target)
@@ -381,9 +381,9 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 	if resamples == 0 {
 		resamples = stats.DefaultResamples
 	}
-	for _, n := range runner.Names() {
-		if cells[n] {
-			r.Cells = append(r.Cells, CellInfo{Name: n, Title: runner.Cells[n].Title})
+	for _, n := range cells.Names() {
+		if seen[n] {
+			r.Cells = append(r.Cells, CellInfo{Name: n, Title: cells.All[n].Title})
 		}
 	}
 	for _, t := range r.Targets {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/runner"
+	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/runner/stats"
 )
 
@@ -45,14 +45,14 @@ func fixedRun() (*manifests.RunPins, []manifests.Sample) {
 		},
 		StoreProfile: manifests.StoreDisposable, ConstructionWorkers: 1,
 		Tools: map[string]string{"docker": "20.10.24", "git": "2.39.5"},
-		Cells: runner.Names(), Native: true, Seed: 7, Samples: 3,
+		Cells: cells.Names(), Native: true, Seed: 7, Samples: 3,
 		Start: start, End: start.Add(20 * time.Minute),
 	}
 	factor := map[string]float64{"docker": 1, "local": 0.92, "lima": 3.1}
 	overhead := map[string]int64{"docker": 42_000_000, "local": 4_000_000, "lima": 9_000_000}
 	var samples []manifests.Sample
 	t := start.Add(time.Minute)
-	for i, slot := range stats.Interleave([]string{"docker", "local", "lima"}, runner.Names(), 3, pins.Seed) {
+	for i, slot := range stats.Interleave([]string{"docker", "local", "lima"}, cells.Names(), 3, pins.Seed) {
 		cellNo := 0
 		fmt.Sscanf(slot.Cell, "C%d", &cellNo)
 		jitter := 1 + 0.03*float64((i*7)%5-2)

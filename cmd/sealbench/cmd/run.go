@@ -22,6 +22,7 @@ import (
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/runner"
+	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/runner/report"
 	"github.com/sealbench/sealbench/runner/stats"
 )
@@ -134,7 +135,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) (err error) {
 			return usageErrorf("a name such as docker or my-engine", "--name %q is not a target name (lowercase letters, digits, '-')", f.name)
 		}
 	}
-	cellList, err := runner.ParseCells(f.cells)
+	cellList, err := cells.Parse(f.cells)
 	if err != nil {
 		return usageErrorf("cells are C01 to C12, comma-separated", "%v", err)
 	}

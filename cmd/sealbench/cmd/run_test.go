@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -22,8 +23,9 @@ import (
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/runner"
+	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/runner/stats"
+	"github.com/sealbench/sealbench/vmimages"
 )
 
 // sealed is a bundle this tree seals once for the package's run tests,
@@ -152,7 +154,7 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 		}
 		return fmt.Sprint(w)
 	}
-	for _, cell := range runner.Names() {
+	for _, cell := range cells.Names() {
 		l, d := byCell[cell]["local"], byCell[cell]["docker"]
 		if l.Files != d.Files || l.Bytes != d.Bytes || l.Statements != d.Statements || work(l.FUSERequests) != work(d.FUSERequests) {
 			t.Errorf("%s did different work: local %d files %d bytes %d statements %v; docker %d files %d bytes %d statements %v", cell,
@@ -166,6 +168,13 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 	var pins manifests.RunPins
 	if b, err := os.ReadFile(filepath.Join(out, "pins.json")); err != nil || json.Unmarshal(b, &pins) != nil || len(pins.Targets) != 2 || pins.End.IsZero() || pins.Tools["go"] == "" {
 		t.Errorf("pins.json: %v %+v", err, pins)
+	}
+	// The pins carry the package lock the Sandbox image was built from, byte
+	// for byte the one kept beside the image.
+	if lb, err := os.ReadFile(filepath.Join(b.Dir+".image", vmimages.SandboxLock)); err != nil || pins.ImageLock == nil {
+		t.Errorf("pins.json has no image lock (%v), or the image has none beside it: %v", pins.ImageLock, err)
+	} else if want, _ := manifests.ParsePackageLock(lb); !reflect.DeepEqual(want, pins.ImageLock) {
+		t.Errorf("pins.json's image lock is not the image's:\n%+v\n%+v", pins.ImageLock, want)
 	}
 	// The run tore itself down: the audit of everything finds nothing.
 	if code, stdout, _ := run(t, "audit", "--json"); code != ExitOK {

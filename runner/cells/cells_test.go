@@ -1,4 +1,4 @@
-package runner
+package cells
 
 import (
 	"bytes"
@@ -53,7 +53,7 @@ func TestBaseAndZerosDigests(t *testing.T) {
 // TestRegistryMatchesCellFiles holds the registry and cells/ to each other:
 // every body file is registered, and every registered body exists.
 func TestRegistryMatchesCellFiles(t *testing.T) {
-	files, err := filepath.Glob("cells/*.sh")
+	files, err := fs.Glob(bodies, "*.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestRegistryMatchesCellFiles(t *testing.T) {
 	}
 	var registered []string
 	for _, name := range Names() {
-		c := Cells[name]
+		c := All[name]
 		if c.Name != name || c.Body != name+".sh" || c.Title == "" {
 			t.Errorf("cell %s is registered as %+v", name, c)
 		}
@@ -73,25 +73,25 @@ func TestRegistryMatchesCellFiles(t *testing.T) {
 	if strings.Join(onDisk, ",") != strings.Join(registered, ",") {
 		t.Errorf("cells/ holds %v, the registry names %v", onDisk, registered)
 	}
-	if len(Cells) != 12 {
-		t.Errorf("%d cells, want 12", len(Cells))
+	if len(All) != 12 {
+		t.Errorf("%d cells, want 12", len(All))
 	}
 }
 
 func TestLookupAndParseCells(t *testing.T) {
-	var uce *UnknownCellError
+	var uce *UnknownError
 	if _, err := Lookup("C13"); !errors.As(err, &uce) || !strings.Contains(err.Error(), "C01..C12") {
 		t.Errorf("Lookup(C13) = %v", err)
 	}
-	if got, err := ParseCells("c01, C09"); err != nil || strings.Join(got, ",") != "C01,C09" {
-		t.Errorf("ParseCells = %v, %v", got, err)
+	if got, err := Parse("c01, C09"); err != nil || strings.Join(got, ",") != "C01,C09" {
+		t.Errorf("Parse = %v, %v", got, err)
 	}
-	if got, _ := ParseCells(""); len(got) != 12 {
-		t.Errorf("ParseCells(\"\") = %v", got)
+	if got, _ := Parse(""); len(got) != 12 {
+		t.Errorf("Parse(\"\") = %v", got)
 	}
 	for _, bad := range []string{"C01,C01", "C00", "C01,"} {
-		if _, err := ParseCells(bad); err == nil {
-			t.Errorf("ParseCells(%q) accepted it", bad)
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) accepted it", bad)
 		}
 	}
 }
@@ -104,9 +104,9 @@ func TestCells(t *testing.T) {
 	testenv.NeedCommand(t, "git")
 	ctx := context.Background()
 	for _, name := range Names() {
-		c := Cells[name]
+		c := All[name]
 		t.Run(name, func(t *testing.T) {
-			body, err := filepath.Abs(filepath.Join("cells", c.Body))
+			body, err := filepath.Abs(c.Body)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package runner
+package cells
 
 import (
 	"bytes"
@@ -105,7 +105,7 @@ func BodyScript(path string) string { return "exec /bin/sh " + shellQuote(path) 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // LocalShell runs scripts with this machine's /bin/sh in Dir, with a small
-// fixed environment, each bounded by CellTimeout. It is how a native
+// fixed environment, each bounded by Timeout. It is how a native
 // reference runs, and how the registry test runs every cell.
 type LocalShell struct {
 	Dir string
@@ -115,7 +115,7 @@ var _ Shell = LocalShell{}
 
 // Sh implements Shell.
 func (l LocalShell) Sh(ctx context.Context, script string, stdin []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, CellTimeout)
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", script)
 	cmd.Dir = l.Dir

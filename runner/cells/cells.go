@@ -1,8 +1,9 @@
-package runner
+package cells
 
 import (
 	"crypto/sha1"
 	"crypto/sha256"
+	"embed"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -11,18 +12,33 @@ import (
 	"time"
 )
 
-// CellTimeout bounds every cell body, and each verifier check.
-const CellTimeout = 2 * time.Minute
+// bodies are the cell bodies, C01.sh..C12.sh: POSIX sh, sealed into the
+// bundle's cells/ (bundle.CellsSourceDir is this directory).
+//
+//go:embed *.sh
+var bodies embed.FS
+
+// Timeout bounds every cell body, and each verifier check.
+const Timeout = 2 * time.Minute
 
 // Cell is one workload of the twelve: its body, its base and its verifier.
 type Cell struct {
 	Name  string // C01..C12
 	Title string // what the body does, in a few words
-	Body  string // the body's file name under cells/ in the source tree and the bundle
+	Body  string // the body's file name: beside this package's source, and under cells/ in the bundle
 	// Base is "" for an empty base, or BaseFile: the cell's base Layer then
 	// holds the 64 MiB base file (see BaseReader).
 	Base   string
 	checks func() []Check
+}
+
+// Source returns the body's text, as sealed into the bundle's cells/.
+func (c *Cell) Source() []byte {
+	b, err := bodies.ReadFile(c.Body)
+	if err != nil {
+		panic("cells: no body file for " + c.Name + ": " + err.Error()) // the registry test holds them together
+	}
+	return b
 }
 
 // Verifier returns the cell's verifier. Its expected digests are computed
@@ -31,8 +47,8 @@ func (c *Cell) Verifier() Verifier {
 	return Verifier{Cell: c.Name, Checks: c.checks()}
 }
 
-// Cells is the registry of the twelve cells, by name.
-var Cells = map[string]*Cell{
+// All is the registry of the twelve cells, by name.
+var All = map[string]*Cell{
 	"C01": {Name: "C01", Title: "create 1,000 files", Body: "C01.sh", checks: numberedFiles},
 	"C02": {Name: "C02", Title: "create 1,000, stat 1,000", Body: "C02.sh", checks: numberedFiles},
 	"C03": {Name: "C03", Title: "create 1,000, remove them", Body: "C03.sh", checks: func() []Check {
@@ -71,33 +87,33 @@ var Cells = map[string]*Cell{
 
 // Names returns the cell names in order.
 func Names() []string {
-	names := make([]string, 0, len(Cells))
-	for n := range Cells {
+	names := make([]string, 0, len(All))
+	for n := range All {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names
 }
 
-// UnknownCellError names a cell that is not in the registry.
-type UnknownCellError struct{ Name string }
+// UnknownError names a cell that is not in the registry.
+type UnknownError struct{ Name string }
 
-func (e *UnknownCellError) Error() string {
-	return fmt.Sprintf("unknown cell %q (the cells are %s..%s)", e.Name, Names()[0], Names()[len(Cells)-1])
+func (e *UnknownError) Error() string {
+	return fmt.Sprintf("unknown cell %q (the cells are %s..%s)", e.Name, Names()[0], Names()[len(All)-1])
 }
 
-// Lookup returns the named cell, or an *UnknownCellError.
+// Lookup returns the named cell, or an *UnknownError.
 func Lookup(name string) (*Cell, error) {
-	c, ok := Cells[name]
+	c, ok := All[name]
 	if !ok {
-		return nil, &UnknownCellError{Name: name}
+		return nil, &UnknownError{Name: name}
 	}
 	return c, nil
 }
 
-// ParseCells parses a comma-separated list of cell names ("C01,C09"),
+// Parse parses a comma-separated list of cell names ("C01,C09"),
 // refusing unknown and repeated names; "" or "all" is every cell.
-func ParseCells(s string) ([]string, error) {
+func Parse(s string) ([]string, error) {
 	if s == "" || s == "all" {
 		return Names(), nil
 	}

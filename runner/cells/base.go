@@ -1,4 +1,4 @@
-package runner
+package cells
 
 import (
 	"crypto/sha256"
