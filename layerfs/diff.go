@@ -12,18 +12,8 @@ import (
 	"github.com/sealbench/sealbench/layerfs/daemonapi"
 )
 
-// ChangeKind says how one path differs between two Layers.
-type ChangeKind = daemonapi.ChangeKind
-
-// The kinds of change (daemonapi says what each means).
-const (
-	Added    = daemonapi.Added
-	Deleted  = daemonapi.Deleted
-	Modified = daemonapi.Modified
-	Metadata = daemonapi.Metadata
-)
-
-// Change is one difference between two Layers.
+// Change is one difference between two Layers: its Kind is
+// daemonapi.Added, Deleted, Modified or Metadata.
 type Change = daemonapi.Change
 
 // Diff lists how Layer b differs from Layer a, sorted by path. Subtrees whose
@@ -51,7 +41,7 @@ func metaEqual(x, y *Entry) bool {
 
 func (s *Store) diffEntry(ctx context.Context, p string, x, y *Entry, out *[]Change) error {
 	if x.Type() != y.Type() {
-		*out = append(*out, Change{Kind: Deleted, Path: p}, Change{Kind: Added, Path: p})
+		*out = append(*out, Change{Kind: daemonapi.Deleted, Path: p}, Change{Kind: daemonapi.Added, Path: p})
 		if x.IsDir() {
 			if err := s.diffTrees(ctx, p, x.Content, emptyTree, out); err != nil {
 				return err
@@ -63,9 +53,9 @@ func (s *Store) diffEntry(ctx context.Context, p string, x, y *Entry, out *[]Cha
 		return nil
 	}
 	if !x.IsDir() && (x.Content != y.Content || x.Target != y.Target || x.Rdev != y.Rdev || x.Size != y.Size) {
-		*out = append(*out, Change{Kind: Modified, Path: p})
+		*out = append(*out, Change{Kind: daemonapi.Modified, Path: p})
 	} else if !metaEqual(x, y) {
-		*out = append(*out, Change{Kind: Metadata, Path: p})
+		*out = append(*out, Change{Kind: daemonapi.Metadata, Path: p})
 	}
 	if x.IsDir() && x.Content != y.Content {
 		return s.diffTrees(ctx, p, x.Content, y.Content, out)
@@ -91,7 +81,7 @@ func (s *Store) diffTrees(ctx context.Context, dir string, a, b Digest, out *[]C
 		p := path.Join(dir, y.Name)
 		x, ok := ma[y.Name]
 		if !ok {
-			*out = append(*out, Change{Kind: Added, Path: p})
+			*out = append(*out, Change{Kind: daemonapi.Added, Path: p})
 			if y.IsDir() {
 				if err := s.diffTrees(ctx, p, emptyTree, y.Content, out); err != nil {
 					return err
@@ -106,7 +96,7 @@ func (s *Store) diffTrees(ctx context.Context, dir string, a, b Digest, out *[]C
 	}
 	for name, x := range ma {
 		p := path.Join(dir, name)
-		*out = append(*out, Change{Kind: Deleted, Path: p})
+		*out = append(*out, Change{Kind: daemonapi.Deleted, Path: p})
 		if x.IsDir() {
 			if err := s.diffTrees(ctx, p, x.Content, emptyTree, out); err != nil {
 				return err

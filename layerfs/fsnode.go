@@ -618,25 +618,16 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	ws := n.ws
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if e := ws.loadDir(ctx, n.in); e != 0 {
-		return e
-	}
-	c, ok := n.in.children[name]
-	if !ok {
-		return syscall.ENOENT
-	}
-	if c.isDir() {
-		return syscall.EISDIR
-	}
-	ws.unlinkName(n.in, name)
-	ws.touchDir(n.in)
-	return 0
+	return n.remove(ctx, name, false)
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return n.remove(ctx, name, true)
+}
+
+// remove is Unlink (dir false) and Rmdir (dir true): name must be of that
+// kind, and a directory must be empty, its base entries included.
+func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno {
 	ws := n.ws
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -644,17 +635,21 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 		return e
 	}
 	c, ok := n.in.children[name]
-	if !ok {
+	switch {
+	case !ok:
 		return syscall.ENOENT
-	}
-	if !c.isDir() {
+	case c.isDir() && !dir:
+		return syscall.EISDIR
+	case !c.isDir() && dir:
 		return syscall.ENOTDIR
 	}
-	if e := ws.loadDir(ctx, c); e != 0 {
-		return e
-	}
-	if len(c.children) > 0 {
-		return syscall.ENOTEMPTY
+	if dir {
+		if e := ws.loadDir(ctx, c); e != 0 {
+			return e
+		}
+		if len(c.children) > 0 {
+			return syscall.ENOTEMPTY
+		}
 	}
 	ws.unlinkName(n.in, name)
 	ws.touchDir(n.in)

@@ -22,6 +22,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/posixtest"
 
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/layerfs/daemonapi"
 	"github.com/sealbench/sealbench/manifests"
 	"golang.org/x/sys/unix"
 )
@@ -273,11 +274,11 @@ func TestOverlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]ChangeKind{}
+	got := map[string]daemonapi.ChangeKind{}
 	for _, c := range changes {
 		got[c.Path] = c.Kind
 	}
-	for p, k := range map[string]ChangeKind{"/f": Modified, "/d/x": Deleted, "/d/sub": Deleted, "/keep": Deleted, "/empty/z": Added} {
+	for p, k := range map[string]daemonapi.ChangeKind{"/f": daemonapi.Modified, "/d/x": daemonapi.Deleted, "/d/sub": daemonapi.Deleted, "/keep": daemonapi.Deleted, "/empty/z": daemonapi.Added} {
 		if got[p] != k {
 			t.Errorf("diff %s: got %q want %q (all: %v)", p, got[p], k, changes)
 		}

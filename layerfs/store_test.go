@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sealbench/sealbench/layerfs/daemonapi"
 )
 
 func newStore(t *testing.T, p Profile) *Store {
@@ -148,7 +150,7 @@ func TestImportLogDiff(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []Change{{Kind: Deleted, Path: "/a"}, {Kind: Metadata, Path: "/d/b"}, {Kind: Modified, Path: "/d/c"}, {Kind: Modified, Path: "/hard"}, {Kind: Added, Path: "/new"}}
+			want := []Change{{Kind: daemonapi.Deleted, Path: "/a"}, {Kind: daemonapi.Metadata, Path: "/d/b"}, {Kind: daemonapi.Modified, Path: "/d/c"}, {Kind: daemonapi.Modified, Path: "/hard"}, {Kind: daemonapi.Added, Path: "/new"}}
 			var filtered []Change
 			for _, c := range changes {
 				if c.Path != "/" && c.Path != "/d" && c.Path != "/ln" { // reading a symlink may update its atime
