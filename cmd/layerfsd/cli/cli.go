@@ -19,7 +19,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// The exit codes are daemonapi's: the runner reads them too.
+// exitCodesHelp documents the exit codes in --help. They are daemonapi's
+// Exit* constants, which the runner reads too.
 const exitCodesHelp = `Exit codes:
   0  success (including a Commit that answers UpToDate)
   1  failure not listed below
