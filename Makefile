@@ -3,9 +3,12 @@
 
 SHELL := /bin/bash
 GO ?= go
-TOOLS := $(CURDIR)/.tools
+# Tools built from the Go module proxy live outside the clone, by name and
+# version, so a fresh clone (CI's) reuses them (internal/toolcache says the same).
+CACHE_DIR := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/sealbench
+TOOLS := $(CACHE_DIR)/tools
 COSIGN_VERSION := v2.5.0
-COSIGN := $(TOOLS)/bin/cosign
+COSIGN := $(TOOLS)/cosign-$(COSIGN_VERSION)/bin/cosign
 OUT ?= out
 KEYS ?= $(OUT)/keys
 FUZZTIME ?= 15s
@@ -43,11 +46,11 @@ deps: ## Install the Debian packages the tests need, when missing (as root)
 	fi
 
 .PHONY: tools
-tools: $(COSIGN) ## Build the tools tests use into .tools/bin (cosign, from the Go module proxy)
+tools: $(COSIGN) ## Build the tools tests use (cosign, from the Go module proxy) into ~/.cache/sealbench/tools
 
 $(COSIGN):
-	@echo "building cosign $(COSIGN_VERSION) into $(TOOLS)/bin (a few minutes the first time)"
-	GOBIN=$(TOOLS)/bin GOFLAGS= $(GO) install github.com/sigstore/cosign/v2/cmd/cosign@$(COSIGN_VERSION)
+	@echo "building cosign $(COSIGN_VERSION) into $(dir $(COSIGN)) (a few minutes the first time)"
+	GOBIN=$(dir $(COSIGN)) GOFLAGS= $(GO) install github.com/sigstore/cosign/v2/cmd/cosign@$(COSIGN_VERSION)
 
 .PHONY: check
 check: ## gofmt and go vet, for both builds (host and in-bundle); the host build for macOS too
@@ -137,5 +140,5 @@ run: build ## The main job: seal, verify, run the twelve cells on local (and doc
 	./bin/sealbench run --target $$targets --bundle $$b --key $(KEYS)/sealbench.pub --id $$(basename $$b) --native $(RUN_FLAGS)
 
 .PHONY: clean
-clean: ## Remove bin/ and out/ (keeps .tools/)
+clean: ## Remove bin/ and out/ (keeps the tools and packages in ~/.cache/sealbench)
 	rm -rf bin $(OUT)

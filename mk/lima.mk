@@ -1,18 +1,18 @@
 # The lima target's make targets (included by the Makefile).
 #
 # limactl and its guest agent are built from the Go module proxy into
-# .tools/lima, in Lima's own install layout (bin/limactl next to
+# ~/.cache/sealbench/tools/lima-<version>, in Lima's own install layout (bin/limactl next to
 # share/lima/lima-guestagent.Linux-x86_64, which limactl finds by that
-# relative path). They are resolved in a throw-away module under
-# .tools/lima-build, so the project's go.mod never changes: the guest agent
+# relative path), where sealbench looks for it (internal/toolcache). They
+# are resolved in a throw-away module under tools/lima-build-<version>, so the project's go.mod never changes: the guest agent
 # has Linux-only dependencies that limactl's resolution does not pull, hence
 # its own `GOOS=linux go get`.
 
 LIMA_VERSION := v1.2.1
-LIMA_PREFIX := $(TOOLS)/lima
+LIMA_PREFIX := $(TOOLS)/lima-$(LIMA_VERSION)
 LIMACTL := $(LIMA_PREFIX)/bin/limactl
 LIMA_GUESTAGENT := $(LIMA_PREFIX)/share/lima/lima-guestagent.Linux-x86_64
-LIMA_BUILD := $(TOOLS)/lima-build
+LIMA_BUILD := $(TOOLS)/lima-build-$(LIMA_VERSION)
 LIMA_LDFLAGS := -s -w -X github.com/lima-vm/lima/pkg/version.Version=$(LIMA_VERSION:v%=%)
 # What running a Lima VM under QEMU needs on the host (sealbench drives
 # limactl as uid 65534; the VM disk itself comes from `make vm-image`).
@@ -20,7 +20,7 @@ LIMA_PACKAGES := qemu-system-x86 qemu-utils openssh-client
 LIMA_TEST_TIMEOUT ?= 60m
 
 .PHONY: lima-tools
-lima-tools: $(LIMACTL) $(LIMA_GUESTAGENT) ## Build limactl and its guest agent (Lima v1.2.1) into .tools/lima, from the Go module proxy
+lima-tools: $(LIMACTL) $(LIMA_GUESTAGENT) ## Build limactl and its guest agent (Lima v1.2.1) into ~/.cache/sealbench/tools, from the Go module proxy
 	@$(MAKE) --no-print-directory deps TEST_PACKAGES="$(LIMA_PACKAGES)"
 
 $(LIMA_BUILD)/go.mod:

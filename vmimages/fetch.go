@@ -12,16 +12,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sealbench/sealbench/internal/toolcache"
 	"github.com/sealbench/sealbench/manifests"
 )
 
-// DefaultCacheDir is where packages and apt state are cached.
-func DefaultCacheDir() string {
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "sealbench")
-	}
-	return filepath.Join(os.TempDir(), "sealbench-cache")
-}
+// DefaultCacheDir is where packages, apt state, fresh locks and VM images
+// are cached: internal/toolcache's directory.
+func DefaultCacheDir() string { return toolcache.Dir() }
 
 // Lock resolves spec through apt for arch and returns a new lock.
 func Lock(ctx context.Context, cacheDir, name, arch string, spec manifests.PackageSpec, now time.Time, logf func(string, ...any)) (*manifests.PackageLock, error) {

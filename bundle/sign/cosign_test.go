@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/internal/toolcache"
 )
 
 // cosign runs the real cosign (built from the module proxy by `make tools`)
 // with the password in its environment.
 func cosign(t *testing.T, dir, password string, args ...string) []byte {
 	t.Helper()
-	bin := testenv.Tool(t, "cosign", "SEALBENCH_COSIGN")
+	bin := testenv.Tool(t, toolcache.Cosign(), "SEALBENCH_COSIGN")
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "COSIGN_PASSWORD="+password, "COSIGN_EXPERIMENTAL=0", "HOME="+dir)
@@ -44,7 +45,7 @@ func TestCosignVerifiesOurSignature(t *testing.T) {
 
 	// And cosign refuses it once the manifest changes: the check can fail.
 	os.WriteFile(filepath.Join(dir, "manifest.json"), append(manifest, ' '), 0o644)
-	cmd := exec.Command(testenv.Tool(t, "cosign", "SEALBENCH_COSIGN"), "verify-blob", "--key", PublicKeyFile, "--signature", "manifest.sig", "--insecure-ignore-tlog=true", "manifest.json")
+	cmd := exec.Command(testenv.Tool(t, toolcache.Cosign(), "SEALBENCH_COSIGN"), "verify-blob", "--key", PublicKeyFile, "--signature", "manifest.sig", "--insecure-ignore-tlog=true", "manifest.json")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Errorf("cosign verified a changed manifest:\n%s", out)

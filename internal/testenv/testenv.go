@@ -80,18 +80,18 @@ func ModuleRoot(t testing.TB) string {
 	return filepath.Dir(gomod)
 }
 
-// Tool returns the path of a tool the Makefile builds into .tools/bin
-// (`make tools`), or the one $env names; it skips when there is neither.
-func Tool(t testing.TB, name, env string) string {
+// Tool returns the tool $env names, or else path, where the Makefile
+// builds it (`make tools`, into internal/toolcache's directory); it skips
+// when there is neither.
+func Tool(t testing.TB, path, env string) string {
 	t.Helper()
 	if p := os.Getenv(env); p != "" {
 		return p
 	}
-	p := filepath.Join(ModuleRoot(t), ".tools", "bin", name)
-	if _, err := os.Stat(p); err != nil {
-		Skip(t, "needs %s: run `make tools` (or set %s): %v", name, env, err)
+	if _, err := os.Stat(path); err != nil {
+		Skip(t, "needs %s: run `make tools` (or set %s): %v", filepath.Base(path), env, err)
 	}
-	return p
+	return path
 }
 
 // NeedDocker skips unless the docker CLI is on PATH and a daemon answers it

@@ -1,0 +1,39 @@
+package toolcache
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"testing"
+)
+
+// TestVersionsMatchTheMakefile: the Go side looks for the tools where the
+// Makefile puts them, so the two must name the same versions.
+func TestVersionsMatchTheMakefile(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	for _, c := range []struct{ file, variable, want string }{
+		{"Makefile", "COSIGN_VERSION", CosignVersion},
+		{"mk/lima.mk", "LIMA_VERSION", LimaVersion},
+	} {
+		b, err := os.ReadFile(filepath.Join(root, c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^` + c.variable + ` := (\S+)$`).FindSubmatch(b)
+		if m == nil || string(m[1]) != c.want {
+			t.Errorf("%s sets %s to %q, toolcache says %q", c.file, c.variable, m, c.want)
+		}
+	}
+}
+
+func TestToolPaths(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", "/c")
+	if got := Limactl(); got != "/c/sealbench/tools/lima-"+LimaVersion+"/bin/limactl" {
+		t.Errorf("Limactl() = %s", got)
+	}
+	if got := Cosign(); got != "/c/sealbench/tools/cosign-"+CosignVersion+"/bin/cosign" {
+		t.Errorf("Cosign() = %s", got)
+	}
+}
