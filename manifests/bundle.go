@@ -31,6 +31,10 @@ const (
 	// BundleNamePrefix starts every bundle's name.
 	BundleNamePrefix = "build-linux-"
 
+	// SandboxBundleDir is where the bundle is in the Sandbox image, and
+	// so in every Sandbox and in the VMs booted from that image.
+	SandboxBundleDir = "/opt/sealbench"
+
 	// MaxManifestSize bounds how much of a manifest is ever read.
 	MaxManifestSize = 16 << 20
 	// MaxBundleFileSize bounds a declared file size (1 TiB).

@@ -14,6 +14,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/hashicorp/go-multierror"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision/ledger"
 	"github.com/sealbench/sealbench/standin/inventory"
@@ -31,7 +32,7 @@ type AuditOptions struct {
 	// Targets limits the audit to these targets (local, docker); empty
 	// means all. Host leftovers without a ledger count as local.
 	Targets []string
-	// DockerHost is the user's dockerd; empty means DefaultDockerHost.
+	// DockerHost is the user's dockerd; empty means engine.DefaultDockerHost.
 	DockerHost string
 	// Run limits the audit (and Fix) to one run; empty means every run,
 	// and what belongs to no run.
@@ -264,7 +265,7 @@ func Exists(ctx context.Context, runDir string, e manifests.LedgerEntry) (bool, 
 				return false, "", nil
 			}
 		}
-		cli, err := NewClient(e.Engine)
+		cli, err := engine.NewClient(e.Engine)
 		if err != nil {
 			return false, "", err
 		}
@@ -294,9 +295,9 @@ func Exists(ctx context.Context, runDir string, e manifests.LedgerEntry) (bool, 
 func (a *auditor) docker(ctx context.Context) error {
 	host := a.opts.DockerHost
 	if host == "" {
-		host = DefaultDockerHost()
+		host = engine.DefaultDockerHost()
 	}
-	cli, err := NewClient(host)
+	cli, err := engine.NewClient(host)
 	if err == nil {
 		defer cli.Close()
 		_, err = cli.Ping(ctx)
@@ -377,7 +378,7 @@ func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*Au
 	}
 	host := opts.DockerHost
 	if host == "" {
-		host = DefaultDockerHost()
+		host = engine.DefaultDockerHost()
 	}
 	// Processes first, then mounts, then directories: nothing is removed
 	// while something still uses it.

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sealbench/sealbench/engine"
 )
 
 // Check is one thing the doctor looked at on this host.
@@ -47,7 +49,7 @@ type DoctorReport struct {
 // nothing.
 func Doctor(ctx context.Context, dockerHost string, extra ...Check) *DoctorReport {
 	if dockerHost == "" {
-		dockerHost = DefaultDockerHost()
+		dockerHost = engine.DefaultDockerHost()
 	}
 	r := &DoctorReport{}
 	add := func(c Check) { r.Checks = append(r.Checks, c) }
@@ -121,7 +123,7 @@ func command(name string, versionArgs []string, fix string) Check {
 
 func dockerd(ctx context.Context, host string) Check {
 	c := Check{Name: "dockerd", Fix: "start one: `scripts/dockerd start` (a private dockerd, no networking), then `eval \"$(scripts/dockerd env)\"`; or set DOCKER_HOST"}
-	cli, err := NewClient(host)
+	cli, err := engine.NewClient(host)
 	if err != nil {
 		c.Detail = err.Error()
 		return c

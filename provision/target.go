@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -45,11 +46,11 @@ type Target interface {
 	Create(ctx context.Context) error
 	// InstallImage loads the bundle's Sandbox image into the target's
 	// Engine and checks that the Engine then has it under img.ID.
-	InstallImage(ctx context.Context, img Image) error
+	InstallImage(ctx context.Context, img engine.Image) error
 	// Endpoint is the Engine API endpoint: unix:///path or tcp://host:port.
 	Endpoint() string
 	// Identity describes the target as a sample pins it.
-	Identity(ctx context.Context) (*Identity, error)
+	Identity(ctx context.Context) (*engine.Identity, error)
 	// Destroy takes the target down.
 	Destroy(ctx context.Context) error
 	// Inventory lists what of this run the target holds now.
@@ -59,39 +60,6 @@ type Target interface {
 // ErrNotYet is what the provisioners of targets that are not written yet
 // answer.
 var ErrNotYet = errors.New("this target is not provisioned yet")
-
-// Image is the Sandbox image to install: a tar as `docker load` takes it.
-type Image struct {
-	Tar string           `json:"tar"`
-	Ref string           `json:"ref"` // the tag it loads under
-	ID  manifests.Digest `json:"id"`  // the image id: its config's digest
-	// Lock is the package lock it was built from; Relocked, why that is a
-	// fresh lock rather than the committed one, when it is.
-	Lock     *manifests.PackageLock `json:"lock,omitempty"`
-	Relocked string                 `json:"relocked,omitempty"`
-}
-
-// Identity is what a run pins about a target.
-type Identity struct {
-	Target        string `json:"target"`
-	Engine        string `json:"engine"` // dockerd or standin
-	EngineVersion string `json:"engineVersion"`
-	Endpoint      string `json:"endpoint"`
-	Kernel        string `json:"kernel"`
-	OS            string `json:"os"`
-	Arch          string `json:"arch"`
-	CPUs          int    `json:"cpus"`
-	MemoryBytes   int64  `json:"memoryBytes"`
-	// Emulated says the target's CPU is emulated (QEMU TCG): its timings
-	// are the emulator's, so it is a pass/fail and exact-counts target.
-	Emulated bool `json:"emulated,omitempty"`
-}
-
-// Engine kinds, as Identity.Engine says.
-const (
-	EngineDockerd = "dockerd"
-	EngineStandin = "standin"
-)
 
 // Resource is one thing a target holds, as Inventory and the audit list it.
 type Resource struct {

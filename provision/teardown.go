@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/hashicorp/go-multierror"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision/ledger"
 )
@@ -176,7 +177,7 @@ func removeOnEngine(ctx context.Context, runDir string, e manifests.LedgerEntry)
 			return nil
 		}
 	}
-	cli, err := NewClient(e.Engine)
+	cli, err := engine.NewClient(e.Engine)
 	if err != nil {
 		return err
 	}

@@ -394,7 +394,7 @@ func TestIsolationUnprivilegedExec(t *testing.T) {
 	// (runner.BodyUser). Besides all of the above, it cannot change the
 	// bundle in the image, and a setuid-root binary does not make it root.
 	// In this container (read-only root) and in one made as every
-	// Sandbox is (provision.SandboxConfig: a writable root).
+	// Sandbox is (engine.SandboxConfig: a writable root).
 	sandboxLike := &container.HostConfig{CapAdd: []string{"SYS_ADMIN"}}
 	sandboxLike.Devices = host.Devices
 	writable := s.run(t, &container.Config{Cmd: []string{"sleep", "1000"}, WorkingDir: "/work"}, sandboxLike)

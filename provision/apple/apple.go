@@ -42,6 +42,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/toolexec"
@@ -93,7 +94,7 @@ type Options struct {
 	// Image is the Sandbox image (the bundle at /opt/sealbench): the VM's
 	// root filesystem. InstallImage loads an image into the stand-in
 	// inside, as for every target.
-	Image provision.Image
+	Image engine.Image
 	// Tool is the `container` binary: a path, or a name on PATH (default
 	// "container").
 	Tool string
@@ -234,13 +235,13 @@ func (a *Apple) vmLog(ctx context.Context) string {
 }
 
 // InstallImage loads img into the stand-in inside the VM.
-func (a *Apple) InstallImage(ctx context.Context, img provision.Image) error {
+func (a *Apple) InstallImage(ctx context.Context, img engine.Image) error {
 	return a.vm.InstallImage(ctx, img)
 }
 
 // Identity asks the stand-in inside the VM: the kernel, CPUs and memory
 // are the VM's, as the container sees them.
-func (a *Apple) Identity(ctx context.Context) (*provision.Identity, error) { return a.vm.Identity(ctx) }
+func (a *Apple) Identity(ctx context.Context) (*engine.Identity, error) { return a.vm.Identity(ctx) }
 
 // Destroy tears down every ledger entry of the apple target, then any
 // container still labelled with the run: both steps run, and every

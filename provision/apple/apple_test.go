@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 
 func fakeTool(t *testing.T, opt string) string { return vmtest.FakeTool(t, faketool.Container, opt) }
 
-func newApple(t *testing.T, run *provision.Run, img provision.Image, mod ...func(*apple.Options)) *apple.Apple {
+func newApple(t *testing.T, run *provision.Run, img engine.Image, mod ...func(*apple.Options)) *apple.Apple {
 	t.Helper()
 	o := apple.Options{Run: run, Image: img, CPUs: 2, MemoryBytes: 1 << 30, ReadyTimeout: 30 * time.Second, Log: t.Logf}
 	for _, m := range mod {
@@ -43,7 +44,7 @@ func newApple(t *testing.T, run *provision.Run, img provision.Image, mod ...func
 
 // target is the apple target under test, with the fake `container`.
 var target = vmtest.Target{Name: apple.Name, Tool: faketool.Container,
-	New: func(t *testing.T, run *provision.Run, img provision.Image) provision.Target {
+	New: func(t *testing.T, run *provision.Run, img engine.Image) provision.Target {
 		return newApple(t, run, img)
 	}}
 
@@ -180,14 +181,14 @@ func TestAuditAndFixFindLabelledVMs(t *testing.T) {
 
 func TestNewRefusesBadOptions(t *testing.T) {
 	_, run := vmtest.NewRun(t)
-	good := provision.Image{Tar: "/x.tar", Ref: "r:t", ID: manifests.DigestOf([]byte("x"))}
+	good := engine.Image{Tar: "/x.tar", Ref: "r:t", ID: manifests.DigestOf([]byte("x"))}
 	for name, o := range map[string]apple.Options{
 		"no run":     {Image: good},
 		"no image":   {Run: run},
-		"no tar":     {Run: run, Image: provision.Image{Ref: "r:t", ID: good.ID}},
+		"no tar":     {Run: run, Image: engine.Image{Ref: "r:t", ID: good.ID}},
 		"zero cpus":  {Run: run, Image: good, CPUs: -1},
 		"tiny":       {Run: run, Image: good, MemoryBytes: 1 << 20},
-		"no ref set": {Run: run, Image: provision.Image{Tar: "/x.tar", ID: good.ID}},
+		"no ref set": {Run: run, Image: engine.Image{Tar: "/x.tar", ID: good.ID}},
 	} {
 		if _, err := apple.New(o); err == nil {
 			t.Errorf("%s: New accepted %+v", name, o)

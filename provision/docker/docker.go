@@ -1,7 +1,7 @@
 // Package docker provisions the docker target: the dockerd the user has
 // (DOCKER_HOST, or the default socket), with the Sandbox image loaded
 // through the Engine API. Sandboxes there are containers with /dev/fuse,
-// CAP_SYS_ADMIN and no network (provision.SandboxConfig), labelled
+// CAP_SYS_ADMIN and no network (engine.SandboxConfig), labelled
 // sealbench.run=<run id>. The dockerd itself is the user's: Create starts
 // nothing and Destroy stops nothing but what the run made in it.
 package docker
@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/hashicorp/go-multierror"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/provision"
 )
 
@@ -47,7 +48,7 @@ func New(o Options) (*Docker, error) {
 	}
 	host := o.Host
 	if host == "" {
-		host = provision.DefaultDockerHost()
+		host = engine.DefaultDockerHost()
 	}
 	return &Docker{o: o, host: host}, nil
 }
@@ -55,7 +56,7 @@ func New(o Options) (*Docker, error) {
 func (d *Docker) Name() string     { return Name }
 func (d *Docker) Endpoint() string { return d.host }
 
-func (d *Docker) client() (*client.Client, error) { return provision.NewClient(d.host) }
+func (d *Docker) client() (*client.Client, error) { return engine.NewClient(d.host) }
 
 // Create checks that dockerd answers; there is nothing to start.
 func (d *Docker) Create(ctx context.Context) error {
@@ -71,28 +72,18 @@ func (d *Docker) Create(ctx context.Context) error {
 }
 
 // InstallImage loads img into dockerd.
-func (d *Docker) InstallImage(ctx context.Context, img provision.Image) error {
+func (d *Docker) InstallImage(ctx context.Context, img engine.Image) error {
 	cli, err := d.client()
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	return provision.LoadImage(ctx, d.o.Run, Name, d.host, cli, img)
+	return engine.LoadImage(ctx, cli, d.o.Run.Ledger, Name, d.host, img)
 }
 
-// Identity asks dockerd's /info.
-func (d *Docker) Identity(ctx context.Context) (*provision.Identity, error) {
-	cli, err := d.client()
-	if err != nil {
-		return nil, err
-	}
-	defer cli.Close()
-	info, err := cli.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("asking dockerd at %s: %w", d.host, err)
-	}
-	return &provision.Identity{Target: Name, Engine: provision.EngineDockerd, EngineVersion: info.ServerVersion, Endpoint: d.host,
-		Kernel: info.KernelVersion, OS: info.OperatingSystem, Arch: info.Architecture, CPUs: info.NCPU, MemoryBytes: info.MemTotal}, nil
+// Identity asks dockerd.
+func (d *Docker) Identity(ctx context.Context) (*engine.Identity, error) {
+	return engine.Identify(ctx, Name, d.host)
 }
 
 // Destroy removes what the run's ledger names on dockerd, then any

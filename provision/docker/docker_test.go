@@ -8,7 +8,9 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/docker"
 	"github.com/sealbench/sealbench/provision/provisiontest"
@@ -28,7 +30,7 @@ func TestConformance(t *testing.T) {
 			return d
 		},
 		Image:  b.Image,
-		Engine: provision.EngineDockerd,
+		Engine: manifests.EngineDockerd,
 	})
 }
 
@@ -51,12 +53,12 @@ func TestAuditFindsLabelledOrphans(t *testing.T) {
 	if err := d.InstallImage(ctx, b.Image); err != nil {
 		t.Fatal(err)
 	}
-	cli, err := provision.NewClient(d.Endpoint())
+	cli, err := engine.NewClient(d.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	if _, err := provision.CreateSandbox(ctx, run, docker.Name, d.Endpoint(), cli, b.Image, "orphan", []string{"true"}); err != nil {
+	if _, err := engine.CreateSandbox(ctx, cli, run.Ledger, engine.Sandbox{RunID: run.ID, Target: docker.Name, Endpoint: d.Endpoint(), Image: b.Image.ID, Name: "orphan", Cmd: []string{"true"}}); err != nil {
 		t.Fatal(err)
 	}
 	// Lose the ledger, as if the run directory were deleted by hand: only
@@ -65,7 +67,7 @@ func TestAuditFindsLabelledOrphans(t *testing.T) {
 	if err := os.RemoveAll(run.Dir); err != nil {
 		t.Fatal(err)
 	}
-	name := provision.SandboxName(run.ID, "orphan")
+	name := engine.SandboxName(run.ID, "orphan")
 	t.Cleanup(func() { cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}) })
 	t.Cleanup(func() { cli.ImageRemove(ctx, b.Image.ID.String(), image.RemoveOptions{}) })
 

@@ -72,6 +72,7 @@ import (
 
 	"github.com/lima-vm/lima/pkg/limayaml"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/vmimages"
@@ -236,7 +237,7 @@ func (t *Lima) answers(ctx context.Context) bool {
 	if !exists(t.l.socket) {
 		return false
 	}
-	cli, err := provision.NewClient(t.Endpoint())
+	cli, err := engine.NewClient(t.Endpoint())
 	if err != nil {
 		return false
 	}
@@ -582,29 +583,24 @@ func (t *Lima) waitEngine(ctx context.Context) error {
 }
 
 // InstallImage loads img into the stand-in in the VM, through the Engine API.
-func (t *Lima) InstallImage(ctx context.Context, img provision.Image) error {
-	cli, err := provision.NewClient(t.Endpoint())
+func (t *Lima) InstallImage(ctx context.Context, img engine.Image) error {
+	cli, err := engine.NewClient(t.Endpoint())
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	return provision.LoadImage(ctx, t.o.Run, Name, t.Endpoint(), cli, img)
+	return engine.LoadImage(ctx, cli, t.o.Run.Ledger, Name, t.Endpoint(), img)
 }
 
-// Identity asks the stand-in in the VM: the guest's kernel, vCPUs and memory.
-func (t *Lima) Identity(ctx context.Context) (*provision.Identity, error) {
-	cli, err := provision.NewClient(t.Endpoint())
+// Identity asks the stand-in in the VM: the guest's kernel, vCPUs and
+// memory; the guest's CPU is emulated.
+func (t *Lima) Identity(ctx context.Context) (*engine.Identity, error) {
+	id, err := engine.Identify(ctx, Name, t.Endpoint())
 	if err != nil {
 		return nil, err
 	}
-	defer cli.Close()
-	info, err := cli.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("asking the stand-in in the VM at %s: %w", t.Endpoint(), err)
-	}
-	return &provision.Identity{Target: Name, Engine: provision.EngineStandin, EngineVersion: info.ServerVersion, Endpoint: t.Endpoint(),
-		Kernel: info.KernelVersion, OS: info.OperatingSystem, Arch: info.Architecture, CPUs: info.NCPU, MemoryBytes: info.MemTotal,
-		Emulated: t.emulated}, nil
+	id.Emulated = t.emulated
+	return id, nil
 }
 
 // Destroy tears down every ledger entry of the lima target: the Engine's
@@ -638,4 +634,9 @@ func (t *Lima) Inventory(ctx context.Context) ([]provision.Resource, error) {
 // packages could no longer be had (vmimages.FindVM).
 func DefaultVMImage() (string, error) {
 	return vmimages.FindVM(vmimages.DefaultCacheDir(), runtime.GOARCH)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
@@ -83,7 +84,7 @@ func TestConformance(t *testing.T) {
 			return l
 		},
 		Image:   b.Image,
-		Engine:  provision.EngineStandin,
+		Engine:  manifests.EngineStandin,
 		Timeout: 10 * time.Minute, // boots under TCG took 1 to 3 minutes here
 	})
 }
@@ -135,12 +136,12 @@ func TestLifecycle(t *testing.T) {
 	if id.CPUs != lima.DefaultCPUs || !strings.Contains(id.Kernel, "cloud") || !vm.Emulated() {
 		t.Errorf("identity %+v, emulated %v: want %d CPUs, the guest's cloud kernel, emulated", id, vm.Emulated(), lima.DefaultCPUs)
 	}
-	cli, err := provision.NewClient(vm.Endpoint())
+	cli, err := engine.NewClient(vm.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	cid, err := provision.CreateSandbox(ctx, run, lima.Name, vm.Endpoint(), cli, b.Image, "probe", []string{"sh", "-c", "sleep 600"})
+	cid, err := engine.CreateSandbox(ctx, cli, run.Ledger, engine.Sandbox{RunID: run.ID, Target: lima.Name, Endpoint: vm.Endpoint(), Image: b.Image.ID, Name: "probe", Cmd: []string{"sh", "-c", "sleep 600"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img := provision.Image{Tar: info.Tar, Ref: info.Ref, ID: info.ID}
+	img := engine.Image{Tar: info.Tar, Ref: info.Ref, ID: info.ID}
 	step("built the Sandbox image %s", img.ID.Short(12))
 
 	state, err := os.MkdirTemp("", "sbl-") // short: the local stand-in's socket lives under it
@@ -290,12 +291,16 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 
 	runnerFile, _ := verified.Manifest.File("bin/linux-" + runtime.GOARCH + "/sealbench")
 	results := filepath.Join(out, "results")
+	var ids []*engine.Identity
+	for _, tg := range []provision.Target{loc, vm} {
+		id, err := tg.Identity(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
 	samples, err := runner.RunEngine(ctx, runner.EngineOptions{
-		Run: run,
-		Targets: []runner.EngineTarget{
-			{Name: local.Name, Endpoint: loc.Endpoint()},
-			{Name: lima.Name, Endpoint: vm.Endpoint(), Emulated: vm.Emulated()},
-		},
+		RunID: run.ID, Ledger: run.Ledger, Targets: ids,
 		BundleID: sealed.Name, Image: img, RunnerSHA256: runnerFile.Digest, StandinSHA256: standin.Digest,
 		Cells: cells.Names(), Samples: 1, Seed: 1, OutDir: results, Log: t.Logf,
 	})

@@ -28,6 +28,7 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 )
@@ -103,7 +104,7 @@ func (l *Local) running(ctx context.Context) bool {
 	if len(provision.FindProcs(l.match())) == 0 {
 		return false
 	}
-	cli, err := provision.NewClient(l.Endpoint())
+	cli, err := engine.NewClient(l.Endpoint())
 	if err != nil {
 		return false
 	}
@@ -172,7 +173,7 @@ func (l *Local) Create(ctx context.Context) (err error) {
 }
 
 func (l *Local) waitReady(ctx context.Context, exited <-chan error) error {
-	cli, err := provision.NewClient(l.Endpoint())
+	cli, err := engine.NewClient(l.Endpoint())
 	if err != nil {
 		return err
 	}
@@ -240,31 +241,21 @@ func (l *Local) copyStandin() error {
 	return nil
 }
 
-func (l *Local) client() (*client.Client, error) { return provision.NewClient(l.Endpoint()) }
+func (l *Local) client() (*client.Client, error) { return engine.NewClient(l.Endpoint()) }
 
 // InstallImage loads img into the stand-in.
-func (l *Local) InstallImage(ctx context.Context, img provision.Image) error {
+func (l *Local) InstallImage(ctx context.Context, img engine.Image) error {
 	cli, err := l.client()
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	return provision.LoadImage(ctx, l.o.Run, Name, l.Endpoint(), cli, img)
+	return engine.LoadImage(ctx, cli, l.o.Run.Ledger, Name, l.Endpoint(), img)
 }
 
-// Identity asks the stand-in's /info.
-func (l *Local) Identity(ctx context.Context) (*provision.Identity, error) {
-	cli, err := l.client()
-	if err != nil {
-		return nil, err
-	}
-	defer cli.Close()
-	info, err := cli.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("asking the stand-in at %s: %w", l.Endpoint(), err)
-	}
-	return &provision.Identity{Target: Name, Engine: provision.EngineStandin, EngineVersion: info.ServerVersion, Endpoint: l.Endpoint(),
-		Kernel: info.KernelVersion, OS: info.OperatingSystem, Arch: info.Architecture, CPUs: info.NCPU, MemoryBytes: info.MemTotal}, nil
+// Identity asks the stand-in.
+func (l *Local) Identity(ctx context.Context) (*engine.Identity, error) {
+	return engine.Identify(ctx, Name, l.Endpoint())
 }
 
 // Destroy tears down every ledger entry of the local target.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
@@ -44,7 +45,7 @@ func TestConformance(t *testing.T) {
 	provisiontest.Run(t, &provisiontest.Suite{
 		New:    func(t *testing.T, run *provision.Run) provision.Target { return newLocal(t, run, b) },
 		Image:  b.Image,
-		Engine: provision.EngineStandin,
+		Engine: manifests.EngineStandin,
 	})
 }
 
@@ -83,7 +84,7 @@ func crashChild() {
 	var cfg struct {
 		State, Bundle string
 		Standin       manifests.Digest
-		Image         provision.Image
+		Image         engine.Image
 	}
 	if err := json.Unmarshal([]byte(os.Getenv(crashChildEnv)), &cfg); err != nil {
 		fmt.Println("error", err)

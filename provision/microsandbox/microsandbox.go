@@ -43,6 +43,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/toolexec"
@@ -98,7 +99,7 @@ type Options struct {
 	Run *provision.Run
 	// Image is the Sandbox image (the bundle at /opt/sealbench): the
 	// microVM's root filesystem.
-	Image provision.Image
+	Image engine.Image
 	// Tool is the msb binary: a path, or a name on PATH (default "msb").
 	Tool string
 	// CPUs and MemoryBytes size the microVM (default 4 and 4 GiB).
@@ -324,14 +325,19 @@ func tail(p string) string {
 }
 
 // InstallImage loads img into the stand-in inside the microVM.
-func (m *Microsandbox) InstallImage(ctx context.Context, img provision.Image) error {
+func (m *Microsandbox) InstallImage(ctx context.Context, img engine.Image) error {
 	return m.vm.InstallImage(ctx, img)
 }
 
 // Identity asks the stand-in inside the microVM: the kernel, CPUs and
 // memory are the microVM's.
-func (m *Microsandbox) Identity(ctx context.Context) (*provision.Identity, error) {
-	return m.vm.Identity(ctx)
+func (m *Microsandbox) Identity(ctx context.Context) (*engine.Identity, error) {
+	id, err := m.vm.Identity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id.Transport = Transport
+	return id, nil
 }
 
 // Destroy tears down every ledger entry of the target, then whatever msb

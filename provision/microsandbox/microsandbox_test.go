@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/toolexec/faketool"
@@ -53,7 +54,7 @@ func self(t *testing.T) string {
 	return p
 }
 
-func newMsb(t *testing.T, run *provision.Run, img provision.Image) *microsandbox.Microsandbox {
+func newMsb(t *testing.T, run *provision.Run, img engine.Image) *microsandbox.Microsandbox {
 	t.Helper()
 	m, err := microsandbox.New(microsandbox.Options{Run: run, Image: img, CPUs: 2, MemoryBytes: 1 << 30, ReadyTimeout: 30 * time.Second,
 		ProxyCommand: []string{self(t), microsandbox.ProxySubcommand}, Log: t.Logf})
@@ -65,7 +66,7 @@ func newMsb(t *testing.T, run *provision.Run, img provision.Image) *microsandbox
 
 // target is the microsandbox target under test, with the fake msb.
 var target = vmtest.Target{Name: microsandbox.Name, Tool: faketool.Msb,
-	New: func(t *testing.T, run *provision.Run, img provision.Image) provision.Target {
+	New: func(t *testing.T, run *provision.Run, img engine.Image) provision.Target {
 		return newMsb(t, run, img)
 	}}
 

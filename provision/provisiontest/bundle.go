@@ -26,9 +26,9 @@ import (
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/vmimages"
 )
 
@@ -38,7 +38,7 @@ type Bundle struct {
 	Name    string
 	PubKey  string
 	Standin manifests.Digest // of bin/linux-<arch>/standin
-	Image   provision.Image
+	Image   engine.Image
 }
 
 // ImageRef is the tag the test image loads under.
@@ -180,10 +180,10 @@ func (e *buildError) Error() string {
 
 // writeImage writes a busybox root filesystem as `docker save` would,
 // into dir/sandbox-image.tar, as the Sandbox image stands in.
-func writeImage(busybox, dir string) (provision.Image, error) {
+func writeImage(busybox, dir string) (engine.Image, error) {
 	bb, err := os.ReadFile(busybox)
 	if err != nil {
-		return provision.Image{}, err
+		return engine.Image{}, err
 	}
 	var lb bytes.Buffer
 	tw := tar.NewWriter(&lb)
@@ -203,20 +203,20 @@ func writeImage(busybox, dir string) (provision.Image, error) {
 		hdr(&tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777})
 	}
 	if err := tw.Close(); err != nil {
-		return provision.Image{}, err
+		return engine.Image{}, err
 	}
 	layerBytes := lb.Bytes()
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerBytes)), nil })
 	if err != nil {
-		return provision.Image{}, err
+		return engine.Image{}, err
 	}
 	img, err := mutate.AppendLayers(empty.Image, layer)
 	if err != nil {
-		return provision.Image{}, err
+		return engine.Image{}, err
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return provision.Image{}, err
+		return engine.Image{}, err
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
@@ -224,42 +224,42 @@ func writeImage(busybox, dir string) (provision.Image, error) {
 	cf.Config.Cmd = []string{"sh"}
 	cf.Config.Env = []string{"PATH=/bin"}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return provision.Image{}, err
+		return engine.Image{}, err
 	}
 	ref, err := name.NewTag(ImageRef)
 	if err != nil {
-		return provision.Image{}, err
+		return engine.Image{}, err
 	}
 	cn, err := img.ConfigName()
 	if err != nil {
-		return provision.Image{}, err
+		return engine.Image{}, err
 	}
 	id, err := manifests.ParseDigest(cn.String())
 	if err != nil {
-		return provision.Image{}, err
+		return engine.Image{}, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return provision.Image{}, err
+		return engine.Image{}, err
 	}
 	p := filepath.Join(dir, vmimages.SandboxTar)
 	f, err := os.Create(p)
 	if err != nil {
-		return provision.Image{}, err
+		return engine.Image{}, err
 	}
 	defer f.Close()
 	if err := tarball.Write(ref, img, f); err != nil {
-		return provision.Image{}, err
+		return engine.Image{}, err
 	}
 	if err := f.Close(); err != nil {
-		return provision.Image{}, err
+		return engine.Image{}, err
 	}
 	// The fields of vmimages.ImageInfo that provisioning reads.
 	info, err := json.Marshal(map[string]any{"ref": ImageRef, "id": id, "bundle": filepath.Base(strings.TrimSuffix(dir, ".image")), "tar": p})
 	if err != nil {
-		return provision.Image{}, err
+		return engine.Image{}, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, vmimages.SandboxInfo), info, 0o644); err != nil {
-		return provision.Image{}, err
+		return engine.Image{}, err
 	}
-	return provision.Image{Tar: p, Ref: ImageRef, ID: id}, nil
+	return engine.Image{Tar: p, Ref: ImageRef, ID: id}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 )
@@ -26,7 +27,7 @@ type Suite struct {
 	New func(t *testing.T, run *provision.Run) provision.Target
 	// Image is a Sandbox image to install (its Cmd may be anything; the
 	// suite runs `sh -c`).
-	Image provision.Image
+	Image engine.Image
 	// Engine is what Identity must say serves the Engine API.
 	Engine string
 	// Timeout bounds each test (default 3 minutes); a VM target booting
@@ -148,7 +149,7 @@ func installImage(t *testing.T, s *Suite) {
 	e := newEnv(t, s)
 	e.must(t, "Create", e.target.Create(e.ctx))
 	e.must(t, "InstallImage", e.target.InstallImage(e.ctx, s.Image))
-	cli, err := provision.NewClient(e.target.Endpoint())
+	cli, err := engine.NewClient(e.target.Endpoint())
 	e.must(t, "client", err)
 	defer cli.Close()
 	got, err := cli.ImageInspect(e.ctx, s.Image.ID.String())
@@ -188,10 +189,10 @@ func identity(t *testing.T, s *Suite) {
 // startSandbox creates and starts a Sandbox running script, and leaves it.
 func startSandbox(t *testing.T, e *env, s *Suite, name, script string) {
 	t.Helper()
-	cli, err := provision.NewClient(e.target.Endpoint())
+	cli, err := engine.NewClient(e.target.Endpoint())
 	e.must(t, "client", err)
 	defer cli.Close()
-	id, err := provision.CreateSandbox(e.ctx, e.run, e.target.Name(), e.target.Endpoint(), cli, s.Image, name, []string{"sh", "-c", script})
+	id, err := engine.CreateSandbox(e.ctx, cli, e.run.Ledger, engine.Sandbox{RunID: e.run.ID, Target: e.target.Name(), Endpoint: e.target.Endpoint(), Image: s.Image.ID, Name: name, Cmd: []string{"sh", "-c", script}})
 	e.must(t, "CreateSandbox", err)
 	e.must(t, "ContainerStart", cli.ContainerStart(e.ctx, id, container.StartOptions{}))
 }
@@ -199,10 +200,10 @@ func startSandbox(t *testing.T, e *env, s *Suite, name, script string) {
 // runSandbox runs script in a new Sandbox and returns its exit code and output.
 func runSandbox(t *testing.T, e *env, s *Suite, name, script string) (int64, string) {
 	t.Helper()
-	cli, err := provision.NewClient(e.target.Endpoint())
+	cli, err := engine.NewClient(e.target.Endpoint())
 	e.must(t, "client", err)
 	defer cli.Close()
-	id, err := provision.CreateSandbox(e.ctx, e.run, e.target.Name(), e.target.Endpoint(), cli, s.Image, name, []string{"sh", "-c", script})
+	id, err := engine.CreateSandbox(e.ctx, cli, e.run.Ledger, engine.Sandbox{RunID: e.run.ID, Target: e.target.Name(), Endpoint: e.target.Endpoint(), Image: s.Image.ID, Name: name, Cmd: []string{"sh", "-c", script}})
 	e.must(t, "CreateSandbox", err)
 	insp, err := cli.ContainerInspect(e.ctx, id)
 	e.must(t, "ContainerInspect", err)
@@ -336,7 +337,7 @@ func endpoint(t *testing.T, s *Suite) {
 	if !strings.HasPrefix(ep, "unix:///") && !strings.HasPrefix(ep, "tcp://") {
 		t.Fatalf("endpoint %q is not unix:///... or tcp://...", ep)
 	}
-	cli, err := provision.NewClient(ep)
+	cli, err := engine.NewClient(ep)
 	e.must(t, "client", err)
 	defer cli.Close()
 	if _, err := cli.Ping(e.ctx); err != nil {
@@ -409,10 +410,10 @@ func execConfined(t *testing.T, s *Suite) {
 	e := newEnv(t, s)
 	e.must(t, "Create", e.target.Create(e.ctx))
 	e.must(t, "InstallImage", e.target.InstallImage(e.ctx, s.Image))
-	cli, err := provision.NewClient(e.target.Endpoint())
+	cli, err := engine.NewClient(e.target.Endpoint())
 	e.must(t, "client", err)
 	defer cli.Close()
-	id, err := provision.CreateSandbox(e.ctx, e.run, e.target.Name(), e.target.Endpoint(), cli, s.Image, "confined", []string{"sleep", "600"})
+	id, err := engine.CreateSandbox(e.ctx, cli, e.run.Ledger, engine.Sandbox{RunID: e.run.ID, Target: e.target.Name(), Endpoint: e.target.Endpoint(), Image: s.Image.ID, Name: "confined", Cmd: []string{"sleep", "600"}})
 	e.must(t, "CreateSandbox", err)
 	e.must(t, "ContainerStart", cli.ContainerStart(e.ctx, id, container.StartOptions{}))
 	created, err := cli.ContainerExecCreate(e.ctx, id, container.ExecOptions{

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/vmimages"
@@ -107,13 +108,13 @@ down; ` + "`sealbench audit`" + ` proves nothing is left.`,
 }
 
 type provisioned struct {
-	Run      string              `json:"run"`
-	RunDir   string              `json:"runDir"`
-	Target   string              `json:"target"`
-	Endpoint string              `json:"endpoint"`
-	Identity *provision.Identity `json:"identity"`
-	Bundle   string              `json:"bundle"`
-	Image    provision.Image     `json:"image"`
+	Run      string           `json:"run"`
+	RunDir   string           `json:"runDir"`
+	Target   string           `json:"target"`
+	Endpoint string           `json:"endpoint"`
+	Identity *engine.Identity `json:"identity"`
+	Bundle   string           `json:"bundle"`
+	Image    engine.Image     `json:"image"`
 }
 
 // provisionTarget verifies the bundle, finds its image, and provisions
@@ -165,29 +166,29 @@ func provisionTarget(ctx context.Context, p *progress, target, bundlePath, key, 
 
 // sandboxImage takes the bundle's Sandbox image from <bundle>.image/, or
 // builds it there when it is missing.
-func sandboxImage(ctx context.Context, p *progress, bundlePath, key string, res *bundle.VerifyResult, debs debSettings) (provision.Image, error) {
+func sandboxImage(ctx context.Context, p *progress, bundlePath, key string, res *bundle.VerifyResult, debs debSettings) (engine.Image, error) {
 	dir := filepath.Clean(bundlePath) + ".image"
 	b, err := os.ReadFile(filepath.Join(dir, vmimages.SandboxInfo))
 	if errors.Is(err, fs.ErrNotExist) {
 		p.Logf("no Sandbox image in %s: building it from the pinned packages", dir)
 		info, err := buildImage(ctx, p, bundlePath, key, dir, runtime.GOARCH, "", debs)
 		if err != nil {
-			return provision.Image{}, fmt.Errorf("building the Sandbox image (or run `sealbench image --bundle %s`): %w", bundlePath, err)
+			return engine.Image{}, fmt.Errorf("building the Sandbox image (or run `sealbench image --bundle %s`): %w", bundlePath, err)
 		}
 		return imageOf(p, dir, info)
 	}
 	if err != nil {
-		return provision.Image{}, fmt.Errorf("reading the Sandbox image's identity: %w", err)
+		return engine.Image{}, fmt.Errorf("reading the Sandbox image's identity: %w", err)
 	}
 	var info vmimages.ImageInfo
 	if err := json.Unmarshal(b, &info); err != nil {
-		return provision.Image{}, usageErrorf("rebuild it with `sealbench image --bundle "+bundlePath+"`", "%s: %v", filepath.Join(dir, vmimages.SandboxInfo), err)
+		return engine.Image{}, usageErrorf("rebuild it with `sealbench image --bundle "+bundlePath+"`", "%s: %v", filepath.Join(dir, vmimages.SandboxInfo), err)
 	}
 	if info.Bundle != "" && info.Bundle != res.Name {
-		return provision.Image{}, usageErrorf("rebuild it with `sealbench image --bundle "+bundlePath+"`", "the Sandbox image in %s was built from %s, not %s", dir, info.Bundle, res.Name)
+		return engine.Image{}, usageErrorf("rebuild it with `sealbench image --bundle "+bundlePath+"`", "the Sandbox image in %s was built from %s, not %s", dir, info.Bundle, res.Name)
 	}
 	if err := info.ID.Validate(); err != nil {
-		return provision.Image{}, usageErrorf("rebuild it with `sealbench image --bundle "+bundlePath+"`", "%s: image id: %v", filepath.Join(dir, vmimages.SandboxInfo), err)
+		return engine.Image{}, usageErrorf("rebuild it with `sealbench image --bundle "+bundlePath+"`", "%s: image id: %v", filepath.Join(dir, vmimages.SandboxInfo), err)
 	}
 	return imageOf(p, dir, &info)
 }
@@ -195,20 +196,20 @@ func sandboxImage(ctx context.Context, p *progress, bundlePath, key string, res 
 // imageOf is the image a run loads, with the package lock it was built from
 // (read from beside it, for the pins), and says so loudly when that lock
 // is a fresh one standing in for the committed lock.
-func imageOf(p *progress, dir string, info *vmimages.ImageInfo) (provision.Image, error) {
-	img := provision.Image{Tar: filepath.Join(dir, vmimages.SandboxTar), Ref: info.Ref, ID: info.ID}
+func imageOf(p *progress, dir string, info *vmimages.ImageInfo) (engine.Image, error) {
+	img := engine.Image{Tar: filepath.Join(dir, vmimages.SandboxTar), Ref: info.Ref, ID: info.ID}
 	b, err := os.ReadFile(filepath.Join(dir, vmimages.SandboxLock))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		// Images built before the lock was kept beside them.
 	case err != nil:
-		return provision.Image{}, fmt.Errorf("reading the Sandbox image's lock: %w", err)
+		return engine.Image{}, fmt.Errorf("reading the Sandbox image's lock: %w", err)
 	default:
 		if got := manifests.DigestOf(b); !info.LockDigest.IsZero() && got != info.LockDigest {
-			return provision.Image{}, fmt.Errorf("%s has digest %s, but the image records lock %s: rebuild the image", filepath.Join(dir, vmimages.SandboxLock), got, info.LockDigest)
+			return engine.Image{}, fmt.Errorf("%s has digest %s, but the image records lock %s: rebuild the image", filepath.Join(dir, vmimages.SandboxLock), got, info.LockDigest)
 		}
 		if img.Lock, err = manifests.ParsePackageLock(b); err != nil {
-			return provision.Image{}, fmt.Errorf("the Sandbox image's lock: %w", err)
+			return engine.Image{}, fmt.Errorf("the Sandbox image's lock: %w", err)
 		}
 	}
 	if r := info.Relock; r != nil {

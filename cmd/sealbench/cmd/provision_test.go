@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 )
@@ -41,7 +42,7 @@ func TestProvisionTeardownAuditCLI(t *testing.T) {
 		Image struct{ ID string }
 	}
 	if err := json.Unmarshal([]byte(stdout), &p); err != nil || p.Run == "" || !strings.HasPrefix(p.Endpoint, "unix:///") ||
-		p.Identity.Engine != provision.EngineStandin || p.Identity.Kernel == "" || p.Identity.CPUs < 1 || p.Image.ID != b.Image.ID.String() {
+		p.Identity.Engine != manifests.EngineStandin || p.Identity.Kernel == "" || p.Identity.CPUs < 1 || p.Image.ID != b.Image.ID.String() {
 		t.Fatalf("provision --json printed %s (%v)", stdout, err)
 	}
 	t.Cleanup(func() { run(t, "teardown", "--run", p.Run) })

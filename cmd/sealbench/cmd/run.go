@@ -17,6 +17,7 @@ import (
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/internal/version"
 	"github.com/sealbench/sealbench/manifests"
@@ -106,16 +107,16 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 
 // runOutcome is what `run --json` prints.
 type runOutcome struct {
-	Run       string                         `json:"run"`
-	Dir       string                         `json:"dir"`
-	RunDir    string                         `json:"runDir"`
-	Bundle    string                         `json:"bundle"`
-	Targets   map[string]*provision.Identity `json:"targets,omitempty"`
-	Samples   int                            `json:"samples"`
-	Failed    int                            `json:"failed"`
-	Kept      bool                           `json:"kept"`
-	Teardown  *provision.TeardownResult      `json:"teardown,omitempty"`
-	Leftovers []provision.Resource           `json:"leftovers"`
+	Run       string                      `json:"run"`
+	Dir       string                      `json:"dir"`
+	RunDir    string                      `json:"runDir"`
+	Bundle    string                      `json:"bundle"`
+	Targets   map[string]*engine.Identity `json:"targets,omitempty"`
+	Samples   int                         `json:"samples"`
+	Failed    int                         `json:"failed"`
+	Kept      bool                        `json:"kept"`
+	Teardown  *provision.TeardownResult   `json:"teardown,omitempty"`
+	Leftovers []provision.Resource        `json:"leftovers"`
 }
 
 func runCells(ctx context.Context, g *global, f *runFlags) (err error) {
@@ -188,22 +189,26 @@ func runCells(ctx context.Context, g *global, f *runFlags) (err error) {
 		out = filepath.Join("out", "runs", run.ID)
 	}
 	p.Logf("run %s: ledger in %s, results in %s", run.ID, run.Dir, out)
-	outcome := &runOutcome{Run: run.ID, Dir: out, RunDir: run.Dir, Bundle: res.Name, Targets: map[string]*provision.Identity{}, Leftovers: []provision.Resource{}}
+	outcome := &runOutcome{Run: run.ID, Dir: out, RunDir: run.Dir, Bundle: res.Name, Targets: map[string]*engine.Identity{}, Leftovers: []provision.Resource{}}
 	defer func() { err = finishRun(ctx, g, p, run, f.keep, outcome, err) }()
 
 	// Bring every target up, or drive the Engine we were given.
-	var ets []runner.EngineTarget
+	var ets []*engine.Identity
 	if f.engine != "" {
-		cli, err := provision.NewClient(f.engine)
+		cli, err := engine.NewClient(f.engine)
 		if err != nil {
 			return usageErrorf("--engine takes a URL such as unix:///run/standin.sock", "%v", err)
 		}
-		err = provision.LoadImage(ctx, run, f.name, f.engine, cli, img)
+		err = engine.LoadImage(ctx, cli, run.Ledger, f.name, f.engine, img)
 		cli.Close()
 		if err != nil {
 			return fmt.Errorf("loading the Sandbox image into %s: %w", f.engine, err)
 		}
-		ets = append(ets, runner.EngineTarget{Name: f.name, Endpoint: f.engine})
+		id, err := engine.Identify(ctx, f.name, f.engine)
+		if err != nil {
+			return err
+		}
+		ets = append(ets, id)
 	}
 	for _, name := range names {
 		t, err := newTarget(name, run, bundleDir, res, img, f.vm, p.Logf)
@@ -217,7 +222,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) (err error) {
 		}
 		outcome.Targets[name] = id
 		p.Logf("%s: %s, kernel %s, %d CPUs, %s", name, id.Engine, id.Kernel, id.CPUs, humanBytes(id.MemoryBytes))
-		ets = append(ets, runner.EngineTarget{Name: name, Endpoint: t.Endpoint(), Emulated: id.Emulated, Transport: transport(t)})
+		ets = append(ets, id)
 	}
 
 	digest := func(p string) manifests.Digest {
@@ -226,7 +231,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) (err error) {
 	}
 	arch := "bin/linux-" + runtime.GOARCH + "/"
 	samples, runErr := runner.RunEngine(ctx, runner.EngineOptions{
-		Run: run, Targets: ets, BundleID: res.Name, Image: img,
+		RunID: run.ID, Ledger: run.Ledger, Targets: ets, BundleID: res.Name, Image: img,
 		RunnerSHA256: digest(arch + "sealbench"), StandinSHA256: digest(arch + "standin"),
 		Cells: cellList, Samples: f.samples, Seed: f.seed, Native: f.native, OutDir: out,
 		Tools: map[string]string{"sealbench": version.Version, "go": runtime.Version()},
@@ -241,7 +246,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) (err error) {
 	if runErr != nil {
 		var names []string
 		for _, t := range ets {
-			names = append(names, t.Name)
+			names = append(names, t.Target)
 		}
 		missing := missingSamples(stats.Interleave(names, cellList, f.samples, f.seed), samples)
 		return fmt.Errorf("run %s stopped with %d samples missing (%s; the %d done are in %s): %w",

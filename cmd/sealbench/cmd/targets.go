@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sealbench/sealbench/bundle"
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/apple"
 	"github.com/sealbench/sealbench/provision/docker"
@@ -90,7 +91,7 @@ func checkTargets(names []string) error {
 
 // newTarget makes the provisioner of target name for run, from a verified
 // bundle and its Sandbox image. It creates nothing.
-func newTarget(name string, run *provision.Run, bundleDir string, res *bundle.VerifyResult, img provision.Image, vm vmSettings, logf func(string, ...any)) (provision.Target, error) {
+func newTarget(name string, run *provision.Run, bundleDir string, res *bundle.VerifyResult, img engine.Image, vm vmSettings, logf func(string, ...any)) (provision.Target, error) {
 	switch name {
 	case lima.Name:
 		dir, err := lima.DefaultVMImage()
@@ -116,7 +117,7 @@ func newTarget(name string, run *provision.Run, bundleDir string, res *bundle.Ve
 }
 
 // bringUp creates t, installs the Sandbox image and asks its identity.
-func bringUp(ctx context.Context, t provision.Target, img provision.Image, logf func(string, ...any)) (*provision.Identity, error) {
+func bringUp(ctx context.Context, t provision.Target, img engine.Image, logf func(string, ...any)) (*engine.Identity, error) {
 	if err := t.Create(ctx); err != nil {
 		return nil, fmt.Errorf("bringing up %s: %w", t.Name(), err)
 	}
@@ -129,12 +130,4 @@ func bringUp(ctx context.Context, t provision.Target, img provision.Image, logf 
 		return nil, fmt.Errorf("asking %s for its identity: %w", t.Name(), err)
 	}
 	return id, nil
-}
-
-// transport says how t's Endpoint reaches its Engine, for the pins.
-func transport(t provision.Target) string {
-	if tr, ok := t.(interface{ Transport() string }); ok {
-		return tr.Transport()
-	}
-	return "socket"
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/toolexec"
@@ -33,7 +34,7 @@ type Config struct {
 	MaxCPUs int
 
 	Run         *provision.Run
-	Image       provision.Image
+	Image       engine.Image
 	Tool        string // a path, or a name on PATH (default Spec.Default)
 	CPUs        int    // default 4
 	MemoryBytes int64  // default 4 GiB; at least 256 MiB
@@ -98,7 +99,7 @@ func New(c Config) (*VM, error) {
 	}
 	dir := filepath.Join(c.Run.Dir, c.Target)
 	v := &VM{C: c, Dir: dir, Sock: filepath.Join(dir, "sock", "engine.sock"), Logs: filepath.Join(dir, "logs"),
-		Name: provision.SandboxName(c.Run.ID, "vm")}
+		Name: engine.SandboxName(c.Run.ID, "vm")}
 	if len(v.Sock) > 103 { // macOS's sun_path is 104 bytes
 		return nil, fmt.Errorf("the %s target's socket path %s is %d bytes, over the 103 a unix socket allows on macOS: set %s to a shorter directory", c.Target, v.Sock, len(v.Sock), provision.StateDirEnv)
 	}
@@ -180,7 +181,7 @@ func (v *VM) LoadImage(ctx context.Context, present func(context.Context) (bool,
 
 // Ping asks the Engine at endpoint whether it answers, waiting at most d.
 func Ping(ctx context.Context, endpoint string, d time.Duration) error {
-	cli, err := provision.NewClient(endpoint)
+	cli, err := engine.NewClient(endpoint)
 	if err != nil {
 		return err
 	}
@@ -217,29 +218,19 @@ func (v *VM) WaitReady(ctx context.Context, ping time.Duration, alive func(conte
 }
 
 // InstallImage loads img into the stand-in inside the VM.
-func (v *VM) InstallImage(ctx context.Context, img provision.Image) error {
-	cli, err := provision.NewClient(v.Endpoint())
+func (v *VM) InstallImage(ctx context.Context, img engine.Image) error {
+	cli, err := engine.NewClient(v.Endpoint())
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	return provision.LoadImage(ctx, v.C.Run, v.C.Target, v.Endpoint(), cli, img)
+	return engine.LoadImage(ctx, cli, v.C.Run.Ledger, v.C.Target, v.Endpoint(), img)
 }
 
 // Identity asks the stand-in inside the VM: the kernel, CPUs and memory
 // are the VM's, as the stand-in sees them.
-func (v *VM) Identity(ctx context.Context) (*provision.Identity, error) {
-	cli, err := provision.NewClient(v.Endpoint())
-	if err != nil {
-		return nil, err
-	}
-	defer cli.Close()
-	info, err := cli.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("asking the stand-in in %s at %s: %w", v.C.What, v.Endpoint(), err)
-	}
-	return &provision.Identity{Target: v.C.Target, Engine: provision.EngineStandin, EngineVersion: info.ServerVersion, Endpoint: v.Endpoint(),
-		Kernel: info.KernelVersion, OS: info.OperatingSystem, Arch: info.Architecture, CPUs: info.NCPU, MemoryBytes: info.MemTotal}, nil
+func (v *VM) Identity(ctx context.Context) (*engine.Identity, error) {
+	return engine.Identify(ctx, v.C.Target, v.Endpoint())
 }
 
 // created reports whether this run ever recorded anything for the target.

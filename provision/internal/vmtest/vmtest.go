@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
@@ -147,7 +148,7 @@ type Target struct {
 	Name string // the target's name
 	Tool string // the fake to put on PATH: faketool.Container or faketool.Msb
 	// New returns the target of run, creating nothing.
-	New func(t *testing.T, run *provision.Run, img provision.Image) provision.Target
+	New func(t *testing.T, run *provision.Run, img engine.Image) provision.Target
 }
 
 // Env is one test's world: the test bundle, the fake tool, a run and its
@@ -179,7 +180,7 @@ func (tt Target) Conformance(t *testing.T) {
 	provisiontest.Run(t, &provisiontest.Suite{
 		New:    func(t *testing.T, run *provision.Run) provision.Target { return tt.New(t, run, b.Image) },
 		Image:  b.Image,
-		Engine: provision.EngineStandin,
+		Engine: manifests.EngineStandin,
 	})
 }
 

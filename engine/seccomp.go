@@ -1,4 +1,4 @@
-package provision
+package engine
 
 import (
 	"encoding/json"

@@ -1,0 +1,100 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/docker/docker/client"
+
+	"github.com/sealbench/sealbench/manifests"
+)
+
+// NewClient returns an Engine API client for endpoint (unix:///..., tcp://...),
+// negotiating the API version, so that dockerd and the stand-in are driven
+// by the same code. An empty endpoint means DOCKER_HOST or the default socket.
+func NewClient(endpoint string) (*client.Client, error) {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if endpoint != "" {
+		opts = append(opts, client.WithHost(endpoint))
+	}
+	c, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("Engine client for %q: %w", endpoint, err)
+	}
+	return c, nil
+}
+
+// DefaultDockerHost is the endpoint of the user's dockerd: DOCKER_HOST, or
+// the default socket.
+func DefaultDockerHost() string {
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		return h
+	}
+	return client.DefaultDockerHost
+}
+
+// Identity is what a run pins about a target: the Engine and the machine
+// it runs Sandboxes on, as the Engine itself reports them.
+type Identity struct {
+	Target        string `json:"target"`
+	Engine        string `json:"engine"` // manifests.EngineDockerd or EngineStandin
+	EngineVersion string `json:"engineVersion"`
+	Endpoint      string `json:"endpoint"`
+	Kernel        string `json:"kernel"`
+	OS            string `json:"os"`
+	Arch          string `json:"arch"`
+	CPUs          int    `json:"cpus"`
+	MemoryBytes   int64  `json:"memoryBytes"`
+	// Emulated says the target's CPU is emulated (QEMU TCG): its timings
+	// are the emulator's, so it is a pass/fail and exact-counts target.
+	Emulated bool `json:"emulated,omitempty"`
+	// Transport is how Endpoint reaches the Engine: "socket" (the
+	// default) or "msb-exec" (a proxy through `msb exec`).
+	Transport string `json:"transport,omitempty"`
+}
+
+// Pins is what a sample's pins.json says of the target.
+func (id *Identity) Pins() manifests.TargetPins {
+	tr := id.Transport
+	if tr == "" {
+		tr = "socket"
+	}
+	return manifests.TargetPins{Name: id.Target, Engine: id.Engine, Kernel: id.Kernel,
+		CPUs: id.CPUs, MemoryBytes: id.MemoryBytes, Emulated: id.Emulated, Transport: tr}
+}
+
+// Identify asks the Engine at endpoint what it is (/version: the stand-in
+// names itself in its platform) and what it runs on (/info), for target.
+func Identify(ctx context.Context, target, endpoint string) (*Identity, error) {
+	cli, err := NewClient(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	return IdentifyClient(ctx, cli, target, endpoint)
+}
+
+// IdentifyClient is Identify over a client already connected to endpoint.
+func IdentifyClient(ctx context.Context, cli client.APIClient, target, endpoint string) (*Identity, error) {
+	ver, err := cli.ServerVersion(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("asking the Engine at %s what it is: %w", endpoint, err)
+	}
+	info, err := cli.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("asking the Engine at %s about its machine: %w", endpoint, err)
+	}
+	return &Identity{Target: target, Engine: kindOf(ver.Platform.Name), EngineVersion: ver.Version, Endpoint: endpoint,
+		Kernel: info.KernelVersion, OS: info.OperatingSystem, Arch: info.Architecture, CPUs: info.NCPU, MemoryBytes: info.MemTotal}, nil
+}
+
+// kindOf says which Engine a /version platform name is: the stand-in
+// calls itself "sealbench stand-in"; anything else is a dockerd.
+func kindOf(platform string) string {
+	if strings.Contains(platform, "stand-in") {
+		return manifests.EngineStandin
+	}
+	return manifests.EngineDockerd
+}

@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/docker/docker/client"
+
+	"github.com/sealbench/sealbench/manifests"
+)
+
+// Image is the Sandbox image to install: a tar as `docker load` takes it.
+type Image struct {
+	Tar string           `json:"tar"`
+	Ref string           `json:"ref"` // the tag it loads under
+	ID  manifests.Digest `json:"id"`  // the image id: its config's digest
+	// Lock is the package lock it was built from; Relocked, why that is a
+	// fresh lock rather than the committed one, when it is.
+	Lock     *manifests.PackageLock `json:"lock,omitempty"`
+	Relocked string                 `json:"relocked,omitempty"`
+}
+
+// LoadImage installs img into the Engine at endpoint (cli is its client),
+// for target of run runID: skipped when the Engine already has img.ID,
+// otherwise recorded with rec first, loaded, and checked (the Engine must
+// then have img.ID).
+func LoadImage(ctx context.Context, cli client.APIClient, rec Recorder, target, endpoint string, img Image) error {
+	if err := img.ID.Validate(); err != nil {
+		return fmt.Errorf("image to install: %w", err)
+	}
+	// An image the Engine has already is not the run's to remove: it is
+	// recorded, and so torn down, only when this run loads it.
+	if _, err := cli.ImageInspect(ctx, img.ID.String()); err == nil {
+		return nil
+	}
+	if err := rec.Record(manifests.LedgerEntry{Target: target, Kind: manifests.ResourceImage, Key: img.ID.String(), Engine: endpoint, Detail: img.Ref}); err != nil {
+		return err
+	}
+	f, err := os.Open(img.Tar)
+	if err != nil {
+		return fmt.Errorf("opening the Sandbox image: %w", err)
+	}
+	defer f.Close()
+	resp, err := cli.ImageLoad(ctx, f, client.ImageLoadWithQuiet(true))
+	if err != nil {
+		return fmt.Errorf("loading %s into %s: %w", img.Tar, endpoint, err)
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var msg struct {
+			Stream      string `json:"stream"`
+			ErrorDetail *struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&msg); err == io.EOF {
+			break
+		} else if err != nil {
+			return fmt.Errorf("loading %s into %s: reading the answer: %w", img.Tar, endpoint, err)
+		}
+		if msg.Error != "" {
+			return fmt.Errorf("loading %s into %s: %s", img.Tar, endpoint, msg.Error)
+		}
+	}
+	got, err := cli.ImageInspect(ctx, img.ID.String())
+	if err != nil {
+		return fmt.Errorf("after loading %s, %s has no image %s: the tar is not the image its identity file names (%w)", img.Tar, endpoint, img.ID, err)
+	}
+	if got.ID != img.ID.String() {
+		return fmt.Errorf("after loading, %s answers image %s for %s", endpoint, got.ID, img.ID)
+	}
+	return nil
+}

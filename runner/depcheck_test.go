@@ -1,0 +1,36 @@
+package runner_test
+
+import (
+	"testing"
+
+	"github.com/sealbench/sealbench/internal/testenv"
+)
+
+// TestRunnerLinksNoProvisioning holds the line between the sides: the
+// runner samples (Sandboxes, execs, timing, telemetry, verifiers) and will
+// run as the bundle's own runner, so it reaches Engines only through
+// package engine and links no provisioning, keys, signing or VM code; and
+// package engine, which the host imports too, links none of them either.
+func TestRunnerLinksNoProvisioning(t *testing.T) {
+	forbidden := []string{
+		"github.com/sealbench/sealbench/provision",
+		"github.com/sealbench/sealbench/provision/",
+		"github.com/sealbench/sealbench/bundle",
+		"github.com/sealbench/sealbench/bundle/",
+		"github.com/sealbench/sealbench/vmimages",
+		"github.com/sealbench/sealbench/standin",
+		"github.com/sealbench/sealbench/standin/",
+		"github.com/sigstore/",
+		"github.com/lima-vm/",
+		"github.com/google/go-containerregistry/",
+		"github.com/hashicorp/go-multierror",
+		"github.com/spf13/",
+	}
+	for _, goos := range []string{"linux", "darwin"} {
+		for _, pkg := range []string{"./runner", "./engine"} {
+			if bad := testenv.Forbidden(testenv.Deps(t, goos, pkg), forbidden...); len(bad) > 0 {
+				t.Errorf("%s (%s) links %v", pkg, goos, bad)
+			}
+		}
+	}
+}

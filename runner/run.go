@@ -1,0 +1,253 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/runner/stats"
+)
+
+// Paths inside a Sandbox. The bundle is the image's, at BundleDir; the
+// Store, workspaces and the native reference live under WorkDir.
+const (
+	BundleDir = manifests.SandboxBundleDir
+	WorkDir   = "/run/sealbench"
+	// BodyUser runs cell bodies and verifiers: not root, so no capability
+	// the container was granted (CAP_SYS_ADMIN, for layerfsd) reaches them,
+	// on dockerd and on the stand-in alike.
+	BodyUser = "65534:65534"
+)
+
+// EngineOptions says what RunEngine runs, where, and where results go.
+type EngineOptions struct {
+	// RunID names the run; Ledger records every Sandbox before it is
+	// created, so that `sealbench teardown --run` finds what a crash left.
+	RunID  string
+	Ledger engine.Recorder
+	// Targets are the Engines to run on, each as its target's Identity
+	// says (the pins come from it): its name, endpoint and Engine kind.
+	Targets []*engine.Identity
+	// BundleID is build-linux-<hash>, as verified; Image is the Sandbox
+	// image, already on every target's Engine under Image.ID.
+	BundleID string
+	Image    engine.Image
+	// RunnerSHA256 and StandinSHA256 are the bundle's digests of the two.
+	RunnerSHA256, StandinSHA256 manifests.Digest
+	Cells                       []string
+	Samples                     int
+	Seed                        uint64
+	Native                      bool
+	OutDir                      string
+	LockPath                    string            // the host-wide lock; default /run/lock/sealbench.lock
+	Tools                       map[string]string // tool versions to pin (go, docker...), beside each Engine's
+	Log                         func(string, ...any)
+	// Status, when set, hears the phase of the sample under way ("local
+	// C03 3/24: timed run"), for a terminal's status line.
+	Status func(string)
+}
+
+// engineConn is one target's Engine, connected.
+type engineConn struct {
+	*engine.Identity
+	cli *client.Client
+}
+
+// RunEngine runs every cell Samples times on every target under the cache
+// protocol, targets and cells in a seeded random interleaving, writing each
+// sample to OutDir/samples.jsonl as it completes (fsync'd), and
+// OutDir/pins.json at the start and again at the end. A cell that fails is
+// kept as failed, never retried. It returns the samples; on an error (the
+// context ended, say) the samples so far, all of them already on disk.
+func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error) {
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	if o.Status == nil {
+		o.Status = func(string) {}
+	}
+	if o.Samples <= 0 {
+		o.Samples = 1
+	}
+	if o.LockPath == "" {
+		o.LockPath = "/run/lock/sealbench.lock"
+	}
+	if o.RunID == "" || o.Ledger == nil {
+		return nil, errors.New("RunEngine: no run to record Sandboxes in")
+	}
+	if len(o.Targets) == 0 {
+		return nil, errors.New("RunEngine: no targets")
+	}
+	pins := &manifests.RunPins{
+		FormatVersion: manifests.ResultsFormatVersion, RunID: o.RunID, BundleID: o.BundleID,
+		ImageID: o.Image.ID, ImageLock: o.Image.Lock, ImageRelocked: o.Image.Relocked, RunnerSHA256: o.RunnerSHA256, StandinSHA256: o.StandinSHA256,
+		StoreProfile: manifests.StoreDisposable, ConstructionWorkers: 1,
+		Tools: map[string]string{}, Cells: o.Cells, Native: o.Native,
+		Seed: o.Seed, Samples: o.Samples, Start: time.Now().UTC(),
+	}
+	for k, v := range o.Tools {
+		pins.Tools[k] = v
+	}
+	conns := map[string]*engineConn{}
+	var names []string
+	for _, id := range o.Targets {
+		if _, dup := conns[id.Target]; dup {
+			return nil, fmt.Errorf("target %s named twice", id.Target)
+		}
+		c, err := connectEngine(ctx, id, o.Image)
+		if err != nil {
+			return nil, err
+		}
+		defer c.cli.Close()
+		conns[id.Target] = c
+		names = append(names, id.Target)
+		pins.Targets = append(pins.Targets, id.Pins())
+		pins.Tools["engine."+id.Target] = id.Engine + " " + id.EngineVersion
+	}
+	pins.FillDefaults()
+	if err := pins.Validate(); err != nil {
+		return nil, fmt.Errorf("the run's pins are invalid (a bug): %w", err)
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := writePins(o.OutDir, pins); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(o.OutDir, "samples.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+
+	var out []manifests.Sample
+	slots := stats.Interleave(names, o.Cells, o.Samples, o.Seed)
+	for i, slot := range slots {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		c := conns[slot.Target]
+		where := fmt.Sprintf("%s %s %d/%d", c.Target, slot.Cell, i+1, len(slots))
+		o.Status(where + ": waiting for the host lock")
+		unlock, wait, err := lockHost(ctx, o.LockPath)
+		if err != nil {
+			return out, err
+		}
+		s := runSample(ctx, c, o, slot.Cell, slot.Round, i, func(phase string) { o.Status(where + ": " + phase) })
+		unlock()
+		s.LockWaitNs = wait.Nanoseconds()
+		if err := s.Validate(); err != nil {
+			return out, fmt.Errorf("sample %s round %d is invalid (a bug): %w", s.Cell, s.Round, err)
+		}
+		line, err := s.MarshalLine()
+		if err != nil {
+			return out, err
+		}
+		if _, err := f.Write(line); err != nil {
+			return out, fmt.Errorf("writing samples.jsonl: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			return out, err
+		}
+		o.Log("%s round %d: %s, command %.1f ms, exec overhead %.2f ms", where, s.Round, sampleSummary(s),
+			float64(s.CommandNs)/1e6, float64(s.ExecOverheadNs)/1e6)
+		out = append(out, s)
+	}
+	pins.End = time.Now().UTC()
+	return out, writePins(o.OutDir, pins)
+}
+
+// connectEngine connects to id's Engine and checks that it holds the
+// pinned image.
+func connectEngine(ctx context.Context, id *engine.Identity, img engine.Image) (*engineConn, error) {
+	cli, err := engine.NewClient(id.Endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: engine %s: %w", id.Target, id.Endpoint, err)
+	}
+	have, err := cli.ImageInspect(ctx, img.ID.String())
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("the Sandbox image %s is not on %s: %w", img.ID, id.Target, err)
+	}
+	if have.ID != img.ID.String() {
+		cli.Close()
+		return nil, fmt.Errorf("%s reports image id %s for %s, the pinned id is %s: refusing to run on another image", id.Target, have.ID, img.ID, img.ID)
+	}
+	return &engineConn{Identity: id, cli: cli}, nil
+}
+
+func sampleSummary(s manifests.Sample) string {
+	if s.Status == manifests.StatusOK {
+		return "ok"
+	}
+	return string(s.Status) + " (" + s.Reason + ")"
+}
+
+func writePins(dir string, p *manifests.RunPins) error {
+	b, err := p.Marshal()
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, "pins.json"), b, 0o644)
+}
+
+// lockHost takes the host-wide lock (flock) so that no two samples run at
+// once on this host, and says how long it waited.
+func lockHost(ctx context.Context, path string) (func(), time.Duration, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, 0, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, 0, fmt.Errorf("opening the host-wide lock %s: %w", path, err)
+	}
+	start := time.Now()
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if err != syscall.EWOULDBLOCK {
+			f.Close()
+			return nil, 0, fmt.Errorf("taking the host-wide lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return func() { f.Close() }, time.Since(start), nil
+}
+
+func load1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,312 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sealbench/sealbench/layerfs/daemonapi"
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/runner/cells"
+)
+
+// layerfsd picks the bundle's daemon for the Sandbox's architecture: a
+// prefix for `"$L " + daemonapi.Shell(cmd)`.
+const layerfsd = `case $(uname -m) in x86_64) a=amd64;; aarch64) a=arm64;; *) a=$(uname -m);; esac; L=` + BundleDir + `/bin/linux-$a/layerfsd; `
+
+// Where a sample's Store, workspaces and outputs live in its Sandbox. The
+// overlays' data files (scratch) and the native reference's directory
+// are made side by side: on ext4 what creating a file costs depends on
+// where its directory lands (here 30 µs in one block group, 700 µs in
+// another), so LayerFS and native must be neighbours for their ratio to
+// mean anything.
+const (
+	storeDir   = WorkDir + "/store"
+	baseDir    = WorkDir + "/base"
+	outDir     = WorkDir + "/out"
+	scratchDir = WorkDir + "/scratch"
+	nativeDir  = scratchDir + "/native"
+)
+
+func workspaceDir(n string) string { return WorkDir + "/ws" + n }
+func controlPath(n string) string  { return WorkDir + "/ctl" + n }
+
+// timedBody runs a body and prints "start end exit" on the Sandbox's clock.
+func timedBody(body string) string {
+	return `t0=$(date +%s%N); /bin/sh ` + BundleDir + `/cells/` + body + ` >` + outDir + `/stdout 2>` + outDir + `/stderr; rc=$?; t1=$(date +%s%N); echo "$t0 $t1 $rc"`
+}
+
+func parseTimed(out []byte) (ns int64, rc int, err error) {
+	f := strings.Fields(string(out))
+	if len(f) != 3 {
+		return 0, 0, fmt.Errorf("timing the body: unexpected output %q", clip(string(out), 200))
+	}
+	t0, err0 := strconv.ParseInt(f[0], 10, 64)
+	t1, err1 := strconv.ParseInt(f[1], 10, 64)
+	rc, err2 := strconv.Atoi(f[2])
+	if err0 != nil || err1 != nil || err2 != nil || t1 < t0 {
+		return 0, 0, fmt.Errorf("timing the body: unexpected output %q", clip(string(out), 200))
+	}
+	return t1 - t0, rc, nil
+}
+
+// step is one phase of a sample: what the status line says, and the work.
+type step struct {
+	phase string
+	run   func(context.Context) error
+}
+
+// sampler is one sample under way: its Sandbox, its cell and what it has
+// recorded so far. Each phase of the cache protocol is one method.
+type sampler struct {
+	sb        *sandbox
+	cell      *cells.Cell
+	s         *manifests.Sample
+	baseLayer string             // the Layer id the base was imported as
+	verified  cells.Verification // the verifier's result
+}
+
+// runSample runs one cell once under the cache protocol in a fresh
+// Sandbox: bundle check; a Disposable Store with the cell's base imported
+// (an empty base owned by BodyUser otherwise); a warm-up mount, run and
+// unmount; a fresh mount, the timed body, telemetry, the verifier, Commit
+// and unmount; for C11, the base Layer unchanged; the native reference
+// when asked. One attempt per step: the first that fails ends the sample,
+// which is kept as failed with its reason.
+func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName string, round, order int, phase func(string)) manifests.Sample {
+	s := manifests.Sample{
+		FormatVersion: manifests.ResultsFormatVersion, RunID: o.RunID, BundleID: o.BundleID,
+		Target: c.Target, Cell: cellName, Round: round, Order: order,
+		Verifier: manifests.VerifierNotRun, FUSERequests: map[string]int64{},
+		Load1: load1(), Start: time.Now().UTC(),
+	}
+	err := func() error {
+		cell, err := cells.Lookup(cellName)
+		if err != nil {
+			return err
+		}
+		phase("creating the Sandbox")
+		sb, remove, err := newSandbox(ctx, c, o, fmt.Sprintf("%s-%03d-%s", c.Target, order, strings.ToLower(cellName)))
+		if err != nil {
+			return err
+		}
+		defer remove()
+		sm := &sampler{sb: sb, cell: cell, s: &s}
+		steps := []step{
+			{"sha256sum -c of the bundle", sm.checkBundle},
+			{"setup", sm.setup},
+			{"warm-up", sm.warmUp},
+			{"timed run", sm.timedRun},
+			{"telemetry", sm.telemetry},
+			{"verifier", sm.verify},
+			{"commit and unmount", sm.commitAndUnmount},
+		}
+		if cellName == "C11" {
+			// C11 overwrote the base file in the workspace: the base Layer
+			// itself must still hold the original bytes.
+			steps = append(steps, step{"commit and unmount", sm.checkBaseUnchanged})
+		}
+		if o.Native {
+			steps = append(steps, step{"native reference", sm.nativeReference})
+		}
+		for _, st := range steps {
+			phase(st.phase)
+			if err := st.run(ctx); err != nil {
+				return err
+			}
+		}
+		if !sm.verified.Pass {
+			return fmt.Errorf("the verifier failed: %s", clip(sm.verified.Detail, 300))
+		}
+		return nil
+	}()
+	s.End = time.Now().UTC()
+	s.Status = manifests.StatusOK
+	if err != nil {
+		s.Status, s.Reason = manifests.StatusFailed, clip(err.Error(), 500)
+	}
+	return s
+}
+
+// runLayerfsd runs one layerfsd command with the container's grant, after
+// the shell command pre when there is one (in the same exec), and decodes
+// its --json answer with decode.
+func runLayerfsd[T any](ctx context.Context, sb *sandbox, what, pre string, cmd daemonapi.Command, decode func([]byte) (*T, error)) (*T, error) {
+	script := layerfsd + `"$L" ` + daemonapi.Shell(cmd)
+	if pre != "" {
+		script = layerfsd + pre + ` && "$L" ` + daemonapi.Shell(cmd)
+	}
+	r, err := sb.must(ctx, what, true, "/", script, nil)
+	if err != nil {
+		return nil, err
+	}
+	v, err := decode(r.stdout)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return v, nil
+}
+
+// checkBundle checks the bundle in the image with the image's own tools.
+func (sm *sampler) checkBundle(ctx context.Context) error {
+	_, err := sm.sb.must(ctx, "checking the bundle with sha256sum -c", false, BundleDir, "sha256sum -c --quiet SHA256SUMS", nil)
+	return err
+}
+
+// setup makes the directories and a Disposable Store, copies in the base
+// file when the cell has one, and imports the base as a Layer.
+func (sm *sampler) setup(ctx context.Context) error {
+	mk := `mkdir -p ` + baseDir + ` ` + outDir + ` ` + nativeDir + ` && chown 65534:65534 ` + baseDir + ` ` + outDir + ` ` + nativeDir
+	if _, err := runLayerfsd(ctx, sm.sb, "creating the Store", mk, daemonapi.InitCmd{Store: storeDir, Profile: daemonapi.ProfileDisposable}, daemonapi.DecodeInit); err != nil {
+		return err
+	}
+	if sm.cell.Base != "" {
+		base := baseDir + "/" + cells.BaseFile
+		if _, err := sm.sb.must(ctx, "copying in the base file", true, "/", `cat >`+base+` && chown 65534:65534 `+base, cells.BaseReader()); err != nil {
+			return err
+		}
+	}
+	l, err := runLayerfsd(ctx, sm.sb, "importing the base Layer", "", daemonapi.ImportCmd{Store: storeDir, From: baseDir, Message: "base"}, daemonapi.DecodeLayer)
+	if err != nil {
+		return err
+	}
+	sm.baseLayer = l.ID
+	return nil
+}
+
+// mount mounts workspace n on the newest Layer, its overlay's data in
+// scratch, and returns layerfsd's answer.
+func (sm *sampler) mount(ctx context.Context, n string) (*daemonapi.ReadyInfo, error) {
+	return runLayerfsd(ctx, sm.sb, "mounting workspace "+n, "mkdir -p "+workspaceDir(n),
+		daemonapi.MountCmd{Store: storeDir, OverlayDir: scratchDir, Workspace: workspaceDir(n), Control: controlPath(n)}, daemonapi.DecodeReady)
+}
+
+// warmUp is the untimed identical run on an earlier mount, then its
+// unmount, which discards its changes.
+func (sm *sampler) warmUp(ctx context.Context) error {
+	if _, err := sm.mount(ctx, "1"); err != nil {
+		return err
+	}
+	if _, err := sm.sb.exec(ctx, false, workspaceDir("1"), timedBody(sm.cell.Body), nil); err != nil {
+		return fmt.Errorf("warm-up run: %w", err)
+	}
+	_, err := runLayerfsd(ctx, sm.sb, "unmounting the warm-up workspace", "", daemonapi.UnmountCmd{Control: controlPath("1")}, daemonapi.DecodeUnmount)
+	return err
+}
+
+// timedRun mounts a fresh workspace (timed) and runs the body as BodyUser,
+// timed on the Sandbox's clock and as the exec's wall time here.
+func (sm *sampler) timedRun(ctx context.Context) error {
+	ready, err := sm.mount(ctx, "2")
+	if err != nil {
+		return err
+	}
+	sm.s.MountNs = ready.MountNs
+	r, err := sm.sb.exec(ctx, false, workspaceDir("2"), timedBody(sm.cell.Body), nil)
+	if err != nil {
+		return fmt.Errorf("timed run: %w", err)
+	}
+	ns, rc, err := parseTimed(r.stdout)
+	if err != nil {
+		return err
+	}
+	sm.s.CommandNs, sm.s.ExecWallNs = ns, r.wall.Nanoseconds()
+	sm.s.ExecOverheadNs = sm.s.ExecWallNs - sm.s.CommandNs
+	if rc != 0 {
+		stderr, _ := sm.sb.exec(ctx, false, "/", "cat "+outDir+"/stderr", nil)
+		return fmt.Errorf("the body exited %d: %s", rc, clip(strings.TrimSpace(string(stderr.stdout)), 300))
+	}
+	return nil
+}
+
+// telemetry reads the workspace's counts before the verifier, so that they
+// cover the body alone and not the verifier's reads.
+func (sm *sampler) telemetry(ctx context.Context) error {
+	st, err := runLayerfsd(ctx, sm.sb, "reading telemetry", "", daemonapi.StatsCmd{Control: controlPath("2")}, daemonapi.DecodeStats)
+	if err != nil {
+		return err
+	}
+	for op, c := range st.Requests {
+		sm.s.FUSERequests[op] = c.Count
+	}
+	sm.s.Statements, sm.s.StoreBytes, sm.s.OverlayBytes = st.SQLStatements, st.StoreUsage.DBBytes+st.StoreUsage.BlobBytes, st.OverlayBytes
+	return nil
+}
+
+// verify runs the cell's verifier in the workspace, untimed. A verifier
+// that fails is recorded, and the sample goes on (Commit, the native
+// reference) before it fails.
+func (sm *sampler) verify(ctx context.Context) error {
+	stdout, err := sm.sb.must(ctx, "reading the body's output", false, "/", "cat "+outDir+"/stdout", nil)
+	if err != nil {
+		return err
+	}
+	v, err := sm.cell.Verifier().Verify(ctx, sandboxShell{sb: sm.sb, dir: workspaceDir("2")}, stdout.stdout)
+	if err != nil {
+		return err
+	}
+	sm.verified = v
+	sm.s.Files, sm.s.Bytes = v.Files, v.Bytes
+	sm.s.Verifier, sm.s.VerifierDetail = manifests.VerifierPass, ""
+	if !v.Pass {
+		sm.s.Verifier, sm.s.VerifierDetail = manifests.VerifierFail, v.Detail
+	}
+	return nil
+}
+
+// commitAndUnmount commits the workspace and unmounts it, both timed by
+// the daemon.
+func (sm *sampler) commitAndUnmount(ctx context.Context) error {
+	cm, err := runLayerfsd(ctx, sm.sb, "committing", "", daemonapi.CommitCmd{Control: controlPath("2"), Message: sm.cell.Name}, daemonapi.DecodeCommit)
+	if err != nil {
+		return err
+	}
+	sm.s.CommitNs = cm.DurationNs
+	um, err := runLayerfsd(ctx, sm.sb, "unmounting", "", daemonapi.UnmountCmd{Control: controlPath("2")}, daemonapi.DecodeUnmount)
+	if err != nil {
+		return err
+	}
+	sm.s.UnmountNs = um.DurationNs
+	return nil
+}
+
+// checkBaseUnchanged mounts the base Layer itself and checks that it still
+// holds the original base file.
+func (sm *sampler) checkBaseUnchanged(ctx context.Context) error {
+	mount := daemonapi.MountCmd{Store: storeDir, Workspace: workspaceDir("3"), Control: controlPath("3"), Layer: sm.baseLayer}
+	unmount := daemonapi.UnmountCmd{Control: controlPath("3")}
+	r, err := sm.sb.must(ctx, "checking the base Layer is unchanged", true, "/", layerfsd+`mkdir -p `+workspaceDir("3")+` && "$L" `+daemonapi.Shell(mount)+` >/dev/null && `+
+		`sha256sum `+workspaceDir("3")+`/`+cells.BaseFile+`; rc=$?; "$L" `+daemonapi.Shell(unmount)+` >/dev/null; exit $rc`, nil)
+	if err != nil {
+		return err
+	}
+	if f := strings.Fields(string(r.stdout)); len(f) == 0 || "sha256:"+f[0] != cells.BaseDigest().String() {
+		sm.s.Verifier, sm.s.VerifierDetail = manifests.VerifierFail, "the base Layer changed: its "+cells.BaseFile+" is "+clip(string(r.stdout), 80)
+		sm.verified.Pass = false
+	}
+	return nil
+}
+
+// nativeReference runs the same body on a plain directory beside the
+// overlay's data, in the same Sandbox.
+func (sm *sampler) nativeReference(ctx context.Context) error {
+	prep := "true"
+	if sm.cell.Base != "" {
+		prep = "cp " + baseDir + "/" + cells.BaseFile + " " + nativeDir + "/"
+	}
+	if _, err := sm.sb.must(ctx, "preparing the native reference", false, nativeDir, prep, nil); err != nil {
+		return err
+	}
+	r, err := sm.sb.exec(ctx, false, nativeDir, timedBody(sm.cell.Body), nil)
+	if err != nil {
+		return fmt.Errorf("native reference: %w", err)
+	}
+	ns, rc, err := parseTimed(r.stdout)
+	if err != nil || rc != 0 {
+		return fmt.Errorf("native reference: exit %d %v", rc, err)
+	}
+	sm.s.NativeNs = &ns
+	return nil
+}

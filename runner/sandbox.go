@@ -1,0 +1,121 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/runner/cells"
+)
+
+// sandbox runs commands in one container through the Engine API.
+type sandbox struct {
+	cli    *client.Client
+	id     string
+	engine string // manifests.EngineDockerd or EngineStandin
+}
+
+// newSandbox records, creates and starts the Sandbox of one sample on c,
+// and returns it with the function that removes it.
+func newSandbox(ctx context.Context, c *engineConn, o EngineOptions, name string) (*sandbox, func(), error) {
+	id, err := engine.CreateSandbox(ctx, c.cli, o.Ledger, engine.Sandbox{RunID: o.RunID, Target: c.Target, Endpoint: c.Endpoint,
+		Engine: c.Engine, Image: o.Image.ID, Name: name, Cmd: []string{"sleep", "infinity"}})
+	if err != nil {
+		return nil, nil, err
+	}
+	remove := func() { c.cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true}) }
+	if err := c.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		remove()
+		return nil, nil, fmt.Errorf("starting the Sandbox: %w", err)
+	}
+	return &sandbox{cli: c.cli, id: id, engine: c.Engine}, remove, nil
+}
+
+type execResult struct {
+	stdout, stderr []byte
+	code           int
+	wall           time.Duration
+}
+
+// exec runs sh -c script in the Sandbox: with the container's grant
+// (layerfsd's steps) or as BodyUser; its wall time covers create, start with
+// the stream read to EOF, and inspect, as the runner sees them. A root exec
+// keeps the container's capabilities on dockerd, but none on the stand-in
+// unless it is privileged; a privileged exec on dockerd asks for every
+// capability, which a container without them cannot be given.
+func (s *sandbox) exec(ctx context.Context, privileged bool, dir, script string, stdin io.Reader) (execResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, cells.Timeout)
+	defer cancel()
+	opts := container.ExecOptions{
+		Cmd: []string{"/bin/sh", "-c", script}, AttachStdout: true, AttachStderr: true,
+		AttachStdin: stdin != nil, WorkingDir: dir, Privileged: privileged && s.engine == manifests.EngineStandin,
+		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LC_ALL=C", "TZ=UTC"},
+	}
+	if !privileged {
+		opts.User = BodyUser
+	}
+	t0 := time.Now()
+	created, err := s.cli.ContainerExecCreate(ctx, s.id, opts)
+	if err != nil {
+		return execResult{}, err
+	}
+	hr, err := s.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return execResult{}, err
+	}
+	if stdin != nil {
+		go func() {
+			io.Copy(hr.Conn, stdin)
+			hr.CloseWrite()
+		}()
+	}
+	var stdout, stderr bytes.Buffer
+	_, err = stdcopy.StdCopy(&stdout, &stderr, hr.Reader)
+	hr.Close()
+	if err != nil {
+		return execResult{}, err
+	}
+	insp, err := s.cli.ContainerExecInspect(ctx, created.ID)
+	if err != nil {
+		return execResult{}, err
+	}
+	return execResult{stdout: stdout.Bytes(), stderr: stderr.Bytes(), code: insp.ExitCode, wall: time.Since(t0)}, nil
+}
+
+// must runs a step that has to succeed, and says which one failed and how.
+func (s *sandbox) must(ctx context.Context, step string, privileged bool, dir, script string, stdin io.Reader) (execResult, error) {
+	r, err := s.exec(ctx, privileged, dir, script, stdin)
+	if err != nil {
+		return r, fmt.Errorf("%s: %w", step, err)
+	}
+	if r.code != 0 {
+		return r, fmt.Errorf("%s: exit %d: %s", step, r.code, clip(strings.TrimSpace(string(r.stderr)), 300))
+	}
+	return r, nil
+}
+
+// sandboxShell runs a verifier's scripts in a workspace of the Sandbox.
+type sandboxShell struct {
+	sb  *sandbox
+	dir string
+}
+
+func (sh sandboxShell) Sh(ctx context.Context, script string, stdin []byte) ([]byte, error) {
+	r, err := sh.sb.exec(ctx, false, sh.dir, script, bytes.NewReader(stdin))
+	if err != nil {
+		return nil, err
+	}
+	if r.code != 0 {
+		return r.stdout, &cells.ScriptError{ExitCode: r.code, Stderr: string(r.stderr)}
+	}
+	return r.stdout, nil
+}
