@@ -94,7 +94,17 @@ func (n *node) child(ctx context.Context, in *inode, out *fuse.EntryOut) *fs.Ino
 	return n.NewInode(ctx, &node{ws: n.ws, in: in}, fs.StableAttr{Mode: in.mode & syscall.S_IFMT, Ino: in.ino, Gen: 1})
 }
 
+// nameMax is the longest name component, in bytes, as on the kernel's own
+// filesystems (NAME_MAX). The kernel passes FUSE longer ones (up to 1024
+// bytes) and leaves the answer to the daemon: ENAMETOOLONG to every call
+// that names one. LOOKUP saying so covers every path through the kernel;
+// the calls that add or remove a name check too.
+const nameMax = 255
+
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if len(name) > nameMax {
+		return nil, syscall.ENAMETOOLONG
+	}
 	ws := n.ws
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -136,6 +146,20 @@ func owner(ctx context.Context, dir *inode) (uint32, uint32) {
 		gid = dir.gid
 	}
 	return uid, gid
+}
+
+// changed moves in's ctime to now, after a change of its metadata that
+// its data file does not see (a name added or removed, an extended
+// attribute). An upper file's ctime is its data file's (refreshUpper
+// reads it back at every GETATTR), so the data file gets a chmod to the
+// mode it has, which changes nothing but its ctime.
+func (ws *Workspace) changed(in *inode) {
+	in.ctime = nowNs()
+	if in.upper {
+		if err := unix.Chmod(ws.upperPath(in), in.mode&07777); err != nil {
+			ws.logf("updating the ctime of inode %d: %v", in.ino, err)
+		}
+	}
 }
 
 func (ws *Workspace) touchDir(dir *inode) {
@@ -392,6 +416,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if len(name) > nameMax {
+		return nil, nil, 0, syscall.ENAMETOOLONG
+	}
 	ws := n.ws
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -486,16 +513,12 @@ func (ws *Workspace) unlinkName(dir *inode, name string) {
 	c := dir.children[name]
 	delete(dir.children, name)
 	ws.whiteout(dir, name, c)
-	now := nowNs()
 	if c.isDir() {
 		dir.nlink--
 		c.nlink = 0
 	} else {
 		c.nlink--
-		c.ctime = now
-		if c.upper {
-			unix.UtimesNanoAt(unix.AT_FDCWD, ws.upperPath(c), []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}, 0)
-		}
+		ws.changed(c)
 	}
 	ws.maybeDropData(c)
 }
@@ -508,6 +531,9 @@ func (n *node) newChild(ctx context.Context, name string, in *inode, out *fuse.E
 }
 
 func (n *node) checkNew(ctx context.Context, name string) syscall.Errno {
+	if len(name) > nameMax {
+		return syscall.ENAMETOOLONG
+	}
 	if e := n.ws.loadDir(ctx, n.in); e != 0 {
 		return e
 	}
@@ -610,10 +636,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, e
 	}
 	t.in.nlink++
-	t.in.ctime = nowNs()
-	if t.in.upper {
-		unix.UtimesNanoAt(unix.AT_FDCWD, ws.upperPath(t.in), []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}, 0)
-	}
+	ws.changed(t.in)
 	return n.newChild(ctx, name, t.in, out)
 }
 
@@ -628,6 +651,9 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 // remove is Unlink (dir false) and Rmdir (dir true): name must be of that
 // kind, and a directory must be empty, its base entries included.
 func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno {
+	if len(name) > nameMax {
+		return syscall.ENAMETOOLONG
+	}
 	ws := n.ws
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -660,6 +686,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	np, ok := newParent.(*node)
 	if !ok || np.ws != n.ws {
 		return syscall.EXDEV
+	}
+	if len(name) > nameMax || len(newName) > nameMax {
+		return syscall.ENAMETOOLONG
 	}
 	ws := n.ws
 	ws.mu.Lock()
@@ -697,7 +726,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 				dst.nlink--
 			}
 		}
-		c.ctime, old.ctime = now, now
+		ws.changed(c)
+		ws.changed(old)
 		src.mtime, src.ctime, dst.mtime, dst.ctime = now, now, now, now
 		return 0
 	}
@@ -729,10 +759,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		src.nlink--
 	}
 	ws.link(dst, newName, c)
-	c.ctime = now
-	if c.upper {
-		unix.UtimesNanoAt(unix.AT_FDCWD, ws.upperPath(c), []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}, 0)
-	}
+	ws.changed(c)
 	src.mtime, src.ctime, dst.mtime, dst.ctime = now, now, now, now
 	return 0
 }
@@ -879,7 +906,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		n.in.xattrs = map[string][]byte{}
 	}
 	n.in.xattrs[attr] = append([]byte(nil), data...)
-	n.in.ctime = nowNs()
+	n.ws.changed(n.in)
 	return 0
 }
 
@@ -890,7 +917,7 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 		return syscall.ENODATA
 	}
 	delete(n.in.xattrs, attr)
-	n.in.ctime = nowNs()
+	n.ws.changed(n.in)
 	return 0
 }
 

@@ -129,7 +129,7 @@ func (ws *Workspace) clearPrivs(in *inode, bits uint32, caps bool) syscall.Errno
 	if caps {
 		if _, ok := in.xattrs[xattrCaps]; ok {
 			delete(in.xattrs, xattrCaps)
-			in.ctime = nowNs()
+			ws.changed(in)
 		}
 	}
 	if in.mode&bits == 0 {
