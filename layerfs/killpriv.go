@@ -165,18 +165,22 @@ func (ws *Workspace) privsOnWrite(ctx context.Context, in *inode) syscall.Errno 
 }
 
 // privsOnSetattr clears what a truncate or a chown clears. For a truncate
-// the kernel has already weighed CAP_FSETID and says so with
-// FATTR_KILL_SUIDGID; a chown clears set-user-ID whoever does it.
+// (of a regular file) the kernel has already weighed CAP_FSETID and says
+// so with FATTR_KILL_SUIDGID. A chown clears from every file but a
+// directory, whoever does it: set-user-ID always, set-group-ID as
+// dropSGID says, and security.capability (chown_common asks for
+// ATTR_KILL_SUID, ATTR_KILL_PRIV and setattr_should_drop_sgid for every
+// non-directory). A SETATTR that sets nothing is a chown to -1, -1, or
+// the kernel clearing privileges before a write by a caller without
+// CAP_FSETID (file_remove_privs): both clear what a chown clears.
 // ws.mu is held.
 func (ws *Workspace) privsOnSetattr(ctx context.Context, in *inode, sa *fuse.SetAttrIn) syscall.Errno {
-	if !in.privileged() {
-		return 0
-	}
 	_, size := sa.GetSize()
 	_, uid := sa.GetUID()
 	_, gid := sa.GetGID()
-	chown := uid || gid
-	if !size && !chown {
+	none := sa.Valid&^(fuse.FATTR_FH|fuse.FATTR_LOCKOWNER) == 0
+	chown := (uid || gid || none) && !in.isDir()
+	if !chown && !(size && in.privileged()) {
 		return 0
 	}
 	var bits uint32
