@@ -20,20 +20,18 @@ import (
 	"github.com/sealbench/sealbench/standin/inventory"
 )
 
-// Targets the audit knows how to ask.
-const (
-	TargetLocal  = "local"
-	TargetDocker = "docker"
-)
+// TargetLocal is the target what the audit finds under runs/ on this host
+// outside any ledger is listed under: directories that are not runs,
+// mounts, processes. Every other target's leftovers come from the runs'
+// ledgers and the targets' registered Backends.
+const TargetLocal = "local"
 
 // AuditOptions says where to look.
 type AuditOptions struct {
 	StateDir string
-	// Targets limits the audit to these targets (local, docker); empty
-	// means all. Host leftovers without a ledger count as local.
+	// Targets limits the audit to these targets; empty means all. Host
+	// leftovers without a ledger count as local.
 	Targets []string
-	// DockerHost is the user's dockerd; empty means engine.DefaultDockerHost.
-	DockerHost string
 	// Run limits the audit (and Fix) to one run; empty means every run,
 	// and what belongs to no run.
 	Run string
@@ -87,9 +85,10 @@ func (a *auditor) add(r Resource) {
 // ledger (every entry whose resource still exists), directories under runs/
 // that are not runs with a ledger, stand-in state directories
 // (inventory.Read), mounts under runs/ (/proc/self/mountinfo),
-// processes whose argv names a path under runs/, and the containers and
-// volumes carrying the sealbench.run label on the user's dockerd. Nothing
-// left means an empty Leftovers.
+// processes whose argv names a path under runs/, and every registered
+// target's Backend (the containers and volumes carrying the sealbench.run
+// label on the user's dockerd, VMs behind their tools). Nothing left means
+// an empty Leftovers.
 func Audit(ctx context.Context, opts AuditOptions) (*AuditResult, error) {
 	abs, err := filepath.Abs(opts.StateDir)
 	if err != nil {
@@ -122,11 +121,6 @@ func Audit(ctx context.Context, opts AuditOptions) (*AuditResult, error) {
 			if !a.seenPid[p.Pid] {
 				a.add(Resource{Target: TargetLocal, Run: runOf(a.runs, argUnder(p.Argv, a.runs)), Kind: manifests.ResourceProcess, Key: "pid " + strconv.Itoa(p.Pid), Detail: strings.Join(p.Argv, " ")})
 			}
-		}
-	}
-	if a.opts.wants(TargetDocker) {
-		if err := a.docker(ctx); err != nil {
-			return nil, err
 		}
 	}
 	for _, t := range backendTargets() {
@@ -289,36 +283,6 @@ func Exists(ctx context.Context, runDir string, e manifests.LedgerEntry) (bool, 
 	return false, "", fmt.Errorf("unknown resource kind %q", e.Kind)
 }
 
-// docker lists the labelled containers and volumes on the user's dockerd.
-// A dockerd that does not answer is a note, unless docker was asked for by
-// name: then the audit cannot prove anything and fails.
-func (a *auditor) docker(ctx context.Context) error {
-	host := a.opts.DockerHost
-	if host == "" {
-		host = engine.DefaultDockerHost()
-	}
-	cli, err := engine.NewClient(host)
-	if err == nil {
-		defer cli.Close()
-		_, err = cli.Ping(ctx)
-	}
-	if err == nil {
-		var rs []Resource
-		if rs, err = Labelled(ctx, cli, TargetDocker, a.opts.Run); err == nil {
-			for _, r := range rs {
-				r.Detail = strings.TrimSpace(r.Detail + " on " + host + ", labelled " + manifests.RunLabel)
-				a.add(r)
-			}
-			return nil
-		}
-	}
-	if len(a.opts.Targets) > 0 {
-		return fmt.Errorf("cannot audit docker: dockerd at %s: %w (start it, or set DOCKER_HOST to the dockerd the runs used)", host, err)
-	}
-	a.res.Notes = append(a.res.Notes, fmt.Sprintf("docker: dockerd at %s not checked: %v", host, err))
-	return nil
-}
-
 // argvUnder matches a process with an argument naming a path under dir.
 func argvUnder(dir string) func([]string) bool {
 	return func(argv []string) bool { return argUnder(argv, dir) != "" }
@@ -376,10 +340,6 @@ func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*Au
 	if err != nil {
 		return nil, err
 	}
-	host := opts.DockerHost
-	if host == "" {
-		host = engine.DefaultDockerHost()
-	}
 	// Processes first, then mounts, then directories: nothing is removed
 	// while something still uses it.
 	order := map[manifests.ResourceKind]int{manifests.ResourceProcess: 0, manifests.ResourceContainer: 1, manifests.ResourceVolume: 2, manifests.ResourceMount: 3}
@@ -417,9 +377,6 @@ func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*Au
 				errs = multierror.Append(errs, kerr)
 			}
 			err = removeTree(r.Key)
-		case (r.Kind == manifests.ResourceContainer || r.Kind == manifests.ResourceVolume) && r.Target == TargetDocker:
-			e := manifests.LedgerEntry{Kind: r.Kind, Key: r.Key, Engine: host}
-			err = removeOnEngine(ctx, "/nonexistent", e)
 		case backendOf(r.Target) != nil && !r.Kind.IsPath() && r.Kind != manifests.ResourceProcess:
 			e := manifests.LedgerEntry{RunID: r.Run, Target: r.Target, Kind: r.Kind, Key: r.Key}
 			if err = backendOf(r.Target).Remove(ctx, "/nonexistent", e); errors.Is(err, ErrGeneric) {

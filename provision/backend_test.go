@@ -46,12 +46,8 @@ func (b *recordingBackend) Audit(context.Context, string) ([]Resource, []string,
 // backend is an error that names the target, not a silent success.
 func TestBackendsReachTheirResources(t *testing.T) {
 	b := &recordingBackend{vms: map[string]bool{"sealbench-vm-1": true, "orphan-vm": true}}
-	RegisterBackend("testvm", b)
-	defer func() {
-		backendsMu.Lock()
-		delete(backends, "testvm")
-		backendsMu.Unlock()
-	}()
+	Register(Registration{Name: "testvm", Backend: b, New: func(NewOptions) (Target, error) { return nil, ErrNotYet }})
+	defer unregister("testvm")
 	state, run := newTestRun(t)
 	dir := filepath.Join(run.Dir, "testvm")
 	for _, e := range []manifests.LedgerEntry{
@@ -102,8 +98,8 @@ func TestBackendsReachTheirResources(t *testing.T) {
 
 	defer func() {
 		if recover() == nil {
-			t.Error("registering a second backend for testvm did not panic")
+			t.Error("registering testvm a second time did not panic")
 		}
 	}()
-	RegisterBackend("testvm", b)
+	Register(Registration{Name: "testvm", Backend: b, New: func(NewOptions) (Target, error) { return nil, ErrNotYet }})
 }

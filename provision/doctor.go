@@ -43,11 +43,11 @@ type DoctorReport struct {
 
 // Doctor looks at what this host can run: root, /dev/fuse, FUSE
 // passthrough, dockerd, QEMU and KVM (it opens /dev/kvm and asks its API
-// version; it never starts a guest), limactl, mmdebstrap, apt, and the
-// extra checks the caller made (the tools of targets whose packages this
-// one cannot import: "apple-container", "msb"). It only looks: it changes
-// nothing.
-func Doctor(ctx context.Context, dockerHost string, extra ...Check) *DoctorReport {
+// version; it never starts a guest), limactl, mmdebstrap, apt, then each
+// registered target's own checks (Registration.Checks: "apple-container",
+// "msb"), and says which registered targets are ready (Registration.Needs).
+// It only looks: it changes nothing.
+func Doctor(ctx context.Context, dockerHost string) *DoctorReport {
 	if dockerHost == "" {
 		dockerHost = engine.DefaultDockerHost()
 	}
@@ -83,8 +83,12 @@ func Doctor(ctx context.Context, dockerHost string, extra ...Check) *DoctorRepor
 	} else {
 		add(Check{Name: "macos-arm64", Detail: "this host is " + runtime.GOOS + "/" + runtime.GOARCH, Fix: "Apple's container runs only on macOS on Apple silicon"})
 	}
-	for _, c := range extra {
-		add(c)
+	for _, t := range Registered() {
+		if t.Checks != nil {
+			for _, c := range t.Checks(ctx) {
+				add(c)
+			}
+		}
 	}
 
 	ok := map[string]bool{}
@@ -98,12 +102,19 @@ func Doctor(ctx context.Context, dockerHost string, extra ...Check) *DoctorRepor
 		}
 		r.Targets = append(r.Targets, t)
 	}
-	ready("local", "", "root", "fuse")
-	ready("docker", "", "dockerd", "fuse")
-	ready("lima", "under QEMU with TCG emulation, never KVM (it hangs on some hosts), so its timings describe the emulator: a pass/fail and exact-counts target; limactl from `make lima-tools`, the disk from `make vm-image`", "root", "qemu-system-x86_64", "limactl", "mmdebstrap", "apt-get")
-	ready("apple", "one Apple container VM running the stand-in", "macos-arm64", "apple-container")
-	ready("microsandbox", "one msb microVM running the stand-in, its Engine reached through msb exec", "msb")
+	for _, t := range Registered() {
+		ready(t.Name, t.Note, t.Needs...)
+	}
 	return r
+}
+
+// ToolCheck is a doctor check of a target's own tool, made by the target's
+// package: ok when err (the tool's check) is nil, else err and fix.
+func ToolCheck(name string, err error, fix string) Check {
+	if err == nil {
+		return Check{Name: name, OK: true, Detail: "installed and answering"}
+	}
+	return Check{Name: name, Detail: err.Error(), Fix: fix}
 }
 
 func command(name string, versionArgs []string, fix string) Check {

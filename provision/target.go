@@ -15,9 +15,22 @@
 //
 // # Targets
 //
-// One package per target: provision/local (the stand-in on this host),
-// provision/docker (the user's dockerd). provisiontest is the conformance
-// suite every Target passes.
+// One package per target, each registering itself (Register: its name,
+// whether it needs root, its constructor, its teardown and audit Backend,
+// the doctor's checks and install hints); provision/targets links them all:
+//
+//   - provision/local: the Engine API stand-in on this host, from the
+//     bundle's own binary; needs root.
+//   - provision/docker: the user's dockerd (DOCKER_HOST or the default
+//     socket), Sandboxes as containers with no network.
+//   - provision/lima: a Lima VM under QEMU with TCG, running the stand-in,
+//     limactl as an unprivileged uid; needs root.
+//   - provision/apple: one Apple container VM running the stand-in (macOS
+//     on Apple silicon).
+//   - provision/microsandbox: one msb microVM running the stand-in, its
+//     Engine reached through msb exec.
+//
+// provisiontest is the conformance suite every Target passes.
 package provision
 
 import (

@@ -170,6 +170,13 @@ func runLocalEngine(runDir, endpoint string) (string, bool) {
 	return p, ok && within(p, runDir)
 }
 
+// RemoveOnEngine removes the container, image or volume e names from the
+// Engine at e.Engine, and returns nil when it is not there: for a Backend
+// whose audit finds what no ledger names.
+func RemoveOnEngine(ctx context.Context, e manifests.LedgerEntry) error {
+	return removeOnEngine(ctx, "/nonexistent", e)
+}
+
 func removeOnEngine(ctx context.Context, runDir string, e manifests.LedgerEntry) error {
 	sock, local := runLocalEngine(runDir, e.Engine)
 	if local {

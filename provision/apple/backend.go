@@ -10,7 +10,6 @@ import (
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/toolexec"
-	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 )
 
 // Check says whether this host can run the apple target: the tool is on
@@ -174,11 +173,6 @@ func removeImage(ctx context.Context, t *toolexec.Tool, ref string) error {
 	}
 	_, err = t.Run(ctx, "image", "delete", ref)
 	return err
-}
-
-func init() {
-	provision.RegisterBackend(Name, vmtarget.Backend{Target: Name, Spec: spec, Holder: holder{},
-		Kinds: []manifests.ResourceKind{manifests.ResourceVM, manifests.ResourceImage, manifests.ResourceVolume}})
 }
 
 // holder reaches what `container` holds: VMs (containers) by name,

@@ -18,8 +18,6 @@ import (
 	"github.com/sealbench/sealbench/provision"
 )
 
-func init() { provision.RegisterBackend(Name, backend{}) }
-
 // backend is the lima target's provision.Backend: teardown, the audit and
 // --fix reach Lima VMs through it wherever this package is linked in.
 type backend struct{}

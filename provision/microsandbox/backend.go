@@ -8,7 +8,6 @@ import (
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/toolexec"
-	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 )
 
 // sandboxJSON is one entry of `msb ls --format json`: superradcompany/
@@ -85,11 +84,6 @@ func imageID(ctx context.Context, t *toolexec.Tool, ref string) (string, error) 
 func Check(ctx context.Context, tool string) error {
 	_, err := spec.Check(ctx, tool)
 	return err
-}
-
-func init() {
-	provision.RegisterBackend(Name, vmtarget.Backend{Target: Name, Spec: spec, Holder: holder{},
-		Kinds: []manifests.ResourceKind{manifests.ResourceVM, manifests.ResourceImage}})
 }
 
 // holder reaches what msb holds: sandboxes by name, images by reference.

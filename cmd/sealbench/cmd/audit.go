@@ -46,8 +46,8 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 				}
 			}
 			if target != "" {
-				if t, ok := lookupTarget(target); !ok || !t.written {
-					return usageErrorf("--target takes one of "+strings.Join(writtenTargets(), ", "), "no target named %q to audit", target)
+				if _, ok := provision.Lookup(target); !ok {
+					return usageErrorf("--target takes one of "+strings.Join(provision.Names(), ", "), "no target named %q to audit", target)
 				}
 				opts.Targets = []string{target}
 			}
@@ -97,7 +97,7 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&target, "target", "", "audit only this target: "+strings.Join(writtenTargets(), ", ")+" (default: all)")
+	c.Flags().StringVar(&target, "target", "", "audit only this target: "+strings.Join(provision.Names(), ", ")+" (default: all)")
 	c.Flags().BoolVar(&fix, "fix", false, "tear down what is found")
 	c.Flags().StringVar(&runID, "run", "", "audit (and fix) only this run")
 	return c

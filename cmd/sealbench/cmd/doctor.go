@@ -3,15 +3,11 @@
 package cmd
 
 import (
-	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/apple"
-	"github.com/sealbench/sealbench/provision/microsandbox"
 )
 
 func newDoctorCmd(g *global) *cobra.Command {
@@ -31,12 +27,7 @@ fails only if it cannot run at all).`,
   sudo sealbench doctor --json | jq '.targets[] | select(.ready)'`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			r := provision.Doctor(c.Context(), "",
-				toolCheck(c.Context(), "apple-container", apple.Check, apple.ErrToolMissing, apple.ErrToolTooOld, apple.ErrNotRunning,
-					"install Apple's container (0.6 or newer) from https://github.com/apple/container/releases",
-					"then `container system start --enable-kernel-install`"),
-				toolCheck(c.Context(), "msb", microsandbox.Check, microsandbox.ErrToolMissing, microsandbox.ErrToolTooOld, nil,
-					"install microsandbox: curl -sSL https://get.microsandbox.dev | sh", ""))
+			r := provision.Doctor(c.Context(), "")
 			if g.json {
 				return writeJSON(g.stdout, r)
 			}
@@ -68,21 +59,4 @@ fails only if it cannot run at all).`,
 			return nil
 		},
 	}
-}
-
-// toolCheck runs a VM target's tool check (apple.Check, microsandbox.Check)
-// as one of the doctor's checks, with the fix its error calls for.
-func toolCheck(ctx context.Context, name string, check func(context.Context, string) error, missing, old, notRunning error, install, start string) provision.Check {
-	err := check(ctx, "")
-	if err == nil {
-		return provision.Check{Name: name, OK: true, Detail: "installed and answering"}
-	}
-	c := provision.Check{Name: name, Detail: err.Error()}
-	switch {
-	case errors.Is(err, missing), errors.Is(err, old):
-		c.Fix = install
-	case notRunning != nil && errors.Is(err, notRunning):
-		c.Fix = start
-	}
-	return c
 }

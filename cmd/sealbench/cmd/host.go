@@ -9,6 +9,7 @@ import (
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/provision"
 )
 
 // The host build has every command; the build that ships inside a bundle
@@ -26,7 +27,10 @@ func hostCommands(g *global) []*cobra.Command {
 
 func classifyHost(err error) (int, string, bool) {
 	var ce *bundle.ContentError
+	var ie *provision.InputError
 	switch {
+	case errors.As(err, &ie):
+		return ExitUnusable, ie.Hint, true
 	case errors.As(err, &ce):
 		return ExitMismatch, "the bundle was changed after it was sealed: do not use it; seal again or fetch a clean copy", true
 	case errors.Is(err, bundle.ErrNotPinned):

@@ -87,7 +87,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 		RunE: func(c *cobra.Command, _ []string) error { return runCells(c.Context(), g, &f) },
 	}
 	fl := c.Flags()
-	fl.StringVar(&f.targets, "target", "", "targets to provision and run on, comma-separated: "+strings.Join(writtenTargets(), ", "))
+	fl.StringVar(&f.targets, "target", "", "targets to provision and run on, comma-separated: "+strings.Join(provision.Names(), ", "))
 	fl.StringVar(&f.engine, "engine", "", "run on this Engine API endpoint instead (unix:///path/to/socket)")
 	fl.StringVar(&f.name, "name", "target", "with --engine: the target's name in the results")
 	fl.StringVar(&f.bundle, "bundle", "", "verified bundle directory (its Sandbox image is <bundle>.image/); default: seal one")

@@ -1,0 +1,65 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+)
+
+func init() {
+	provision.Register(provision.Registration{
+		Name: Name, What: "the dockerd you have (DOCKER_HOST or the default socket)", Order: 20,
+		New: func(o provision.NewOptions) (provision.Target, error) {
+			return New(Options{Run: o.Run, Log: o.Log})
+		},
+		Backend: backend{},
+		Needs:   []string{"dockerd", "fuse"},
+	})
+}
+
+// backend is the docker target's provision.Backend: the audit asks the
+// user's dockerd for containers and volumes carrying the run label, and
+// --fix removes them; ledger entries are the generic code's.
+type backend struct{}
+
+var _ provision.Backend = backend{}
+
+func (backend) Remove(ctx context.Context, _ string, e manifests.LedgerEntry) error {
+	if e.Engine != "" || (e.Kind != manifests.ResourceContainer && e.Kind != manifests.ResourceVolume) {
+		return provision.ErrGeneric
+	}
+	// Found by the audit, in no ledger: on the user's dockerd.
+	e.Engine = engine.DefaultDockerHost()
+	return provision.RemoveOnEngine(ctx, e)
+}
+
+func (backend) Exists(context.Context, string, manifests.LedgerEntry) (bool, string, error) {
+	return false, "", provision.ErrGeneric
+}
+
+// Audit lists the labelled containers and volumes on the user's dockerd.
+// A dockerd that does not answer is an error: the audit notes it, or
+// fails when docker was asked for by name.
+func (backend) Audit(ctx context.Context, run string) ([]provision.Resource, []string, error) {
+	host := engine.DefaultDockerHost()
+	cli, err := engine.NewClient(host)
+	if err == nil {
+		defer cli.Close()
+		_, err = cli.Ping(ctx)
+	}
+	var rs []provision.Resource
+	if err == nil {
+		rs, err = provision.Labelled(ctx, cli, Name, run)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("dockerd at %s: %w (start it, or set DOCKER_HOST to the dockerd the runs used)", host, err)
+	}
+	for i := range rs {
+		rs[i].Detail = strings.TrimSpace(rs[i].Detail + " on " + host + ", labelled " + manifests.RunLabel)
+	}
+	return rs, nil, nil
+}

@@ -1,0 +1,26 @@
+package local
+
+import (
+	"fmt"
+
+	"github.com/sealbench/sealbench/provision"
+)
+
+func init() {
+	provision.Register(provision.Registration{
+		Name: Name, What: "the Engine API stand-in on this host", Order: 10, Root: true,
+		New:   fromBundle,
+		Needs: []string{"root", "fuse"},
+	})
+}
+
+// fromBundle makes the local target from a verified bundle: the stand-in
+// that runs is checked against the manifest's digest of it.
+func fromBundle(o provision.NewOptions) (provision.Target, error) {
+	f, ok := o.Manifest.File(StandinBundlePath())
+	if !ok {
+		return nil, &provision.InputError{Err: fmt.Errorf("bundle %s has no %s", o.BundleName, StandinBundlePath()),
+			Hint: "seal a bundle with the stand-in (sealbench seal)"}
+	}
+	return New(Options{Run: o.Run, Bundle: o.Bundle, Standin: f.Digest, Log: o.Log})
+}

@@ -1,0 +1,142 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/manifests"
+)
+
+// Registration is everything sealbench knows about one target, in one
+// place: its package registers it (Register) from init, and the commands,
+// teardown, the audit and the doctor read it from here. A new target is
+// one package and one line in package provision/targets.
+type Registration struct {
+	Name string // local, docker, ...: what --target and the samples call it
+	What string // what the target is, in a line
+	// Order is where the target is listed (help, doctor): DESIGN.md's order.
+	Order int
+	// Root says the target needs root on this host.
+	Root bool
+	// New makes the target's provisioner for a run, from a verified bundle
+	// and its Sandbox image. It creates nothing.
+	New func(NewOptions) (Target, error)
+	// Backend, when not nil, reaches what the target holds outside the
+	// run directory and its Engines' ledger entries (VMs, a tool's images,
+	// labelled containers): for teardown, the audit and --fix.
+	Backend Backend
+	// Needs names the doctor's checks (Check.Name) the target needs here;
+	// Note says more about it in the doctor's list.
+	Needs []string
+	Note  string
+	// Checks, when not nil, are doctor checks only the target's package
+	// can make (its own tool, with what to install), run after the host's.
+	Checks func(ctx context.Context) []Check
+}
+
+// NewOptions is what a target's provisioner is made from.
+type NewOptions struct {
+	Run *Run
+	// Bundle is the verified bundle directory; Manifest its manifest and
+	// BundleName its name (build-linux-<hash>).
+	Bundle     string
+	Manifest   *manifests.BundleManifest
+	BundleName string
+	Image      engine.Image // the bundle's Sandbox image
+	// CPUs and MemoryBytes size a VM target; zero is its default.
+	CPUs        int
+	MemoryBytes int64
+	Log         func(string, ...any)
+}
+
+var (
+	registryMu sync.Mutex
+	registry   = map[string]*Registration{}
+)
+
+// Register makes r the registration of target r.Name. It panics when the
+// name has one already, or r lacks a name or a constructor: both are bugs.
+func Register(r Registration) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if r.Name == "" || r.New == nil {
+		panic(fmt.Sprintf("provision: registration %+v lacks a name or New", r))
+	}
+	if _, dup := registry[r.Name]; dup {
+		panic(fmt.Sprintf("provision: target %q registered twice", r.Name))
+	}
+	registry[r.Name] = &r
+}
+
+// Lookup returns the registration of target name.
+func Lookup(name string) (*Registration, bool) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	r, ok := registry[name]
+	return r, ok
+}
+
+// Registered lists every registered target, in Order.
+func Registered() []*Registration {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	out := make([]*Registration, 0, len(registry))
+	for _, r := range registry {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Order != out[j].Order {
+			return out[i].Order < out[j].Order
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Names lists the registered targets' names, in Order.
+func Names() []string {
+	var ns []string
+	for _, r := range Registered() {
+		ns = append(ns, r.Name)
+	}
+	return ns
+}
+
+func backendOf(target string) Backend {
+	if r, ok := Lookup(target); ok {
+		return r.Backend
+	}
+	return nil
+}
+
+// backendTargets lists the targets with a backend, in Order.
+func backendTargets() []string {
+	var ts []string
+	for _, r := range Registered() {
+		if r.Backend != nil {
+			ts = append(ts, r.Name)
+		}
+	}
+	return ts
+}
+
+// unregister removes a registration: for tests.
+func unregister(name string) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	delete(registry, name)
+}
+
+// InputError is a problem with what the user gave a provisioner (a bundle
+// without the stand-in, say): the commands exit with the unusable-input
+// code, and say Hint.
+type InputError struct {
+	Err  error
+	Hint string
+}
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
