@@ -108,6 +108,9 @@ func (q *queue) setup() error {
 	if q.ring, err = newRing(uint32(2 * (q.depth + 1))); err != nil {
 		return err
 	}
+	if err := q.ring.registerFile(q.s.ringFd); err != nil {
+		return err
+	}
 	page := unix.Getpagesize()
 	hdrBytes := (q.depth*slotSize + page - 1) / page * page
 	anon := unix.MAP_PRIVATE | unix.MAP_ANONYMOUS | unix.MAP_POPULATE
@@ -160,7 +163,8 @@ func (q *queue) submit(e *entry, cmd uint32) {
 	}
 	e.lastCmd = cmd
 	sqe[sqeOpcode] = opURingCmd
-	binary.LittleEndian.PutUint32(sqe[sqeFd:], uint32(q.s.ringFd))
+	sqe[sqeFlags] = sqeFixedFile // fd 0: the /dev/fuse descriptor
+
 	binary.LittleEndian.PutUint32(sqe[sqeCmdOp:], cmd)
 	binary.LittleEndian.PutUint64(sqe[sqeUserData:], uint64(e.idx))
 	binary.LittleEndian.PutUint16(sqe[sqeCmd+cmdReqQid:], uint16(q.qid))

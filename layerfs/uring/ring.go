@@ -24,6 +24,9 @@ const (
 
 	enterGetEvents = 1 << 0 // IORING_ENTER_GETEVENTS
 
+	registerFiles = 2      // IORING_REGISTER_FILES
+	sqeFixedFile  = 1 << 0 // IOSQE_FIXED_FILE: fd is an index of registered files
+
 	opPollAdd  = 6  // IORING_OP_POLL_ADD
 	opURingCmd = 46 // IORING_OP_URING_CMD
 
@@ -34,6 +37,7 @@ const (
 // SQE field offsets (struct io_uring_sqe).
 const (
 	sqeOpcode   = 0
+	sqeFlags    = 1
 	sqeFd       = 4
 	sqeCmdOp    = 8 // union with off
 	sqeAddr     = 16
@@ -131,6 +135,17 @@ func mmap(fd int, off int64, size int) ([]byte, error) {
 		return nil, fmt.Errorf("mmap of io_uring region %#x: %w", off, err)
 	}
 	return b, nil
+}
+
+// registerFile makes fd the ring's fixed file 0, so that each SQE on it
+// skips looking the descriptor up.
+func (r *ring) registerFile(fd int) error {
+	fds := [1]int32{int32(fd)}
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerFiles, uintptr(unsafe.Pointer(&fds[0])), 1, 0, 0)
+	if errno != 0 {
+		return fmt.Errorf("io_uring_register of the /dev/fuse descriptor: %w", errno)
+	}
+	return nil
 }
 
 // close unmaps the ring and closes its descriptor. The kernel cancels what

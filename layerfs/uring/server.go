@@ -182,6 +182,7 @@ func (s *Server) mountURing(raw fuse.RawFileSystem, mopts *fuse.MountOptions, op
 			s.Unmount()
 			return fmt.Errorf("mounting %q over io_uring: %w", s.dir, s.reason)
 		}
+		pollHack(s.dir)
 		return nil
 	}
 
@@ -203,7 +204,24 @@ func (s *Server) mountURing(raw fuse.RawFileSystem, mopts *fuse.MountOptions, op
 	if err := s.startQueues(&mo, opts); err != nil {
 		return s.fallBack(opts, err)
 	}
+	pollHack(s.dir)
 	return nil
+}
+
+// pollHack makes the kernel send one FUSE_POLL, which go-fuse answers
+// ENOSYS, so that the kernel never sends another: go-fuse's WaitMount does
+// this, but not for a /dev/fd/N mount point. Without it, a goroutine of
+// this process that opens a file on the mount sends FUSE_POLL from the
+// runtime's netpoller (epoll_ctl) while holding its P; a stop-the-world
+// then waits for that P, and the queue thread that would answer waits for
+// the world: the process hangs, and cannot even die.
+func pollHack(dir string) {
+	fd, err := unix.Open(filepath.Join(dir, ".go-fuse-epoll-hack"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLPRI | unix.POLLOUT}}, 0)
+	unix.Close(fd)
 }
 
 // fallBack leaves the mount on /dev/fuse after io_uring failed to start
@@ -216,6 +234,7 @@ func (s *Server) fallBack(opts Options, why error) error {
 		s.Unmount()
 		return fmt.Errorf("mounting %q over io_uring: %w", s.dir, why)
 	}
+	pollHack(s.dir)
 	return nil
 }
 

@@ -25,12 +25,14 @@ import (
 	"github.com/sealbench/sealbench/internal/testenv"
 )
 
-// serverEnv makes the test binary a daemon for TestURing/Kill: it mounts
-// a loopback whose LOOKUP of "block" never returns, at the directory the
-// variable names, over the transport in serverTransportEnv.
+// serverEnv makes the test binary a daemon for TestURing/Kill and NoPoll:
+// it mounts a loopback whose LOOKUP of "block" never returns, at the
+// directory the variable names, over the transport in serverTransportEnv;
+// with serverModeEnv=nopoll it then uses the mount itself and exits.
 const (
 	serverEnv          = "SEALBENCH_URING_TEST_SERVER"
 	serverTransportEnv = "SEALBENCH_URING_TEST_TRANSPORT"
+	serverModeEnv      = "SEALBENCH_URING_TEST_MODE"
 )
 
 func TestMain(m *testing.M) {
@@ -157,6 +159,7 @@ func TestURing(t *testing.T) {
 	})
 
 	t.Run("Rings", testRings)
+	t.Run("NoPoll", testNoPoll)
 	t.Run("Posix", testPosix)
 	t.Run("Passthrough", testPassthrough)
 	t.Run("Unmount", testUnmount)
@@ -259,6 +262,54 @@ func testRings(t *testing.T) {
 	if st.DevRequests != 0 {
 		t.Errorf("%d requests came through /dev/fuse", st.DevRequests)
 	}
+}
+
+// testNoPoll opens files on a mount from the process that serves it while
+// the garbage collector stops the world again and again. Go's netpoller
+// registers each file with epoll_ctl holding its P; were FUSE_POLL still
+// sent, a stop-the-world would wait for that P while the request waited for
+// a queue thread waiting for the world, and the process would hang for
+// good, unkillable. So the daemon is a child process, and on a hang this
+// test aborts its connection through fusectl (which frees it) and fails.
+func testNoPoll(t *testing.T) {
+	mnt := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), serverEnv+"="+mnt, serverTransportEnv+"="+string(URing), serverModeEnv+"=nopoll")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "mounted uring") {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("daemon said %q (%v)", lines.Text(), lines.Err())
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	result := make(chan string, 1)
+	go func() {
+		lines.Scan()
+		result <- lines.Text()
+	}()
+	select {
+	case r := <-result:
+		if r != "ok" {
+			t.Errorf("daemon: %q", r)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("opening files on the mount from its own daemon hangs (FUSE_POLL against a stop-the-world?); aborting connection %d", unix.Minor(st.Dev))
+		os.WriteFile(fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", unix.Minor(st.Dev)), []byte("1"), 0)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	unix.Unmount(mnt, unix.MNT_DETACH)
 }
 
 // testPosix runs go-fuse's POSIX suite on a loopback over io_uring, a
@@ -431,6 +482,37 @@ func runServer(dir string, t Transport) int {
 		return 1
 	}
 	fmt.Println("mounted", s.Transport())
+	if os.Getenv(serverModeEnv) == "nopoll" {
+		fmt.Println(openWhileCollecting(dir))
+		return 0
+	}
 	s.Wait()
 	return 0
+}
+
+// openWhileCollecting writes and reads files in dir while the garbage
+// collector runs back to back, and says "ok" or what failed.
+func openWhileCollecting(dir string) string {
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
+	for i := 0; i < 300; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("f%d", i))
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			return err.Error()
+		}
+		if _, err := os.ReadFile(p); err != nil {
+			return err.Error()
+		}
+	}
+	return "ok"
 }
