@@ -273,22 +273,7 @@ func testRings(t *testing.T) {
 // test aborts its connection through fusectl (which frees it) and fails.
 func testNoPoll(t *testing.T) {
 	mnt := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), serverEnv+"="+mnt, serverTransportEnv+"="+string(URing), serverModeEnv+"=nopoll")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := bufio.NewScanner(out)
-	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "mounted uring") {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("daemon said %q (%v)", lines.Text(), lines.Err())
-	}
+	cmd, lines := startDaemon(t, mnt, URing, "nopoll")
 	var st unix.Stat_t
 	if err := unix.Stat(mnt, &st); err != nil {
 		t.Fatal(err)
@@ -402,31 +387,16 @@ func testKill(t *testing.T) {
 	for _, tr := range []Transport{Dev, URing} {
 		t.Run(string(tr), func(t *testing.T) {
 			mnt := t.TempDir()
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), serverEnv+"="+mnt, serverTransportEnv+"="+string(tr))
-			cmd.Stderr = os.Stderr
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			cmd, lines := startDaemon(t, mnt, tr, "")
 			defer cmd.Process.Kill()
-			lines := bufio.NewScanner(out)
-			expect := func(want string) {
-				t.Helper()
-				if !lines.Scan() || !strings.HasPrefix(lines.Text(), want) {
-					t.Fatalf("daemon said %q (%v), want %q", lines.Text(), lines.Err(), want)
-				}
-			}
-			expect("mounted " + string(tr))
 			statErr := make(chan error, 1)
 			go func() {
 				_, err := os.Stat(filepath.Join(mnt, "block"))
 				statErr <- err
 			}()
-			expect("blocked")
+			if !lines.Scan() || lines.Text() != "blocked" {
+				t.Fatalf("daemon said %q (%v), want %q", lines.Text(), lines.Err(), "blocked")
+			}
 			cmd.Process.Signal(syscall.SIGKILL)
 			cmd.Wait()
 			select {
@@ -450,6 +420,29 @@ func testKill(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startDaemon starts this test binary as a daemon (runServer) mounting at
+// mnt, and returns once it says it has mounted over transport tr.
+func startDaemon(t *testing.T, mnt string, tr Transport, mode string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), serverEnv+"="+mnt, serverTransportEnv+"="+string(tr), serverModeEnv+"="+mode)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "mounted "+string(tr) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("daemon said %q (%v), want %q", lines.Text(), lines.Err(), "mounted "+string(tr))
+	}
+	return cmd, lines
 }
 
 // blockFS is a loopback whose LOOKUP of "block" says so and never returns.
