@@ -5,6 +5,7 @@ package uring
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -36,6 +37,23 @@ func createFiles(dir string, n int) error {
 	return nil
 }
 
+// c01 is cell C01's body: 1,000 files made by shell redirections, in a
+// process of their own as in a Sandbox.
+const c01 = `i=0; while [ $i -lt 1000 ]; do echo "file $i" > f$i; i=$((i+1)); done`
+
+// shellCreate runs C01's body with dir, new, as its working directory.
+func shellCreate(dir string, _ int) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	cmd := exec.Command("sh", "-c", c01)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("sh: %v: %s", err, out)
+	}
+	return nil
+}
+
 // BenchmarkCreate creates 1,000 files natively, on a loopback of the same
 // filesystem over /dev/fuse, and on one over io_uring, side by side: each
 // round runs all three, in an order that rotates, into fresh directories.
@@ -46,6 +64,17 @@ func createFiles(dir string, n int) error {
 //
 // Like TestURing, it turns enable_uring on for its run and restores it.
 func BenchmarkCreate(b *testing.B) {
+	benchCreate(b, "in process", createFiles)
+}
+
+// BenchmarkC01 is BenchmarkCreate with cell C01's body, a shell in a
+// process of its own making the files, as the cells run.
+func BenchmarkC01(b *testing.B) {
+	testenv.NeedCommand(b, "sh")
+	benchCreate(b, "C01 (sh)", shellCreate)
+}
+
+func benchCreate(b *testing.B, what string, create func(dir string, n int) error) {
 	withURingEnabled(b)
 	const files = 1000
 	for _, base := range []struct{ name, dir string }{{"shm", "/dev/shm"}, {"tmp", os.TempDir()}} {
@@ -78,7 +107,7 @@ func BenchmarkCreate(b *testing.B) {
 				for k := range targets {
 					i := (round + k) % len(targets)
 					t0 := time.Now()
-					if err := createFiles(filepath.Join(targets[i].dir, "r"+strconv.Itoa(round)), files); err != nil {
+					if err := create(filepath.Join(targets[i].dir, "r"+strconv.Itoa(round)), files); err != nil {
 						b.Fatalf("%s: %v", targets[i].name, err)
 					}
 					times[i] = append(times[i], time.Since(t0))
@@ -95,8 +124,8 @@ func BenchmarkCreate(b *testing.B) {
 			b.ReportMetric(med[2]/med[0], "uring/native")
 			b.ReportMetric(med[2]/med[1], "uring/dev")
 			st := ur.Stats()
-			b.Log(fmt.Sprintf("%s, %d files, median of %d rounds: native %.1f ms, /dev/fuse %.1f ms (%.2fx), io_uring %.1f ms (%.2fx); io_uring/dev %.2f; ring requests %d, /dev/fuse requests %d",
-				base.dir, files, b.N, med[0], med[1], med[1]/med[0], med[2], med[2]/med[0], med[2]/med[1], st.RingRequests, st.DevRequests))
+			b.Log(fmt.Sprintf("%s %s, %d files, median of %d rounds: native %.1f ms, /dev/fuse %.1f ms (%.2fx), io_uring %.1f ms (%.2fx); io_uring/dev %.2f; ring requests %d, /dev/fuse requests %d",
+				what, base.dir, files, b.N, med[0], med[1], med[1]/med[0], med[2], med[2]/med[0], med[2]/med[1], st.RingRequests, st.DevRequests))
 			b.StartTimer()
 		})
 	}
