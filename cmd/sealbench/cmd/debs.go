@@ -5,6 +5,7 @@ package cmd
 import (
 	"github.com/spf13/pflag"
 
+	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/vmimages"
 )
 
@@ -40,4 +41,9 @@ func (d *debSettings) cacheDir() string {
 		return vmimages.DefaultCacheDir()
 	}
 	return d.cache
+}
+
+// host is the settings as package host takes them.
+func (d *debSettings) host() host.Debs {
+	return host.Debs{CacheDir: d.cacheDir(), Sources: d.sources, NoRelock: d.noRelock}
 }

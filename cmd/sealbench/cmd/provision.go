@@ -3,25 +3,15 @@
 package cmd
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
-	"github.com/sealbench/sealbench/engine"
-	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/vmimages"
+	"github.com/sealbench/sealbench/host"
 )
 
 func newProvisionCmd(g *global) *cobra.Command {
@@ -67,24 +57,29 @@ down; ` + "`sealbench audit`" + ` proves nothing is left.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			target := args[0]
-			if err := checkTargets([]string{target}); err != nil {
+			if err := host.CheckTargets([]string{target}); err != nil {
 				return err
 			}
 			if bundlePath == "" {
 				return usageErrorf("pass --bundle out/build-linux-<hash> (the bundle directory)", "--bundle is required")
 			}
-			if expect != "" && !strings.HasPrefix(expect, manifests.BundleNamePrefix) {
-				return usageErrorf("--id takes a bundle name such as build-linux-0123456789ab", "--id %q is not a bundle name", expect)
-			}
-			if fi, err := os.Stat(bundlePath); err == nil && !fi.IsDir() {
-				return usageErrorf("extract it (tar -xf "+bundlePath+") and pass the directory", "--bundle %s is a file: provision runs the bundle's binaries, so it takes the bundle directory", bundlePath)
+			if err := host.CheckBundleArgs(bundlePath, expect, "provision runs the bundle's binaries"); err != nil {
+				return err
 			}
 			if err := debs.check(); err != nil {
 				return err
 			}
 			p := newProgress(g.stderr, "provision")
 			defer p.Close()
-			out, err := provisionTarget(c.Context(), p, target, bundlePath, key, expect, vm, debs)
+			b, err := host.OpenBundle(c.Context(), host.BundleOptions{Dir: bundlePath, Key: key, Expect: expect, Debs: debs.host(), Log: p.Logf})
+			var ce *bundle.ContentError
+			if errors.As(err, &ce) {
+				return &problemsError{ce}
+			}
+			if err != nil {
+				return err
+			}
+			out, err := host.Provision(c.Context(), host.ProvisionOptions{Target: target, Bundle: b, VM: vm.host(), Log: p.Logf})
 			p.Close()
 			if err != nil {
 				return err
@@ -105,117 +100,4 @@ down; ` + "`sealbench audit`" + ` proves nothing is left.`,
 	vm.flags(c.Flags())
 	debs.flags(c.Flags())
 	return c
-}
-
-type provisioned struct {
-	Run      string           `json:"run"`
-	RunDir   string           `json:"runDir"`
-	Target   string           `json:"target"`
-	Endpoint string           `json:"endpoint"`
-	Identity *engine.Identity `json:"identity"`
-	Bundle   string           `json:"bundle"`
-	Image    engine.Image     `json:"image"`
-}
-
-// provisionTarget verifies the bundle, finds its image, and provisions
-// target in a new run. On failure, what it made is torn down again.
-func provisionTarget(ctx context.Context, p *progress, target, bundlePath, key, expect string, vm vmSettings, debs debSettings) (_ *provisioned, err error) {
-	v, err := loadVerifier(key)
-	if err != nil {
-		return nil, err
-	}
-	res, err := bundle.Verify(ctx, bundlePath, bundle.VerifyOptions{Verifier: v, Expect: expect})
-	if err != nil {
-		var ce *bundle.ContentError
-		if errors.As(err, &ce) {
-			return nil, &problemsError{ce}
-		}
-		return nil, err
-	}
-	p.Logf("verified %s (key %s)", res.Name, v.KeyID())
-	img, err := sandboxImage(ctx, p, bundlePath, key, res, debs)
-	if err != nil {
-		return nil, err
-	}
-	state := provision.DefaultStateDir()
-	run, err := provision.NewRun(state)
-	if err != nil {
-		return nil, fmt.Errorf("starting a run in %s (set %s to use another directory): %w", state, provision.StateDirEnv, err)
-	}
-	defer run.Close()
-	p.Logf("run %s in %s", run.ID, run.Dir)
-	defer func() {
-		if err == nil {
-			return
-		}
-		// Rollback on failure only: take down what this run made.
-		if _, terr := provision.Teardown(context.WithoutCancel(ctx), run.Dir, provision.TeardownOptions{Log: p.Logf}); terr != nil {
-			err = multierror.Append(err, fmt.Errorf("and tearing the failed run down: %w (run `sealbench teardown --run %s`)", terr, run.ID))
-		}
-	}()
-	t, err := newTarget(target, run, bundlePath, res, img, vm, p.Logf)
-	if err != nil {
-		return nil, err
-	}
-	id, err := bringUp(ctx, t, img, p.Logf)
-	if err != nil {
-		return nil, err
-	}
-	return &provisioned{Run: run.ID, RunDir: run.Dir, Target: target, Endpoint: t.Endpoint(), Identity: id, Bundle: res.Name, Image: img}, nil
-}
-
-// sandboxImage takes the bundle's Sandbox image from <bundle>.image/, or
-// builds it there when it is missing.
-func sandboxImage(ctx context.Context, p *progress, bundlePath, key string, res *bundle.VerifyResult, debs debSettings) (engine.Image, error) {
-	dir := filepath.Clean(bundlePath) + ".image"
-	b, err := os.ReadFile(filepath.Join(dir, vmimages.SandboxInfo))
-	if errors.Is(err, fs.ErrNotExist) {
-		p.Logf("no Sandbox image in %s: building it from the pinned packages", dir)
-		info, err := buildImage(ctx, p, bundlePath, key, dir, runtime.GOARCH, "", debs)
-		if err != nil {
-			return engine.Image{}, fmt.Errorf("building the Sandbox image (or run `sealbench image --bundle %s`): %w", bundlePath, err)
-		}
-		return imageOf(p, dir, info)
-	}
-	if err != nil {
-		return engine.Image{}, fmt.Errorf("reading the Sandbox image's identity: %w", err)
-	}
-	var info vmimages.ImageInfo
-	if err := json.Unmarshal(b, &info); err != nil {
-		return engine.Image{}, usageErrorf("rebuild it with `sealbench image --bundle "+bundlePath+"`", "%s: %v", filepath.Join(dir, vmimages.SandboxInfo), err)
-	}
-	if info.Bundle != "" && info.Bundle != res.Name {
-		return engine.Image{}, usageErrorf("rebuild it with `sealbench image --bundle "+bundlePath+"`", "the Sandbox image in %s was built from %s, not %s", dir, info.Bundle, res.Name)
-	}
-	if err := info.ID.Validate(); err != nil {
-		return engine.Image{}, usageErrorf("rebuild it with `sealbench image --bundle "+bundlePath+"`", "%s: image id: %v", filepath.Join(dir, vmimages.SandboxInfo), err)
-	}
-	return imageOf(p, dir, &info)
-}
-
-// imageOf is the image a run loads, with the package lock it was built from
-// (read from beside it, for the pins), and says so loudly when that lock
-// is a fresh one standing in for the committed lock.
-func imageOf(p *progress, dir string, info *vmimages.ImageInfo) (engine.Image, error) {
-	img := engine.Image{Tar: filepath.Join(dir, vmimages.SandboxTar), Ref: info.Ref, ID: info.ID}
-	b, err := os.ReadFile(filepath.Join(dir, vmimages.SandboxLock))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		// Images built before the lock was kept beside them.
-	case err != nil:
-		return engine.Image{}, fmt.Errorf("reading the Sandbox image's lock: %w", err)
-	default:
-		if got := manifests.DigestOf(b); !info.LockDigest.IsZero() && got != info.LockDigest {
-			return engine.Image{}, fmt.Errorf("%s has digest %s, but the image records lock %s: rebuild the image", filepath.Join(dir, vmimages.SandboxLock), got, info.LockDigest)
-		}
-		if img.Lock, err = manifests.ParsePackageLock(b); err != nil {
-			return engine.Image{}, fmt.Errorf("the Sandbox image's lock: %w", err)
-		}
-	}
-	if r := info.Relock; r != nil {
-		img.Relocked = fmt.Sprintf("built from a fresh lock (%s) because %s of the committed lock %s are in no source; the image id differs from the committed one",
-			r.Fresh.Short(12), strings.Join(r.Missing, ", "), r.Committed.Short(12))
-		p.Logf("%s", r.Notice("Sandbox image"))
-	}
-	return img, nil
 }

@@ -4,28 +4,18 @@ package cmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
 
-	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
-	"github.com/sealbench/sealbench/engine"
-	"github.com/sealbench/sealbench/internal/atomicfile"
-	"github.com/sealbench/sealbench/internal/version"
+	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/runner"
 	"github.com/sealbench/sealbench/runner/cells"
-	"github.com/sealbench/sealbench/runner/report"
-	"github.com/sealbench/sealbench/runner/stats"
 )
 
 // runFlags are the flags of `sealbench run`.
@@ -105,21 +95,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 	return c
 }
 
-// runOutcome is what `run --json` prints.
-type runOutcome struct {
-	Run       string                      `json:"run"`
-	Dir       string                      `json:"dir"`
-	RunDir    string                      `json:"runDir"`
-	Bundle    string                      `json:"bundle"`
-	Targets   map[string]*engine.Identity `json:"targets,omitempty"`
-	Samples   int                         `json:"samples"`
-	Failed    int                         `json:"failed"`
-	Kept      bool                        `json:"kept"`
-	Teardown  *provision.TeardownResult   `json:"teardown,omitempty"`
-	Leftovers []provision.Resource        `json:"leftovers"`
-}
-
-func runCells(ctx context.Context, g *global, f *runFlags) (err error) {
+func runCells(ctx context.Context, g *global, f *runFlags) error {
 	var names []string
 	switch {
 	case f.engine != "" && f.targets != "":
@@ -128,7 +104,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) (err error) {
 		return usageErrorf("sealbench run --target local,docker (or --engine unix:///path/to/socket)", "--target or --engine is required")
 	case f.targets != "":
 		names = strings.Split(f.targets, ",")
-		if err := checkTargets(names); err != nil {
+		if err := host.CheckTargets(names); err != nil {
 			return err
 		}
 	default:
@@ -146,182 +122,33 @@ func runCells(ctx context.Context, g *global, f *runFlags) (err error) {
 	if err := f.debs.check(); err != nil {
 		return err
 	}
-	if f.expect != "" && !strings.HasPrefix(f.expect, manifests.BundleNamePrefix) {
-		return usageErrorf("--id takes a bundle name such as build-linux-0123456789ab", "--id %q is not a bundle name", f.expect)
+	if err := host.CheckBundleArgs(f.bundle, f.expect, "a run executes the bundle's binaries"); err != nil {
+		return err
 	}
 	if f.seed == 0 {
 		f.seed = uint64(time.Now().UnixNano())
 	}
 	p := newProgress(g.stderr, "run")
 	defer p.Close()
-
-	bundleDir, key := f.bundle, f.key
-	if bundleDir == "" {
-		if bundleDir, key, err = sealThrowaway(ctx, p, f.source); err != nil {
-			return err
-		}
-	}
-	if fi, err := os.Stat(bundleDir); err == nil && !fi.IsDir() {
-		return usageErrorf("extract it (tar -xf "+bundleDir+") and pass the directory", "--bundle %s is a file: a run executes the bundle's binaries, so it takes the bundle directory", bundleDir)
-	}
-	v, err := loadVerifier(key)
+	b, err := host.OpenBundle(ctx, host.BundleOptions{Dir: f.bundle, Source: f.source, Key: f.key, Expect: f.expect, Debs: f.debs.host(), Log: p.Logf})
 	if err != nil {
 		return err
 	}
-	res, err := bundle.VerifyDir(ctx, bundleDir, bundle.VerifyOptions{Verifier: v, Expect: f.expect})
-	if err != nil {
-		return err
-	}
-	p.Logf("verified %s (key %s)", res.Name, v.KeyID())
-	img, err := sandboxImage(ctx, p, bundleDir, key, res, f.debs)
-	if err != nil {
-		return err
-	}
-
-	state := provision.DefaultStateDir()
-	run, err := provision.NewRun(state)
-	if err != nil {
-		return fmt.Errorf("starting a run in %s (set %s to use another directory): %w", state, provision.StateDirEnv, err)
-	}
-	defer run.Close()
-	out := f.out
-	if out == "" {
-		out = filepath.Join("out", "runs", run.ID)
-	}
-	p.Logf("run %s: ledger in %s, results in %s", run.ID, run.Dir, out)
-	outcome := &runOutcome{Run: run.ID, Dir: out, RunDir: run.Dir, Bundle: res.Name, Targets: map[string]*engine.Identity{}, Leftovers: []provision.Resource{}}
-	defer func() { err = finishRun(ctx, g, p, run, f.keep, outcome, err) }()
-
-	// Bring every target up, or drive the Engine we were given.
-	var ets []*engine.Identity
-	if f.engine != "" {
-		cli, err := engine.NewClient(f.engine)
-		if err != nil {
-			return usageErrorf("--engine takes a URL such as unix:///run/standin.sock", "%v", err)
-		}
-		err = engine.LoadImage(ctx, cli, run.Ledger, f.name, f.engine, img)
-		cli.Close()
-		if err != nil {
-			return fmt.Errorf("loading the Sandbox image into %s: %w", f.engine, err)
-		}
-		id, err := engine.Identify(ctx, f.name, f.engine)
-		if err != nil {
-			return err
-		}
-		ets = append(ets, id)
-	}
-	for _, name := range names {
-		t, err := newTarget(name, run, bundleDir, res, img, f.vm, p.Logf)
-		if err != nil {
-			return err
-		}
-		p.Status("provisioning " + name)
-		id, err := bringUp(ctx, t, img, p.Logf)
-		if err != nil {
-			return err
-		}
-		outcome.Targets[name] = id
-		p.Logf("%s: %s, kernel %s, %d CPUs, %s", name, id.Engine, id.Kernel, id.CPUs, humanBytes(id.MemoryBytes))
-		ets = append(ets, id)
-	}
-
-	digest := func(p string) manifests.Digest {
-		f, _ := res.Manifest.File(p)
-		return f.Digest
-	}
-	arch := "bin/linux-" + runtime.GOARCH + "/"
-	samples, runErr := runner.RunEngine(ctx, runner.EngineOptions{
-		RunID: run.ID, Ledger: run.Ledger, Targets: ets, BundleID: res.Name, Image: img,
-		RunnerSHA256: digest(arch + "sealbench"), StandinSHA256: digest(arch + "standin"),
-		Cells: cellList, Samples: f.samples, Seed: f.seed, Native: f.native, OutDir: out,
-		Tools: map[string]string{"sealbench": version.Version, "go": runtime.Version()},
-		Log:   p.Logf, Status: p.Status,
-	})
-	outcome.Samples = len(samples)
-	for _, s := range samples {
-		if s.Status != manifests.StatusOK {
-			outcome.Failed++
-		}
-	}
-	if runErr != nil {
-		var names []string
-		for _, t := range ets {
-			names = append(names, t.Target)
-		}
-		missing := missingSamples(stats.Interleave(names, cellList, f.samples, f.seed), samples)
-		return fmt.Errorf("run %s stopped with %d samples missing (%s; the %d done are in %s): %w",
-			run.ID, len(missing), strings.Join(missing, ", "), len(samples), out, runErr)
-	}
-	md, err := writeReport(out)
-	if err != nil {
-		return err
-	}
-	if !g.json {
-		p.Close()
-		fmt.Fprint(g.stdout, md)
-	}
-	if outcome.Failed > 0 {
-		return &userError{Code: ExitMismatch, Err: fmt.Errorf("%d of %d samples failed", outcome.Failed, len(samples)),
-			Hint: "each failed sample's reason is in " + filepath.Join(out, "samples.jsonl")}
-	}
-	return nil
-}
-
-// writeReport writes out/report.md from the samples there and returns it.
-func writeReport(out string) (string, error) {
-	inputs, err := report.Load([]string{out})
-	if err != nil {
-		return "", err
-	}
-	rep, err := report.Build(inputs, report.Options{})
-	if err != nil {
-		return "", err
-	}
-	var md strings.Builder
-	if err := report.Write(&md, rep, "md"); err != nil {
-		return "", err
-	}
-	return md.String(), atomicfile.WriteFile(filepath.Join(out, "report.md"), []byte(md.String()), 0o644)
-}
-
-// finishRun tears the run down (unless keep) and audits it, whatever runErr
-// is: success, a failure, or Ctrl-C (ctx is done then; teardown runs all
-// the same). It prints the outcome and returns the error to exit with.
-func finishRun(ctx context.Context, g *global, p *progress, run *provision.Run, keep bool, o *runOutcome, runErr error) error {
-	ctx = context.WithoutCancel(ctx)
-	errs := multierror.Append(nil, runErr)
-	if keep {
-		o.Kept = true
-		p.Logf("--keep: the targets stay up; take them down with `sealbench teardown --run %s`", run.ID)
-	} else {
-		p.Status("tearing down run " + run.ID)
-		run.Close()
-		td, err := provision.Teardown(ctx, run.Dir, provision.TeardownOptions{Log: p.Logf})
-		o.Teardown = td
-		if err != nil {
-			errs = multierror.Append(errs, &userError{Code: ExitFailed, Err: fmt.Errorf("tearing down run %s: %w", run.ID, err),
-				Hint: "fix the causes above and run `sealbench teardown --run " + run.ID + "`"})
-		}
-		p.Status("auditing run " + run.ID)
-		a, err := provision.Audit(ctx, provision.AuditOptions{StateDir: filepath.Dir(filepath.Dir(run.Dir)), Run: run.ID})
-		switch {
-		case err != nil:
-			errs = multierror.Append(errs, fmt.Errorf("auditing run %s: %w", run.ID, err))
-		case len(a.Leftovers) > 0:
-			o.Leftovers = a.Leftovers
-			var ls []string
-			for _, r := range a.Leftovers {
-				ls = append(ls, "  "+r.String())
+	o, err := host.Run(ctx, host.RunOptions{
+		Bundle: b, Targets: names, Engine: f.engine, Name: f.name, VM: f.vm.host(),
+		Cells: cellList, Samples: f.samples, Seed: f.seed, Native: f.native, Out: f.out, Keep: f.keep,
+		Log: p.Logf, Status: p.Status,
+		Report: func(md string) {
+			if !g.json {
+				p.Close()
+				fmt.Fprint(g.stdout, md)
 			}
-			errs = multierror.Append(errs, &userError{Code: ExitLeftovers, Err: fmt.Errorf("the audit found %d leftovers of run %s:\n%s", len(ls), run.ID, strings.Join(ls, "\n")),
-				Hint: "run `sealbench teardown --run " + run.ID + "`, or `sealbench audit --fix`"})
-		default:
-			p.Logf("torn down; the audit finds nothing left of run %s", run.ID)
-		}
-	}
+		},
+	})
 	p.Close()
-	err := firstCoded(errs.ErrorOrNil())
 	switch {
+	case o == nil:
+		return err
 	case g.json && err != nil:
 		return &detailError{err, "run", o} // one JSON document: the error, with the outcome in it
 	case g.json:
@@ -330,89 +157,4 @@ func finishRun(ctx context.Context, g *global, p *progress, run *provision.Run, 
 		fmt.Fprintf(g.stdout, "\nrun %s: %d samples, %d failed; results in %s\n", o.Run, o.Samples, o.Failed, o.Dir)
 	}
 	return err
-}
-
-// firstCoded returns err with the exit code of the first error in it that
-// has one (an interrupt, a failed sample), so that several errors exit as
-// the first of them would alone.
-func firstCoded(err error) error {
-	var me *multierror.Error
-	if !errors.As(err, &me) || len(me.Errors) == 0 {
-		return err
-	}
-	if len(me.Errors) == 1 {
-		return me.Errors[0]
-	}
-	first := me.Errors[0]
-	msgs := make([]string, len(me.Errors))
-	for i, e := range me.Errors {
-		msgs[i] = e.Error()
-	}
-	return &wrapped{first: first, msg: strings.Join(msgs, "\n")}
-}
-
-// wrapped is several errors that exit as the first would.
-type wrapped struct {
-	first error
-	msg   string
-}
-
-func (w *wrapped) Error() string { return w.msg }
-func (w *wrapped) Unwrap() error { return w.first }
-
-// sealThrowaway seals the source tree around the working directory (or
-// source) into out/throwaway/ with a throw-away key pair kept there (made
-// on first use, with an empty password), and returns the bundle and the
-// public key. The Sandbox image is built next to it when the run asks for
-// it (sandboxImage), and reused while the source does not change.
-func sealThrowaway(ctx context.Context, p *progress, source string) (bundleDir, pubKey string, err error) {
-	if source == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", "", err
-		}
-		if source, err = bundle.FindModuleRoot(wd); err != nil {
-			return "", "", usageErrorf("run it inside a sealbench checkout, or pass --bundle (or --source)", "no --bundle, and no source tree to seal: %v", err)
-		}
-	}
-	dir := filepath.Join("out", "throwaway")
-	privKey, pubKey := filepath.Join(dir, sign.PrivateKeyFile), filepath.Join(dir, sign.PublicKeyFile)
-	if _, err := os.Stat(privKey); err != nil {
-		if _, _, err := sign.WriteKeyPair(dir, nil, false); err != nil {
-			return "", "", fmt.Errorf("making a throw-away key pair in %s: %w", dir, err)
-		}
-	}
-	signer, err := sign.LoadPrivateKey(privKey, nil)
-	if err != nil {
-		return "", "", fmt.Errorf("the throw-away key %s (remove %s to make a new one): %w", privKey, dir, err)
-	}
-	p.Logf("no --bundle: sealing %s into %s with a throw-away key (%s): such a bundle proves only that it was built here", source, dir, pubKey)
-	sealed, err := bundle.Seal(ctx, bundle.SealOptions{Source: source, OutDir: dir, Signer: signer, Log: p.Logf})
-	if err != nil {
-		return "", "", err
-	}
-	return sealed.Dir, pubKey, nil
-}
-
-// missingSamples names the slots of the run's order that have no sample
-// ("local C03 round 2"), at most ten and a count of the rest.
-func missingSamples(order []stats.Slot, done []manifests.Sample) []string {
-	have := map[stats.Slot]bool{}
-	for _, s := range done {
-		have[stats.Slot{Round: s.Round, Target: s.Target, Cell: s.Cell}] = true
-	}
-	var out []string
-	n := 0
-	for _, sl := range order {
-		if have[sl] {
-			continue
-		}
-		if n++; n <= 10 {
-			out = append(out, fmt.Sprintf("%s %s round %d", sl.Target, sl.Cell, sl.Round))
-		}
-	}
-	if n > 10 {
-		out = append(out, fmt.Sprintf("and %d more", n-10))
-	}
-	return out
 }

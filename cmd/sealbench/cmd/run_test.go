@@ -20,11 +20,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/runner/cells"
-	"github.com/sealbench/sealbench/runner/stats"
 	"github.com/sealbench/sealbench/vmimages"
 )
 
@@ -116,7 +116,7 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var o runOutcome
+	var o host.RunOutcome
 	if err := json.Unmarshal([]byte(stdout), &o); err != nil {
 		t.Fatalf("run --json: %v\n%s", err, stdout)
 	}
@@ -315,27 +315,4 @@ func watchAndKill(t *testing.T, cmd *exec.Cmd, stderr io.Reader, after *regexp.R
 	cmd.Wait()
 	t.Logf("the run's log:\n%s", log.String())
 	return runID, false
-}
-
-func TestMissingSamplesNamesEachSlot(t *testing.T) {
-	order := stats.Interleave([]string{"local", "docker"}, []string{"C01", "C03"}, 2, 5)
-	var done []manifests.Sample
-	for _, sl := range order[:5] {
-		done = append(done, manifests.Sample{Target: sl.Target, Cell: sl.Cell, Round: sl.Round})
-	}
-	got := missingSamples(order, done)
-	var want []string
-	for _, sl := range order[5:] {
-		want = append(want, fmt.Sprintf("%s %s round %d", sl.Target, sl.Cell, sl.Round))
-	}
-	if strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("missing = %q, want %q", got, want)
-	}
-	if got := missingSamples(order, nil); len(got) != 8 {
-		t.Errorf("all 8 missing: %q", got)
-	}
-	long := stats.Interleave([]string{"local"}, []string{"C01", "C02", "C03"}, 4, 5)
-	if got := missingSamples(long, nil); len(got) != 11 || got[10] != "and 2 more" {
-		t.Errorf("12 missing, ten named: %q", got)
-	}
 }

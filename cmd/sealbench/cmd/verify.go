@@ -5,16 +5,13 @@ package cmd
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
-	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/host"
 )
 
 func newVerifyCmd(g *global) *cobra.Command {
@@ -41,8 +38,8 @@ file and what differs.`,
 			if err != nil {
 				return err
 			}
-			if expect != "" && !strings.HasPrefix(expect, manifests.BundleNamePrefix) {
-				return usageErrorf("--id takes a bundle name such as build-linux-0123456789ab", "--id %q is not a bundle name", expect)
+			if err := host.CheckBundleArgs("", expect, ""); err != nil {
+				return err
 			}
 			res, err := bundle.Verify(c.Context(), bundlePath, bundle.VerifyOptions{Verifier: v, Expect: expect})
 			if err != nil {
@@ -80,16 +77,5 @@ func (e *problemsError) Unwrap() error { return e.ContentError }
 
 func (e *problemsError) JSONDetail() (string, any) { return "problems", e.Problems }
 
-// loadVerifier loads the public key to verify bundles with; no key at all
-// is a signature failure (exit 2), an unusable key file is exit 3.
-func loadVerifier(key string) (*sign.Verifier, error) {
-	v, err := sign.LoadPublicKey(key)
-	if err != nil {
-		if _, statErr := os.Stat(key); errors.Is(statErr, fs.ErrNotExist) {
-			return nil, &userError{Code: ExitSignature, Err: fmt.Errorf("no public key at %s to check the signature against", key),
-				Hint: "pass --key with the public key of whoever sealed the bundle"}
-		}
-		return nil, err
-	}
-	return v, nil
-}
+// loadVerifier loads the public key to verify bundles with (host.LoadVerifier).
+func loadVerifier(key string) (*sign.Verifier, error) { return host.LoadVerifier(key) }

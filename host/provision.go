@@ -1,0 +1,131 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/provision"
+	_ "github.com/sealbench/sealbench/provision/targets" // every target's registration
+)
+
+// VM sizes the VM targets (lima, apple, microsandbox); zero is each
+// provisioner's default.
+type VM struct {
+	CPUs      int
+	MemoryMiB int64
+}
+
+// CheckTargets checks target names as --target and provision take them:
+// registered, not twice, and runnable by this user.
+func CheckTargets(names []string) error {
+	seen := map[string]bool{}
+	hint := "targets: " + strings.Join(provision.Names(), ", ") + "; `sealbench doctor` says what this host can run"
+	for _, n := range names {
+		t, ok := provision.Lookup(n)
+		switch {
+		case !ok:
+			return usagef(hint, "no target named %q", n)
+		case seen[n]:
+			return usagef(hint, "target %s named twice", n)
+		case t.Root && os.Geteuid() != 0:
+			return usagef("run it as root (sudo); "+hint, "the %s target needs root: the stand-in runs Sandboxes as mount, PID and network namespaces", n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// bringUp makes target name's provisioner for run, creates the target,
+// installs the Sandbox image and asks its identity.
+func bringUp(ctx context.Context, name string, run *provision.Run, b *Bundle, vm VM, logf func(string, ...any)) (provision.Target, *engine.Identity, error) {
+	reg, ok := provision.Lookup(name)
+	if !ok {
+		return nil, nil, fmt.Errorf("no provisioner for target %q", name)
+	}
+	t, err := reg.New(provision.NewOptions{Run: run, Bundle: b.Dir, Manifest: b.Verified.Manifest, BundleName: b.Verified.Name, Image: b.Image,
+		CPUs: vm.CPUs, MemoryBytes: vm.MemoryMiB << 20, Log: logf})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := t.Create(ctx); err != nil {
+		return nil, nil, fmt.Errorf("bringing up %s: %w", t.Name(), err)
+	}
+	logf("%s is up at %s; loading %s", t.Name(), t.Endpoint(), b.Image.Ref)
+	if err := t.InstallImage(ctx, b.Image); err != nil {
+		return nil, nil, fmt.Errorf("installing the Sandbox image into %s: %w", t.Name(), err)
+	}
+	id, err := t.Identity(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("asking %s for its identity: %w", t.Name(), err)
+	}
+	return t, id, nil
+}
+
+// ProvisionOptions says which target to bring up, from which bundle.
+type ProvisionOptions struct {
+	Target   string
+	Bundle   *Bundle
+	VM       VM
+	StateDir string // empty: provision.DefaultStateDir
+	Log      func(string, ...any)
+}
+
+// Provisioned is a target left up: what `provision --json` prints.
+type Provisioned struct {
+	Run      string           `json:"run"`
+	RunDir   string           `json:"runDir"`
+	Target   string           `json:"target"`
+	Endpoint string           `json:"endpoint"`
+	Identity *engine.Identity `json:"identity"`
+	Bundle   string           `json:"bundle"`
+	Image    engine.Image     `json:"image"`
+}
+
+// Provision brings one target up in a new run and leaves it up. On
+// failure, what the run made is torn down again.
+func Provision(ctx context.Context, o ProvisionOptions) (_ *Provisioned, err error) {
+	logf := orNop(o.Log)
+	run, err := newRun(o.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	defer run.Close()
+	logf("run %s in %s", run.ID, run.Dir)
+	defer func() {
+		if err == nil {
+			return
+		}
+		// Rollback on failure only: take down what this run made.
+		if _, terr := provision.Teardown(context.WithoutCancel(ctx), run.Dir, provision.TeardownOptions{Log: logf}); terr != nil {
+			err = multierror.Append(err, fmt.Errorf("and tearing the failed run down: %w (run `sealbench teardown --run %s`)", terr, run.ID))
+		}
+	}()
+	t, id, err := bringUp(ctx, o.Target, run, o.Bundle, o.VM, logf)
+	if err != nil {
+		return nil, err
+	}
+	return &Provisioned{Run: run.ID, RunDir: run.Dir, Target: o.Target, Endpoint: t.Endpoint(), Identity: id, Bundle: o.Bundle.Verified.Name, Image: o.Bundle.Image}, nil
+}
+
+func newRun(state string) (*provision.Run, error) {
+	if state == "" {
+		state = provision.DefaultStateDir()
+	}
+	run, err := provision.NewRun(state)
+	if err != nil {
+		return nil, fmt.Errorf("starting a run in %s (set %s to use another directory): %w", state, provision.StateDirEnv, err)
+	}
+	return run, nil
+}
+
+func orNop(f func(string, ...any)) func(string, ...any) {
+	if f == nil {
+		return func(string, ...any) {}
+	}
+	return f
+}

@@ -1,0 +1,277 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/internal/cliutil"
+	"github.com/sealbench/sealbench/internal/version"
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runner"
+	"github.com/sealbench/sealbench/runner/report"
+	"github.com/sealbench/sealbench/runner/stats"
+)
+
+// RunOptions says what Run runs, where, and where results go.
+type RunOptions struct {
+	Bundle *Bundle
+	// Targets are provisioned for the run; or Engine is an Engine API
+	// endpoint that is up already, named Name in the results.
+	Targets      []string
+	Engine, Name string
+	VM           VM
+	Cells        []string
+	Samples      int
+	Seed         uint64
+	Native       bool
+	// Out is the results directory; empty: out/runs/<run id>.
+	Out string
+	// Keep leaves the targets up after the run.
+	Keep     bool
+	StateDir string // empty: provision.DefaultStateDir
+	Log      func(string, ...any)
+	Status   func(string)
+	// Report, when set, hears the report (Markdown) as soon as it is
+	// written, before teardown.
+	Report func(markdown string)
+}
+
+// RunOutcome is what a run did: what `run --json` prints.
+type RunOutcome struct {
+	Run       string                      `json:"run"`
+	Dir       string                      `json:"dir"`
+	RunDir    string                      `json:"runDir"`
+	Bundle    string                      `json:"bundle"`
+	Targets   map[string]*engine.Identity `json:"targets,omitempty"`
+	Samples   int                         `json:"samples"`
+	Failed    int                         `json:"failed"`
+	Kept      bool                        `json:"kept"`
+	Teardown  *provision.TeardownResult   `json:"teardown,omitempty"`
+	Leftovers []provision.Resource        `json:"leftovers"`
+}
+
+// Run runs the cells on every target of o in a new run: it brings the
+// targets up (or loads the Sandbox image into o.Engine), runs the cells
+// in one seeded random interleaving, writes samples.jsonl, pins.json and
+// report.md, then, unless o.Keep, tears everything down and audits it: on
+// success, on failure and on Ctrl-C. The outcome is there whenever a run
+// was started, with the error as well when there is one; the error's exit
+// code is ExitMismatch for a failed sample or leftovers.
+func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
+	logf, status := orNop(o.Log), o.Status
+	if status == nil {
+		status = func(string) {}
+	}
+	b := o.Bundle
+	run, err := newRun(o.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	defer run.Close()
+	out := o.Out
+	if out == "" {
+		out = filepath.Join("out", "runs", run.ID)
+	}
+	logf("run %s: ledger in %s, results in %s", run.ID, run.Dir, out)
+	outcome = &RunOutcome{Run: run.ID, Dir: out, RunDir: run.Dir, Bundle: b.Verified.Name, Targets: map[string]*engine.Identity{}, Leftovers: []provision.Resource{}}
+	defer func() { err = finish(ctx, run, o.Keep, outcome, err, logf, status) }()
+
+	// Bring every target up, or drive the Engine we were given.
+	var ids []*engine.Identity
+	if o.Engine != "" {
+		cli, err := engine.NewClient(o.Engine)
+		if err != nil {
+			return outcome, usagef("--engine takes a URL such as unix:///run/standin.sock", "%v", err)
+		}
+		err = engine.LoadImage(ctx, cli, run.Ledger, o.Name, o.Engine, b.Image)
+		cli.Close()
+		if err != nil {
+			return outcome, fmt.Errorf("loading the Sandbox image into %s: %w", o.Engine, err)
+		}
+		id, err := engine.Identify(ctx, o.Name, o.Engine)
+		if err != nil {
+			return outcome, err
+		}
+		ids = append(ids, id)
+	}
+	for _, name := range o.Targets {
+		status("provisioning " + name)
+		_, id, err := bringUp(ctx, name, run, b, o.VM, logf)
+		if err != nil {
+			return outcome, err
+		}
+		outcome.Targets[name] = id
+		logf("%s: %s, kernel %s, %d CPUs, %s", name, id.Engine, id.Kernel, id.CPUs, HumanBytes(id.MemoryBytes))
+		ids = append(ids, id)
+	}
+
+	digest := func(p string) manifests.Digest {
+		f, _ := b.Verified.Manifest.File(p)
+		return f.Digest
+	}
+	arch := "bin/linux-" + runtime.GOARCH + "/"
+	samples, runErr := runner.RunEngine(ctx, runner.EngineOptions{
+		RunID: run.ID, Ledger: run.Ledger, Targets: ids, BundleID: b.Verified.Name, Image: b.Image,
+		RunnerSHA256: digest(arch + "sealbench"), StandinSHA256: digest(arch + "standin"),
+		Cells: o.Cells, Samples: o.Samples, Seed: o.Seed, Native: o.Native, OutDir: out,
+		Tools: map[string]string{"sealbench": version.Version, "go": runtime.Version()},
+		Log:   logf, Status: status,
+	})
+	outcome.Samples = len(samples)
+	for _, s := range samples {
+		if s.Status != manifests.StatusOK {
+			outcome.Failed++
+		}
+	}
+	if runErr != nil {
+		var names []string
+		for _, id := range ids {
+			names = append(names, id.Target)
+		}
+		missing := missingSamples(stats.Interleave(names, o.Cells, o.Samples, o.Seed), samples)
+		return outcome, fmt.Errorf("run %s stopped with %d samples missing (%s; the %d done are in %s): %w",
+			run.ID, len(missing), strings.Join(missing, ", "), len(samples), out, runErr)
+	}
+	md, err := WriteReport(out)
+	if err != nil {
+		return outcome, err
+	}
+	if o.Report != nil {
+		o.Report(md)
+	}
+	if outcome.Failed > 0 {
+		return outcome, &cliutil.UserError{Code: ExitMismatch, Err: fmt.Errorf("%d of %d samples failed", outcome.Failed, len(samples)),
+			Hint: "each failed sample's reason is in " + filepath.Join(out, "samples.jsonl")}
+	}
+	return outcome, nil
+}
+
+// WriteReport writes out/report.md from the samples there and returns it.
+func WriteReport(out string) (string, error) {
+	inputs, err := report.Load([]string{out})
+	if err != nil {
+		return "", err
+	}
+	rep, err := report.Build(inputs, report.Options{})
+	if err != nil {
+		return "", err
+	}
+	var md strings.Builder
+	if err := report.Write(&md, rep, "md"); err != nil {
+		return "", err
+	}
+	return md.String(), atomicfile.WriteFile(filepath.Join(out, "report.md"), []byte(md.String()), 0o644)
+}
+
+// finish tears the run down (unless keep) and audits it, whatever runErr
+// is: success, a failure, or Ctrl-C (ctx is done then; teardown runs all
+// the same). It returns the error to exit with: the first of them that
+// has an exit code decides it.
+func finish(ctx context.Context, run *provision.Run, keep bool, o *RunOutcome, runErr error, logf func(string, ...any), status func(string)) error {
+	ctx = context.WithoutCancel(ctx)
+	errs := multierror.Append(nil, runErr)
+	if keep {
+		o.Kept = true
+		logf("--keep: the targets stay up; take them down with `sealbench teardown --run %s`", run.ID)
+		return firstCoded(errs.ErrorOrNil())
+	}
+	status("tearing down run " + run.ID)
+	run.Close()
+	td, err := provision.Teardown(ctx, run.Dir, provision.TeardownOptions{Log: logf})
+	o.Teardown = td
+	if err != nil {
+		errs = multierror.Append(errs, &cliutil.UserError{Code: cliutil.ExitFailed, Err: fmt.Errorf("tearing down run %s: %w", run.ID, err),
+			Hint: "fix the causes above and run `sealbench teardown --run " + run.ID + "`"})
+	}
+	status("auditing run " + run.ID)
+	a, err := provision.Audit(ctx, provision.AuditOptions{StateDir: filepath.Dir(filepath.Dir(run.Dir)), Run: run.ID})
+	switch {
+	case err != nil:
+		errs = multierror.Append(errs, fmt.Errorf("auditing run %s: %w", run.ID, err))
+	case len(a.Leftovers) > 0:
+		o.Leftovers = a.Leftovers
+		var ls []string
+		for _, r := range a.Leftovers {
+			ls = append(ls, "  "+r.String())
+		}
+		errs = multierror.Append(errs, &cliutil.UserError{Code: ExitMismatch, Err: fmt.Errorf("the audit found %d leftovers of run %s:\n%s", len(ls), run.ID, strings.Join(ls, "\n")),
+			Hint: "run `sealbench teardown --run " + run.ID + "`, or `sealbench audit --fix`"})
+	default:
+		logf("torn down; the audit finds nothing left of run %s", run.ID)
+	}
+	return firstCoded(errs.ErrorOrNil())
+}
+
+// firstCoded returns err with the exit code of the first error in it that
+// has one (an interrupt, a failed sample), so that several errors exit as
+// the first of them would alone.
+func firstCoded(err error) error {
+	var me *multierror.Error
+	if !errors.As(err, &me) || len(me.Errors) == 0 {
+		return err
+	}
+	if len(me.Errors) == 1 {
+		return me.Errors[0]
+	}
+	first := me.Errors[0]
+	msgs := make([]string, len(me.Errors))
+	for i, e := range me.Errors {
+		msgs[i] = e.Error()
+	}
+	return &wrapped{first: first, msg: strings.Join(msgs, "\n")}
+}
+
+// wrapped is several errors that exit as the first would.
+type wrapped struct {
+	first error
+	msg   string
+}
+
+func (w *wrapped) Error() string { return w.msg }
+func (w *wrapped) Unwrap() error { return w.first }
+
+// missingSamples names the slots of the run's order that have no sample
+// ("local C03 round 2"), at most ten and a count of the rest.
+func missingSamples(order []stats.Slot, done []manifests.Sample) []string {
+	have := map[stats.Slot]bool{}
+	for _, s := range done {
+		have[stats.Slot{Round: s.Round, Target: s.Target, Cell: s.Cell}] = true
+	}
+	var out []string
+	n := 0
+	for _, sl := range order {
+		if have[sl] {
+			continue
+		}
+		if n++; n <= 10 {
+			out = append(out, fmt.Sprintf("%s %s round %d", sl.Target, sl.Cell, sl.Round))
+		}
+	}
+	if n > 10 {
+		out = append(out, fmt.Sprintf("and %d more", n-10))
+	}
+	return out
+}
+
+// HumanBytes says n bytes in binary units: "2.0 GiB".
+func HumanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
