@@ -4,6 +4,7 @@ package uring
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -24,6 +25,10 @@ const (
 	// pollTag marks the completion of the eventfd poll that wakes a queue.
 	pollTag = math.MaxUint64
 )
+
+// failQueue, when not -1, is a queue that fails to start: tests use it to
+// see the fallback after a partial registration.
+var failQueue = -1
 
 // entry is one ring entry: a request buffer registered with the kernel.
 type entry struct {
@@ -82,6 +87,9 @@ func (q *queue) run(started chan<- error) {
 		q.pinned.Store(unix.SchedSetaffinity(0, &set) == nil)
 	}
 	err := q.setup()
+	if err == nil && q.qid == failQueue {
+		err = errors.New("failing on purpose (test)")
+	}
 	if err == nil {
 		err = q.register()
 	}

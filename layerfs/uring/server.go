@@ -114,16 +114,19 @@ func Mount(dir string, raw fuse.RawFileSystem, mopts *fuse.MountOptions, opts Op
 	}
 	s := &Server{dir: dir, dev: &devFS{RawFileSystem: raw}, ringFd: -1, done: make(chan struct{})}
 	if opts.Transport == Dev {
-		return s, s.mountDev(mopts)
+		err = s.mountDev(mopts)
+	} else if why := Available(); why == nil {
+		err = s.mountURing(raw, mopts, opts)
+	} else if opts.Transport == URing {
+		return nil, fmt.Errorf("mounting %q over io_uring: %w", dir, why)
+	} else {
+		s.reason = why
+		err = s.mountDev(mopts)
 	}
-	if err := Available(); err != nil {
-		if opts.Transport == URing {
-			return nil, fmt.Errorf("mounting %q over io_uring: %w", dir, err)
-		}
-		s.reason = err
-		return s, s.mountDev(mopts)
+	if err != nil {
+		return nil, err
 	}
-	return s, s.mountURing(raw, mopts, opts)
+	return s, nil
 }
 
 // mountDev is go-fuse's mount and loop, untouched.
@@ -191,13 +194,14 @@ func (s *Server) mountURing(raw fuse.RawFileSystem, mopts *fuse.MountOptions, op
 	// /dev/fuse for good).
 	s.transport = URing
 	if s.ringFd, err = unix.Dup(fd); err != nil {
-		s.failRegistration()
+		s.ringFd = -1
+		failRegistration(fd)
 		return s.fallBack(opts, fmt.Errorf("%w: dup of /dev/fuse: %v", ErrNotNegotiated, err))
 	}
 	unix.CloseOnExec(s.ringFd)
 	s.ps = fuse.NewProtocolServer(raw, &mo)
 	if err := replayInit(s.ps, ks); err != nil {
-		s.failRegistration()
+		failRegistration(s.ringFd)
 		return s.fallBack(opts, err)
 	}
 	s.serve()
@@ -238,19 +242,15 @@ func (s *Server) fallBack(opts Options, why error) error {
 	return nil
 }
 
-// failRegistration sends a registration the kernel must refuse, which
-// turns io_uring off on this connection, so requests held for the rings go
-// to /dev/fuse instead of waiting forever.
-func (s *Server) failRegistration() {
+// failRegistration sends, on the /dev/fuse descriptor fd, a registration
+// the kernel must refuse, which turns io_uring off on the connection, so
+// requests held for the rings go to /dev/fuse instead of waiting forever.
+func failRegistration(fd int) {
 	r, err := newRing(2)
 	if err != nil {
 		return
 	}
 	defer r.close()
-	fd := s.ringFd
-	if fd < 0 {
-		return
-	}
 	sqe := r.sqe()
 	sqe[sqeOpcode] = opURingCmd
 	binary.LittleEndian.PutUint32(sqe[sqeFd:], uint32(fd))
@@ -453,7 +453,7 @@ func countCPUs(list string) (int, error) {
 func (s *Server) startQueues(mo *fuse.MountOptions, opts Options) error {
 	n, err := possibleCPUs()
 	if err != nil {
-		s.failRegistration()
+		failRegistration(s.ringFd)
 		return fmt.Errorf("%w: %v", ErrNotNegotiated, err)
 	}
 	page := os.Getpagesize()
@@ -467,7 +467,7 @@ func (s *Server) startQueues(mo *fuse.MountOptions, opts Options) error {
 			for _, q := range queues {
 				unix.Close(q.evfd)
 			}
-			s.failRegistration()
+			failRegistration(s.ringFd)
 			return fmt.Errorf("%w: eventfd: %v", ErrNotNegotiated, err)
 		}
 		queues = append(queues, &queue{s: s, qid: qid, depth: opts.QueueDepth, payloadSize: payload,
@@ -486,7 +486,7 @@ func (s *Server) startQueues(mo *fuse.MountOptions, opts Options) error {
 		}
 	}
 	if len(errs) > 0 {
-		s.failRegistration()
+		failRegistration(s.ringFd)
 		s.stopQueues()
 		return fmt.Errorf("%w: starting the io_uring queues: %w", ErrNotNegotiated, errors.Join(errs...))
 	}

@@ -133,23 +133,7 @@ func TestURing(t *testing.T) {
 			t.Fatalf("Available with enable_uring off: %v, want ErrNotNegotiated", err)
 		}
 		src, mnt := t.TempDir(), t.TempDir()
-		root, _ := fs.NewLoopbackRoot(src)
-		o := options()
-		if s, err := Mount(mnt, fs.NewNodeFS(root, o), &o.MountOptions, Options{Transport: URing}); !errors.Is(err, ErrNotNegotiated) {
-			if err == nil {
-				s.Unmount()
-			}
-			t.Fatalf("Mount(URing) with enable_uring off: %v, want ErrNotNegotiated", err)
-		} else {
-			t.Logf("Mount(URing): %v", err)
-		}
-		if isMounted(mnt) {
-			t.Fatalf("a refused Mount(URing) left %s mounted", mnt)
-		}
-		s := mountLoopback(t, src, mnt, Auto)
-		if s.Transport() != Dev || !errors.Is(s.Reason(), ErrNotNegotiated) {
-			t.Fatalf("Mount(Auto) with enable_uring off: transport %s, reason %v", s.Transport(), s.Reason())
-		}
+		s := wantFallback(t, src, mnt)
 		if err := os.WriteFile(filepath.Join(mnt, "f"), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -158,6 +142,7 @@ func TestURing(t *testing.T) {
 		}
 	})
 
+	t.Run("FailedQueue", testFailedQueue)
 	t.Run("Rings", testRings)
 	t.Run("NoPoll", testNoPoll)
 	t.Run("Posix", testPosix)
@@ -189,6 +174,58 @@ func TestCountCPUs(t *testing.T) {
 		if _, err := countCPUs(list); err == nil {
 			t.Errorf("countCPUs(%q) succeeded", list)
 		}
+	}
+}
+
+// wantFallback checks that, as things are, Mount of a loopback of src at
+// mnt over URing fails with ErrNotNegotiated and leaves nothing mounted,
+// and that over Auto it mounts on /dev/fuse and says why.
+func wantFallback(t *testing.T, src, mnt string) *Server {
+	t.Helper()
+	root, _ := fs.NewLoopbackRoot(src)
+	o := options()
+	if s, err := Mount(mnt, fs.NewNodeFS(root, o), &o.MountOptions, Options{Transport: URing}); !errors.Is(err, ErrNotNegotiated) {
+		if err == nil {
+			s.Unmount()
+		}
+		t.Fatalf("Mount(URing): %v, want ErrNotNegotiated", err)
+	} else {
+		t.Logf("Mount(URing): %v", err)
+	}
+	if isMounted(mnt) {
+		t.Fatalf("a refused Mount(URing) left %s mounted", mnt)
+	}
+	s := mountLoopback(t, src, mnt, Auto)
+	if s.Transport() != Dev || !errors.Is(s.Reason(), ErrNotNegotiated) {
+		t.Fatalf("Mount(Auto): transport %s, reason %v; want dev and why", s.Transport(), s.Reason())
+	}
+	return s
+}
+
+// testFailedQueue: when one queue fails to start after others registered,
+// the kernel is told to give up io_uring on the connection, and the mount
+// works over /dev/fuse (Auto) or is gone (URing).
+func testFailedQueue(t *testing.T) {
+	n, err := possibleCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	failQueue = n - 1
+	defer func() { failQueue = -1 }()
+	src, mnt := t.TempDir(), t.TempDir()
+	s := wantFallback(t, src, mnt)
+	done := make(chan error, 1)
+	go func() { done <- os.WriteFile(filepath.Join(mnt, "f"), []byte("x"), 0o644) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("requests hang after the fallback (the kernel still waits for the rings?)")
+	}
+	if st := s.Stats(); st.DevRequests == 0 || st.RingRequests != 0 {
+		t.Errorf("after the fallback: %+v", st)
 	}
 }
 
