@@ -8,9 +8,11 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// devFS is the RawFileSystem the /dev/fuse loop (go-fuse's fuse.Server)
-// calls: the file system itself, counting the requests that reach it that
-// way, so that Stats can tell the two transports apart. One method per
+// devFS is the RawFileSystem go-fuse's fuse.Server calls when it reads
+// /dev/fuse (the Dev transport, or a kernel that did not offer io_uring):
+// the file system itself, counting the requests that reach it that way, so
+// that Stats can tell the two transports apart (a devLoop counts into the
+// same fields). One method per
 // method of go-fuse v2.12.1's RawFileSystem; FORGET is counted on its own,
 // since it always comes through /dev/fuse.
 type devFS struct {

@@ -76,12 +76,13 @@ type Server struct {
 	done      chan struct{}
 }
 
-// serve starts the /dev/fuse loop once; when it ends (the mount is gone),
-// the queues are stopped and Wait returns.
-func (s *Server) serve() {
+// serve starts a /dev/fuse loop, once: go-fuse's (s.fuse.Serve) or ours
+// (a devLoop). When it ends (the mount is gone), the queues are stopped
+// and Wait returns.
+func (s *Server) serve(loop func()) {
 	s.serveOnce.Do(func() {
 		go func() {
-			s.fuse.Serve()
+			loop()
 			s.stopQueues()
 			if s.ringFd >= 0 {
 				unix.Close(s.ringFd)
@@ -137,7 +138,7 @@ func (s *Server) mountDev(mopts *fuse.MountOptions) error {
 		return fmt.Errorf("mounting %q: %w", s.dir, err)
 	}
 	s.fuse = srv
-	s.serve()
+	s.serve(srv.Serve)
 	if err := srv.WaitMount(); err != nil {
 		srv.Unmount()
 		return fmt.Errorf("mounting %q: %w", s.dir, err)
@@ -180,7 +181,7 @@ func (s *Server) mountURing(raw fuse.RawFileSystem, mopts *fuse.MountOptions, op
 		// the connection is an ordinary /dev/fuse one.
 		s.transport = Dev
 		s.reason = fmt.Errorf("%w: the kernel's INIT did not offer it (protocol %d.%d)", ErrNotNegotiated, ks.Major, ks.Minor)
-		s.serve()
+		s.serve(srv.Serve)
 		if opts.Transport == URing {
 			s.Unmount()
 			return fmt.Errorf("mounting %q over io_uring: %w", s.dir, s.reason)
@@ -204,7 +205,9 @@ func (s *Server) mountURing(raw fuse.RawFileSystem, mopts *fuse.MountOptions, op
 		failRegistration(s.ringFd)
 		return s.fallBack(opts, err)
 	}
-	s.serve()
+	// From here /dev/fuse is read by a devLoop, never by go-fuse's
+	// Server: see devLoop.
+	s.serve(newDevLoop(s, fd, payloadSize(&mo)).run)
 	if err := s.startQueues(&mo, opts); err != nil {
 		return s.fallBack(opts, err)
 	}
@@ -233,7 +236,7 @@ func pollHack(dir string) {
 func (s *Server) fallBack(opts Options, why error) error {
 	s.transport = Dev
 	s.reason = why
-	s.serve()
+	s.serve(s.fuse.Serve) // unless a devLoop runs already
 	if opts.Transport == URing {
 		s.Unmount()
 		return fmt.Errorf("mounting %q over io_uring: %w", s.dir, why)
@@ -448,6 +451,14 @@ func countCPUs(list string) (int, error) {
 	return n, nil
 }
 
+// payloadSize is the size of a request's payload buffer: the kernel wants
+// room for the largest request or reply (the ring's max_payload_sz).
+func payloadSize(mo *fuse.MountOptions) int {
+	page := os.Getpagesize()
+	payload := max(minReadBuffer, mo.MaxWrite, defaultMaxPagesPerRq*page)
+	return (payload + page - 1) / page * page
+}
+
 // startQueues registers every queue and returns once each has registered
 // its entries or failed.
 func (s *Server) startQueues(mo *fuse.MountOptions, opts Options) error {
@@ -456,9 +467,7 @@ func (s *Server) startQueues(mo *fuse.MountOptions, opts Options) error {
 		failRegistration(s.ringFd)
 		return fmt.Errorf("%w: %v", ErrNotNegotiated, err)
 	}
-	page := os.Getpagesize()
-	payload := max(minReadBuffer, mo.MaxWrite, defaultMaxPagesPerRq*page)
-	payload = (payload + page - 1) / page * page
+	payload := payloadSize(mo)
 	started := make(chan error, n)
 	var queues []*queue
 	for qid := 0; qid < n; qid++ {

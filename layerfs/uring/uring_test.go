@@ -149,6 +149,7 @@ func TestURing(t *testing.T) {
 	t.Run("Passthrough", testPassthrough)
 	t.Run("Unmount", testUnmount)
 	t.Run("Kill", testKill)
+	t.Run("Interrupt", testInterrupt)
 }
 
 func TestParseTransport(t *testing.T) {
@@ -480,6 +481,68 @@ func startDaemon(t *testing.T, mnt string, tr Transport, mode string) (*exec.Cmd
 		t.Fatalf("daemon said %q (%v), want %q", lines.Text(), lines.Err(), "mounted "+string(tr))
 	}
 	return cmd, lines
+}
+
+// intrFS is a loopback whose LOOKUP of "intr" waits for the request to be
+// interrupted, and says so on interrupted, or gives up after 10s.
+type intrFS struct {
+	fuse.RawFileSystem
+	blocked     chan struct{}
+	interrupted chan struct{}
+}
+
+func (f *intrFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	if name != "intr" {
+		return f.RawFileSystem.Lookup(cancel, h, name, out)
+	}
+	f.blocked <- struct{}{}
+	select {
+	case <-cancel:
+		f.interrupted <- struct{}{}
+		return fuse.EINTR
+	case <-time.After(10 * time.Second):
+		return fuse.ENOENT
+	}
+}
+
+// testInterrupt: a process waiting for a request served on a ring gets a
+// signal; the kernel sends INTERRUPT on /dev/fuse, and it must reach the
+// request on the ring (its cancel channel), as it does over /dev/fuse.
+func testInterrupt(t *testing.T) {
+	stat := testenv.NeedCommand(t, "stat")
+	for _, tr := range []Transport{Dev, URing} {
+		t.Run(string(tr), func(t *testing.T) {
+			src, mnt := t.TempDir(), t.TempDir()
+			root, _ := fs.NewLoopbackRoot(src)
+			o := options()
+			f := &intrFS{RawFileSystem: fs.NewNodeFS(root, o), blocked: make(chan struct{}, 1), interrupted: make(chan struct{}, 1)}
+			s, err := Mount(mnt, f, &o.MountOptions, Options{Transport: tr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Unmount()
+			if s.Transport() != tr {
+				t.Fatalf("transport %s: %v", s.Transport(), s.Reason())
+			}
+			cmd := exec.Command(stat, filepath.Join(mnt, "intr"))
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			select {
+			case <-f.blocked:
+			case <-time.After(10 * time.Second):
+				t.Fatal("LOOKUP never came")
+			}
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-f.interrupted:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the request was not interrupted")
+			}
+			cmd.Wait()
+		})
+	}
 }
 
 // blockFS is a loopback whose LOOKUP of "block" says so and never returns.
