@@ -71,12 +71,17 @@ func options() *fs.Options {
 // mountLoopback mounts go-fuse's loopback of src at mnt over transport t.
 func mountLoopback(tb testing.TB, src, mnt string, t Transport) *Server {
 	tb.Helper()
+	return mountLoopbackOpts(tb, src, mnt, Options{Transport: t})
+}
+
+func mountLoopbackOpts(tb testing.TB, src, mnt string, opts Options) *Server {
+	tb.Helper()
 	root, err := fs.NewLoopbackRoot(src)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	o := options()
-	s, err := Mount(mnt, fs.NewNodeFS(root, o), &o.MountOptions, Options{Transport: t})
+	s, err := Mount(mnt, fs.NewNodeFS(root, o), &o.MountOptions, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -144,6 +149,7 @@ func TestURing(t *testing.T) {
 
 	t.Run("FailedQueue", testFailedQueue)
 	t.Run("Rings", testRings)
+	t.Run("Depth1", testDepth1)
 	t.Run("NoPoll", testNoPoll)
 	t.Run("Posix", testPosix)
 	t.Run("Passthrough", testPassthrough)
@@ -298,6 +304,41 @@ func testRings(t *testing.T) {
 		}
 	}
 	if st.DevRequests != 0 {
+		t.Errorf("%d requests came through /dev/fuse", st.DevRequests)
+	}
+}
+
+// testDepth1: with one entry per queue, many requests at once from every
+// CPU wait in the kernel for the entry, and all are served.
+func testDepth1(t *testing.T) {
+	src, mnt := t.TempDir(), t.TempDir()
+	s := mountLoopbackOpts(t, src, mnt, Options{Transport: URing, QueueDepth: 1})
+	errs := make(chan error, 16)
+	for g := 0; g < 16; g++ {
+		go func() {
+			for i := 0; i < 50; i++ {
+				p := filepath.Join(mnt, fmt.Sprintf("g%d-%d", g, i))
+				if err := os.WriteFile(p, []byte(p), 0o644); err != nil {
+					errs <- err
+					return
+				}
+				if b, err := os.ReadFile(p); err != nil || string(b) != p {
+					errs <- fmt.Errorf("reading %s: %q, %v", p, b, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for g := 0; g < 16; g++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if names, err := os.ReadDir(mnt); err != nil || len(names) != 16*50 {
+		t.Errorf("readdir: %d names, %v", len(names), err)
+	}
+	if st := s.Stats(); st.DevRequests != 0 {
 		t.Errorf("%d requests came through /dev/fuse", st.DevRequests)
 	}
 }
