@@ -206,7 +206,9 @@ func (s *Server) mountURing(raw fuse.RawFileSystem, mopts *fuse.MountOptions, op
 		return s.fallBack(opts, err)
 	}
 	// From here /dev/fuse is read by a devLoop, never by go-fuse's
-	// Server: see devLoop.
+	// Server: see devLoop. The descriptor stays the Server's (an
+	// os.File, closed when the Server is collected): closing it here too
+	// could close a later descriptor that reused its number.
 	s.serve(newDevLoop(s, fd, payloadSize(&mo)).run)
 	if err := s.startQueues(&mo, opts); err != nil {
 		return s.fallBack(opts, err)
