@@ -220,14 +220,22 @@ func (e *LedgerEntry) MarshalLine() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// LedgerError is a problem at one line of a ledger.
-type LedgerError struct {
-	Line int // from 1
+// LineError is a problem at one line of a file with one record a line: a
+// ledger, a samples file.
+type LineError struct {
+	File string // what the file is, for the message ("ledger"); may be empty
+	Line int    // from 1
 	Err  error
 }
 
-func (e *LedgerError) Error() string { return fmt.Sprintf("ledger line %d: %v", e.Line, e.Err) }
-func (e *LedgerError) Unwrap() error { return e.Err }
+func (e *LineError) Error() string {
+	if e.File == "" {
+		return fmt.Sprintf("line %d: %v", e.Line, e.Err)
+	}
+	return fmt.Sprintf("%s line %d: %v", e.File, e.Line, e.Err)
+}
+
+func (e *LineError) Unwrap() error { return e.Err }
 
 // ErrLedgerTruncated is the warning ReadLedger gives for a last line cut
 // off mid-write: the process writing it was stopped (a crash, kill -9).
@@ -248,25 +256,25 @@ func ReadLedger(r io.Reader) (entries []LedgerEntry, warnings []error, err error
 			return entries, warnings, nil
 		}
 		if errors.Is(err, errTornLine) {
-			return entries, append(warnings, &LedgerError{Line: line, Err: ErrLedgerTruncated}), nil
+			return entries, append(warnings, &LineError{File: "ledger", Line: line, Err: ErrLedgerTruncated}), nil
 		}
 		if err != nil {
-			return nil, nil, &LedgerError{Line: line, Err: err}
+			return nil, nil, &LineError{File: "ledger", Line: line, Err: err}
 		}
 		if line > MaxLedgerEntries {
-			return nil, nil, &LedgerError{Line: line, Err: fmt.Errorf("more than %d entries", MaxLedgerEntries)}
+			return nil, nil, &LineError{File: "ledger", Line: line, Err: fmt.Errorf("more than %d entries", MaxLedgerEntries)}
 		}
 		e, err := ParseLedgerLine(b)
 		if err != nil {
-			return nil, nil, &LedgerError{Line: line, Err: err}
+			return nil, nil, &LineError{File: "ledger", Line: line, Err: err}
 		}
 		if len(entries) > 0 {
 			prev := entries[len(entries)-1]
 			if e.RunID != prev.RunID {
-				return nil, nil, &LedgerError{Line: line, Err: fmt.Errorf("run id %q differs from %q: a ledger holds one run", e.RunID, prev.RunID)}
+				return nil, nil, &LineError{File: "ledger", Line: line, Err: fmt.Errorf("run id %q differs from %q: a ledger holds one run", e.RunID, prev.RunID)}
 			}
 			if e.Seq <= prev.Seq {
-				return nil, nil, &LedgerError{Line: line, Err: fmt.Errorf("seq %d does not follow %d", e.Seq, prev.Seq)}
+				return nil, nil, &LineError{File: "ledger", Line: line, Err: fmt.Errorf("seq %d does not follow %d", e.Seq, prev.Seq)}
 			}
 		}
 		entries = append(entries, *e)

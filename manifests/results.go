@@ -296,15 +296,6 @@ func (s *Sample) MarshalLine() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// SamplesError is a problem at one line of a samples file.
-type SamplesError struct {
-	Line int // from 1
-	Err  error
-}
-
-func (e *SamplesError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
-func (e *SamplesError) Unwrap() error { return e.Err }
-
 // ErrTruncated says that a samples file ends inside a line: the writer was
 // stopped while appending.
 var ErrTruncated = errors.New("the last line is cut off (no newline at the end): the run was interrupted while writing it")
@@ -327,24 +318,24 @@ func ReadSamples(r io.Reader) ([]Sample, error) {
 			err = ErrTruncated
 		}
 		if err != nil {
-			return nil, &SamplesError{Line: line, Err: err}
+			return nil, &LineError{Line: line, Err: err}
 		}
 		s, err := parseSampleLine(b)
 		if err != nil {
-			return nil, &SamplesError{Line: line, Err: err}
+			return nil, &LineError{Line: line, Err: err}
 		}
 		if len(out) > 0 {
 			first := out[0]
 			if s.RunID != first.RunID {
-				return nil, &SamplesError{Line: line, Err: fmt.Errorf("run id %q differs from %q on line 1: a samples file holds one run", s.RunID, first.RunID)}
+				return nil, &LineError{Line: line, Err: fmt.Errorf("run id %q differs from %q on line 1: a samples file holds one run", s.RunID, first.RunID)}
 			}
 			if s.BundleID != first.BundleID {
-				return nil, &SamplesError{Line: line, Err: fmt.Errorf("bundle id %s differs from %s on line 1: one run uses one bundle, so these samples measured different code", s.BundleID, first.BundleID)}
+				return nil, &LineError{Line: line, Err: fmt.Errorf("bundle id %s differs from %s on line 1: one run uses one bundle, so these samples measured different code", s.BundleID, first.BundleID)}
 			}
 		}
 		key := fmt.Sprintf("%s/%s round %d", s.Target, s.Cell, s.Round)
 		if prev, ok := seen[key]; ok {
-			return nil, &SamplesError{Line: line, Err: fmt.Errorf("%s appears again (first on line %d)", key, prev)}
+			return nil, &LineError{Line: line, Err: fmt.Errorf("%s appears again (first on line %d)", key, prev)}
 		}
 		seen[key] = line
 		out = append(out, *s)

@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -140,4 +141,23 @@ func ListRuns(stateDir string) ([]string, error) {
 // within reports whether p is dir or below it.
 func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
+}
+
+// Held lists what of the run's ledger entries for target is still there:
+// the common half of every Target's Inventory.
+func (r *Run) Held(ctx context.Context, target string) ([]Resource, error) {
+	var out []Resource
+	for _, e := range r.Ledger.Entries() {
+		if e.Target != target {
+			continue
+		}
+		ok, detail, err := Exists(ctx, r.Dir, e)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, Resource{Target: target, Run: r.ID, Kind: e.Kind, Key: e.Key, Detail: detail})
+		}
+	}
+	return out, nil
 }

@@ -3,11 +3,9 @@
 package main
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,12 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/internal/testimage"
 	"github.com/sealbench/sealbench/standin/inventory"
 )
 
@@ -42,54 +36,8 @@ func buildStandin(t *testing.T) string {
 // busyboxSaveTar is a busybox-static root filesystem as `docker save` writes it.
 func busyboxSaveTar(t *testing.T, tag string) []byte {
 	t.Helper()
-	bbPath := testenv.NeedCommand(t, "busybox")
-	bb, err := os.ReadFile(bbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lb bytes.Buffer
-	tw := tar.NewWriter(&lb)
-	hdr := func(h *tar.Header) {
-		h.ModTime = time.Unix(1700000000, 0)
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, d := range []string{"bin/", "etc/", "tmp/", "proc/", "dev/", "sys/", "root/"} {
-		hdr(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755})
-	}
-	hdr(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bb))})
-	tw.Write(bb)
-	passwd := "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n"
-	hdr(&tar.Header{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(passwd))})
-	tw.Write([]byte(passwd))
-	for _, a := range []string{"sh", "cat", "echo", "sleep", "true", "id", "ls"} {
-		hdr(&tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777})
-	}
-	tw.Close()
-	layerBytes := lb.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerBytes)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, _ := img.ConfigFile()
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config.Cmd = []string{"sh"}
-	cf.Config.Env = []string{"PATH=/bin"}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
-	ref, err := name.NewTag(tag)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var buf bytes.Buffer
-	if err := tarball.Write(ref, img, &buf); err != nil {
+	if _, err := testimage.Busybox(testenv.NeedCommand(t, "busybox"), tag, &buf); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()

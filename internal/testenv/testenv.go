@@ -159,3 +159,20 @@ func Forbidden(deps []string, patterns ...string) []string {
 	}
 	return bad
 }
+
+// OnlyDeps fails t when pkg, built for linux and for darwin, links a
+// package outside the standard library that allowed does not name.
+func OnlyDeps(t testing.TB, pkg string, allowed ...string) {
+	t.Helper()
+	for _, goos := range []string{"linux", "darwin"} {
+		for _, d := range Deps(t, goos, pkg) {
+			ok := false
+			for _, a := range allowed {
+				ok = ok || d == a
+			}
+			if !ok {
+				t.Errorf("%s (%s) links %s", pkg, goos, d)
+			}
+		}
+	}
+}

@@ -68,9 +68,6 @@ const (
 	GuestState  = "/var/lib/sealbench/standin"
 )
 
-// GuestStandin is the stand-in's path inside a VM of arch (amd64, arm64).
-func GuestStandin(arch string) string { return "/opt/sealbench/bin/linux-" + arch + "/standin" }
-
 // Errors Check answers, wrapped with the details; the CLI tells them apart
 // with errors.Is.
 var (
@@ -88,31 +85,13 @@ var spec = toolexec.Spec{Default: DefaultTool, Min: MinVersion, MinWhy: "for --n
 
 var _ provision.Target = (*Apple)(nil)
 
-// Options configures the apple target.
+// Options configures the apple target: what every VM target takes, and
+// whether to start the container system service.
 type Options struct {
-	Run *provision.Run
-	// Image is the Sandbox image (the bundle at /opt/sealbench): the VM's
-	// root filesystem. InstallImage loads an image into the stand-in
-	// inside, as for every target.
-	Image engine.Image
-	// Tool is the `container` binary: a path, or a name on PATH (default
-	// "container").
-	Tool string
-	// CPUs and MemoryBytes size the VM (default 4 and 4 GiB; memory is
-	// rounded down to whole MiB, as the tool takes it).
-	CPUs        int
-	MemoryBytes int64
-	// Arch is the VM's architecture, naming the stand-in's directory in
-	// the bundle (default this host's: arm64 on Apple silicon).
-	Arch string
+	vmtarget.Options
 	// StartSystem runs `container system start` when the service is not
 	// running, instead of failing.
 	StartSystem bool
-	// ReadyTimeout bounds the wait for the stand-in to answer (default 2m:
-	// a VM boots first). CommandTimeout bounds each command (default 2m),
-	// LoadTimeout the image load (default 10m).
-	ReadyTimeout, CommandTimeout, LoadTimeout time.Duration
-	Log                                       func(format string, args ...any)
 }
 
 // Apple is one `container` VM running the stand-in.
@@ -125,8 +104,7 @@ type Apple struct {
 // nothing; a missing tool is found by Create (and Check).
 func New(o Options) (*Apple, error) {
 	vm, err := vmtarget.New(vmtarget.Config{Target: Name, What: "the apple VM", Spec: spec,
-		Run: o.Run, Image: o.Image, Tool: o.Tool, CPUs: o.CPUs, MemoryBytes: o.MemoryBytes, Arch: o.Arch,
-		ReadyTimeout: o.ReadyTimeout, CommandTimeout: o.CommandTimeout, LoadTimeout: o.LoadTimeout, Log: o.Log})
+		Options: o.Options})
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +177,7 @@ func (a *Apple) Create(ctx context.Context) error {
 		"--network", "none",
 		"--publish-socket", vm.Sock + ":" + GuestSocket,
 		img.Ref,
-		GuestStandin(vm.C.Arch), "serve", "--socket", GuestSocket, "--state", GuestState}
+		vmtarget.GuestStandin(vm.C.Arch), "serve", "--socket", GuestSocket, "--state", GuestState}
 	if _, err := t.Run(ctx, args...); err != nil {
 		return fmt.Errorf("starting the apple VM: %w", err)
 	}

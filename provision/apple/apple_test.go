@@ -18,6 +18,7 @@ import (
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/apple"
 	"github.com/sealbench/sealbench/provision/internal/toolexec/faketool"
+	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 	"github.com/sealbench/sealbench/provision/internal/vmtest"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 )
@@ -31,7 +32,7 @@ func fakeTool(t *testing.T, opt string) string { return vmtest.FakeTool(t, faket
 
 func newApple(t *testing.T, run *provision.Run, img engine.Image, mod ...func(*apple.Options)) *apple.Apple {
 	t.Helper()
-	o := apple.Options{Run: run, Image: img, CPUs: 2, MemoryBytes: 1 << 30, ReadyTimeout: 30 * time.Second, Log: t.Logf}
+	o := apple.Options{Options: vmtarget.Options{Run: run, Image: img, CPUs: 2, MemoryBytes: 1 << 30, ReadyTimeout: 30 * time.Second, Log: t.Logf}}
 	for _, m := range mod {
 		m(&o)
 	}
@@ -79,7 +80,7 @@ func TestCommandLines(t *testing.T) {
 		[]string{"container", "image", "load", "--input", img.Tar},
 		[]string{"container", "run", "--detach", "--name", a.VMName(), "--label", "sealbench.run=" + run.ID, "--cpus", "2", "--memory", "1024M",
 			"--network", "none", "--publish-socket", sock + ":/tmp/sealbench-sock/standin.sock", img.Ref,
-			apple.GuestStandin(runtime.GOARCH), "serve", "--socket", "/tmp/sealbench-sock/standin.sock", "--state", "/var/lib/sealbench/standin"},
+			vmtarget.GuestStandin(runtime.GOARCH), "serve", "--socket", "/tmp/sealbench-sock/standin.sock", "--state", "/var/lib/sealbench/standin"},
 		[]string{"container", "delete", "--force", a.VMName()},
 		[]string{"container", "image", "delete", img.Ref})
 	for _, c := range vmtest.Calls(t, e.Fake) {
@@ -182,7 +183,7 @@ func TestAuditAndFixFindLabelledVMs(t *testing.T) {
 func TestNewRefusesBadOptions(t *testing.T) {
 	_, run := vmtest.NewRun(t)
 	good := engine.Image{Tar: "/x.tar", Ref: "r:t", ID: manifests.DigestOf([]byte("x"))}
-	for name, o := range map[string]apple.Options{
+	for name, o := range map[string]vmtarget.Options{
 		"no run":     {Image: good},
 		"no image":   {Run: run},
 		"no tar":     {Run: run, Image: engine.Image{Ref: "r:t", ID: good.ID}},
@@ -190,7 +191,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"tiny":       {Run: run, Image: good, MemoryBytes: 1 << 20},
 		"no ref set": {Run: run, Image: engine.Image{Tar: "/x.tar", ID: good.ID}},
 	} {
-		if _, err := apple.New(o); err == nil {
+		if _, err := apple.New(apple.Options{Options: o}); err == nil {
 			t.Errorf("%s: New accepted %+v", name, o)
 		}
 	}

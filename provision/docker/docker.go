@@ -123,20 +123,13 @@ func (d *Docker) Destroy(ctx context.Context) error {
 // Inventory lists what of the run dockerd holds: ledger entries that
 // still exist, and containers and volumes carrying the run's label.
 func (d *Docker) Inventory(ctx context.Context) ([]provision.Resource, error) {
-	var out []provision.Resource
+	out, err := d.o.Run.Held(ctx, Name)
+	if err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
-	for _, e := range d.o.Run.Ledger.Entries() {
-		if e.Target != Name {
-			continue
-		}
-		ok, detail, err := provision.Exists(ctx, d.o.Run.Dir, e)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			seen[string(e.Kind)+" "+e.Key] = true
-			out = append(out, provision.Resource{Target: Name, Run: d.o.Run.ID, Kind: e.Kind, Key: e.Key, Detail: detail})
-		}
+	for _, r := range out {
+		seen[string(r.Kind)+" "+r.Key] = true
 	}
 	cli, err := d.client()
 	if err != nil {

@@ -85,7 +85,7 @@ var _ provision.Target = (*Lima)(nil)
 
 // Guest-side paths of the stand-in.
 const (
-	guestBundleRoot   = "/opt/sealbench"
+	guestBundleRoot   = manifests.SandboxBundleDir
 	guestStandinSock  = "/run/sealbench-standin/standin.sock"
 	guestStandinState = "/var/lib/sealbench/standin"
 	standinUnit       = "sealbench-standin"
@@ -612,20 +612,7 @@ func (t *Lima) Destroy(ctx context.Context) error {
 
 // Inventory lists what of the run the lima target holds.
 func (t *Lima) Inventory(ctx context.Context) ([]provision.Resource, error) {
-	var out []provision.Resource
-	for _, e := range t.o.Run.Ledger.Entries() {
-		if e.Target != Name {
-			continue
-		}
-		ok, detail, err := provision.Exists(ctx, t.o.Run.Dir, e)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			out = append(out, provision.Resource{Target: Name, Run: t.o.Run.ID, Kind: e.Kind, Key: e.Key, Detail: detail})
-		}
-	}
-	return out, nil
+	return t.o.Run.Held(ctx, Name)
 }
 
 // DefaultVMImage is the directory `make vm-image` writes for this

@@ -266,18 +266,5 @@ func (l *Local) Destroy(ctx context.Context) error {
 
 // Inventory lists what of the run the local target holds.
 func (l *Local) Inventory(ctx context.Context) ([]provision.Resource, error) {
-	var out []provision.Resource
-	for _, e := range l.o.Run.Ledger.Entries() {
-		if e.Target != Name {
-			continue
-		}
-		ok, detail, err := provision.Exists(ctx, l.o.Run.Dir, e)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			out = append(out, provision.Resource{Target: Name, Run: l.o.Run.ID, Kind: e.Kind, Key: e.Key, Detail: detail})
-		}
-	}
-	return out, nil
+	return l.o.Run.Held(ctx, Name)
 }

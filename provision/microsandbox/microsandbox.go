@@ -73,9 +73,6 @@ const (
 	GuestLog    = "/tmp/sealbench-standin.log"
 )
 
-// GuestStandin is the stand-in's path inside a microVM of arch.
-func GuestStandin(arch string) string { return "/opt/sealbench/bin/linux-" + arch + "/standin" }
-
 // Errors Check answers, wrapped with the details.
 var (
 	ErrToolMissing = errors.New("microsandbox's msb tool is not installed")
@@ -94,28 +91,14 @@ var spec = toolexec.Spec{Default: DefaultTool, Min: MinVersion, Install: "instal
 
 var _ provision.Target = (*Microsandbox)(nil)
 
-// Options configures the microsandbox target.
+// Options configures the microsandbox target: what every VM target
+// takes, and how to start the Engine proxy.
 type Options struct {
-	Run *provision.Run
-	// Image is the Sandbox image (the bundle at /opt/sealbench): the
-	// microVM's root filesystem.
-	Image engine.Image
-	// Tool is the msb binary: a path, or a name on PATH (default "msb").
-	Tool string
-	// CPUs and MemoryBytes size the microVM (default 4 and 4 GiB).
-	CPUs        int
-	MemoryBytes int64
-	// Arch is the microVM's architecture (default this host's).
-	Arch string
+	vmtarget.Options
 	// ProxyCommand starts the Engine proxy: an absolute binary and the
 	// arguments before ProxyConfig.Args (default: this executable and
 	// ProxySubcommand, that is `sealbench msb-proxy`).
 	ProxyCommand []string
-	// ReadyTimeout bounds the wait for the stand-in to answer (default
-	// 2m), CommandTimeout each command (default 2m), LoadTimeout the
-	// image load (default 10m).
-	ReadyTimeout, CommandTimeout, LoadTimeout time.Duration
-	Log                                       func(format string, args ...any)
 }
 
 // Microsandbox is one msb microVM running the stand-in.
@@ -130,8 +113,7 @@ type Microsandbox struct {
 // New returns the microsandbox target of o.Run. It creates nothing.
 func New(o Options) (*Microsandbox, error) {
 	vm, err := vmtarget.New(vmtarget.Config{Target: Name, What: "the microVM", Spec: spec, MaxCPUs: 255,
-		Run: o.Run, Image: o.Image, Tool: o.Tool, CPUs: o.CPUs, MemoryBytes: o.MemoryBytes, Arch: o.Arch,
-		ReadyTimeout: o.ReadyTimeout, CommandTimeout: o.CommandTimeout, LoadTimeout: o.LoadTimeout, Log: o.Log})
+		Options: o.Options})
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +146,7 @@ func (m *Microsandbox) Proxy() ProxyConfig {
 	if m.vm.Tool != nil {
 		tool = m.vm.Tool.Path
 	}
-	return ProxyConfig{Socket: m.vm.Sock, Tool: tool, Name: m.vm.Name, Standin: GuestStandin(m.vm.C.Arch), GuestSocket: GuestSocket}
+	return ProxyConfig{Socket: m.vm.Sock, Tool: tool, Name: m.vm.Name, Standin: vmtarget.GuestStandin(m.vm.C.Arch), GuestSocket: GuestSocket}
 }
 
 func (m *Microsandbox) proxyRunning() bool {
@@ -222,7 +204,7 @@ func (m *Microsandbox) Create(ctx context.Context) error {
 	}
 	// The stand-in runs in the background inside; its output goes to a
 	// file there, so that this exec returns at once.
-	script := fmt.Sprintf("%s serve --socket %s --state %s >%s 2>&1 </dev/null &", GuestStandin(vm.C.Arch), GuestSocket, GuestState, GuestLog)
+	script := fmt.Sprintf("%s serve --socket %s --state %s >%s 2>&1 </dev/null &", vmtarget.GuestStandin(vm.C.Arch), GuestSocket, GuestState, GuestLog)
 	if _, err := t.Run(ctx, "exec", vm.Name, "--no-tty", "--", "/bin/sh", "-c", script); err != nil {
 		return fmt.Errorf("starting the stand-in in the microVM: %w", err)
 	}

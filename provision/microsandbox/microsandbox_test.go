@@ -16,6 +16,7 @@ import (
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/toolexec/faketool"
+	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 	"github.com/sealbench/sealbench/provision/internal/vmtest"
 	"github.com/sealbench/sealbench/provision/microsandbox"
 	"github.com/sealbench/sealbench/provision/provisiontest"
@@ -56,8 +57,8 @@ func self(t *testing.T) string {
 
 func newMsb(t *testing.T, run *provision.Run, img engine.Image) *microsandbox.Microsandbox {
 	t.Helper()
-	m, err := microsandbox.New(microsandbox.Options{Run: run, Image: img, CPUs: 2, MemoryBytes: 1 << 30, ReadyTimeout: 30 * time.Second,
-		ProxyCommand: []string{self(t), microsandbox.ProxySubcommand}, Log: t.Logf})
+	m, err := microsandbox.New(microsandbox.Options{Options: vmtarget.Options{Run: run, Image: img, CPUs: 2, MemoryBytes: 1 << 30,
+		ReadyTimeout: 30 * time.Second, Log: t.Logf}, ProxyCommand: []string{self(t), microsandbox.ProxySubcommand}})
 	if err != nil {
 		t.Fatal(err)
 	}

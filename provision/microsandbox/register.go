@@ -1,7 +1,6 @@
 package microsandbox
 
 import (
-	"context"
 	"errors"
 
 	"github.com/sealbench/sealbench/manifests"
@@ -10,22 +9,17 @@ import (
 )
 
 func init() {
-	provision.Register(provision.Registration{
+	vmtarget.Register(vmtarget.Registration{
 		Name: Name, What: "a microsandbox microVM running the stand-in (msb)", Order: 50,
-		New: func(o provision.NewOptions) (provision.Target, error) {
-			return New(Options{Run: o.Run, Image: o.Image, CPUs: o.CPUs, MemoryBytes: o.MemoryBytes, Log: o.Log})
-		},
-		Backend: vmtarget.Backend{Target: Name, Spec: spec, Holder: holder{},
-			Kinds: []manifests.ResourceKind{manifests.ResourceVM, manifests.ResourceImage}},
-		Needs: []string{"msb"},
-		Note:  "one msb microVM running the stand-in, its Engine reached through msb exec",
-		Checks: func(ctx context.Context) []provision.Check {
-			err := Check(ctx, "")
-			fix := ""
+		Needs: []string{"msb"}, Note: "one msb microVM running the stand-in, its Engine reached through msb exec",
+		Spec: spec, Holder: holder{}, Kinds: []manifests.ResourceKind{manifests.ResourceVM, manifests.ResourceImage},
+		CheckName: "msb", Check: Check,
+		Fix: func(err error) string {
 			if errors.Is(err, ErrToolMissing) || errors.Is(err, ErrToolTooOld) {
-				fix = "install microsandbox: curl -sSL https://get.microsandbox.dev | sh"
+				return "install microsandbox: curl -sSL https://get.microsandbox.dev | sh"
 			}
-			return []provision.Check{provision.ToolCheck("msb", err, fix)}
+			return ""
 		},
+		Make: func(o vmtarget.Options) (provision.Target, error) { return New(Options{Options: o}) },
 	})
 }

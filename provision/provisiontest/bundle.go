@@ -6,10 +6,7 @@ package provisiontest
 // identity file, next to the bundle where seal puts them.
 
 import (
-	"archive/tar"
-	"bytes"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,15 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/internal/testimage"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/vmimages"
 )
@@ -178,66 +171,10 @@ func (e *buildError) Error() string {
 	return "building the stand-in: " + e.err.Error() + "\n" + string(e.out)
 }
 
-// writeImage writes a busybox root filesystem as `docker save` would,
-// into dir/sandbox-image.tar, as the Sandbox image stands in.
+// writeImage writes a busybox root filesystem as `docker save` would
+// (testimage.Busybox), into dir/sandbox-image.tar, as the Sandbox image
+// stands in.
 func writeImage(busybox, dir string) (engine.Image, error) {
-	bb, err := os.ReadFile(busybox)
-	if err != nil {
-		return engine.Image{}, err
-	}
-	var lb bytes.Buffer
-	tw := tar.NewWriter(&lb)
-	hdr := func(h *tar.Header) {
-		h.ModTime = time.Unix(1700000000, 0)
-		tw.WriteHeader(h)
-	}
-	for _, d := range []string{"bin/", "etc/", "tmp/", "proc/", "dev/", "sys/", "root/"} {
-		hdr(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755})
-	}
-	hdr(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bb))})
-	tw.Write(bb)
-	passwd := "root:x:0:0:root:/root:/bin/sh\n"
-	hdr(&tar.Header{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(passwd))})
-	tw.Write([]byte(passwd))
-	for _, a := range []string{"sh", "cat", "echo", "sleep", "true", "ls"} {
-		hdr(&tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777})
-	}
-	if err := tw.Close(); err != nil {
-		return engine.Image{}, err
-	}
-	layerBytes := lb.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerBytes)), nil })
-	if err != nil {
-		return engine.Image{}, err
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return engine.Image{}, err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return engine.Image{}, err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Created.Time = time.Unix(1700000000, 0).UTC()
-	cf.Config.Cmd = []string{"sh"}
-	cf.Config.Env = []string{"PATH=/bin"}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return engine.Image{}, err
-	}
-	ref, err := name.NewTag(ImageRef)
-	if err != nil {
-		return engine.Image{}, err
-	}
-	cn, err := img.ConfigName()
-	if err != nil {
-		return engine.Image{}, err
-	}
-	id, err := manifests.ParseDigest(cn.String())
-	if err != nil {
-		return engine.Image{}, err
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return engine.Image{}, err
 	}
@@ -247,7 +184,8 @@ func writeImage(busybox, dir string) (engine.Image, error) {
 		return engine.Image{}, err
 	}
 	defer f.Close()
-	if err := tarball.Write(ref, img, f); err != nil {
+	id, err := testimage.Busybox(busybox, ImageRef, f)
+	if err != nil {
 		return engine.Image{}, err
 	}
 	if err := f.Close(); err != nil {

@@ -11,15 +11,7 @@ import (
 // nothing but the standard library and manifests (itself standard library
 // only).
 func TestCellsNeedOnlyTheStandardLibrary(t *testing.T) {
-	allowed := map[string]bool{
-		"github.com/sealbench/sealbench/runner/cells": true,
-		"github.com/sealbench/sealbench/manifests":    true,
-	}
-	for _, goos := range []string{"linux", "darwin"} {
-		for _, d := range testenv.Deps(t, goos, "./runner/cells") {
-			if !allowed[d] {
-				t.Errorf("runner/cells (%s) links %s", goos, d)
-			}
-		}
-	}
+	testenv.OnlyDeps(t, "./runner/cells",
+		"github.com/sealbench/sealbench/runner/cells",
+		"github.com/sealbench/sealbench/manifests")
 }

@@ -109,3 +109,41 @@ func orElse(err, def error) error {
 	}
 	return def
 }
+
+// Registration is what a VM target's package says about itself; Register
+// turns it into the target's provision.Registration.
+type Registration struct {
+	Name, What, Note string
+	Order            int
+	Needs            []string // the doctor's checks it needs, its own Check's name last
+	Spec             toolexec.Spec
+	Kinds            []manifests.ResourceKind // what its tool holds (see Backend)
+	Holder           Holder
+	// Check checks the tool (the doctor's check named CheckName); Fix says
+	// what to do about the error it returned.
+	CheckName string
+	Check     func(ctx context.Context, tool string) error
+	Fix       func(err error) string
+	// Make makes the target from the options every VM target takes.
+	Make func(Options) (provision.Target, error)
+}
+
+// Register registers a VM target: its constructor from the run's options,
+// its Backend over its Holder, and its tool's doctor check.
+func Register(r Registration) {
+	provision.Register(provision.Registration{
+		Name: r.Name, What: r.What, Order: r.Order, Needs: r.Needs, Note: r.Note,
+		New: func(o provision.NewOptions) (provision.Target, error) {
+			return r.Make(Options{Run: o.Run, Image: o.Image, CPUs: o.CPUs, MemoryBytes: o.MemoryBytes, Log: o.Log})
+		},
+		Backend: Backend{Target: r.Name, Spec: r.Spec, Holder: r.Holder, Kinds: r.Kinds},
+		Checks: func(ctx context.Context) []provision.Check {
+			err := r.Check(ctx, "")
+			fix := ""
+			if err != nil {
+				fix = r.Fix(err)
+			}
+			return []provision.Check{provision.ToolCheck(r.CheckName, err, fix)}
+		},
+	})
+}

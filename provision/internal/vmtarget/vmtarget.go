@@ -24,25 +24,45 @@ import (
 	"github.com/sealbench/sealbench/provision/internal/toolexec"
 )
 
-// Config is a target's options, as its package's Options give them, and
-// what the package says about itself.
+// Options are what the VM targets' options share: apple.Options and
+// microsandbox.Options embed them.
+type Options struct {
+	Run *provision.Run
+	// Image is the Sandbox image (the bundle at manifests.SandboxBundleDir):
+	// the VM's root filesystem. InstallImage loads an image into the
+	// stand-in inside, as for every target.
+	Image engine.Image
+	// Tool is the target's tool: a path, or a name on PATH (default: the
+	// tool's own name).
+	Tool string
+	// CPUs and MemoryBytes size the VM (default 4 and 4 GiB; at least 256
+	// MiB, rounded down to whole MiB, as the tools take it).
+	CPUs        int
+	MemoryBytes int64
+	// Arch is the VM's architecture, naming the stand-in's directory in
+	// the bundle (default this host's: arm64 on Apple silicon).
+	Arch string
+	// ReadyTimeout bounds the wait for the stand-in to answer (default 2m:
+	// a VM boots first), CommandTimeout each command (default
+	// toolexec.DefaultTimeout), LoadTimeout the image load (default 10m).
+	ReadyTimeout, CommandTimeout, LoadTimeout time.Duration
+	Log                                       func(format string, args ...any)
+}
+
+// Config is a target's Options and what its package says about itself.
 type Config struct {
 	Target string        // the target's name: the ledger's target, the run's subdirectory
 	What   string        // how messages name the VM: "the apple VM"
 	Spec   toolexec.Spec // the tool
 	// MaxCPUs bounds CPUs where the tool does (0: no bound).
 	MaxCPUs int
+	Options
+}
 
-	Run         *provision.Run
-	Image       engine.Image
-	Tool        string // a path, or a name on PATH (default Spec.Default)
-	CPUs        int    // default 4
-	MemoryBytes int64  // default 4 GiB; at least 256 MiB
-	Arch        string // default this host's
-	// ReadyTimeout (default 2m), CommandTimeout (default
-	// toolexec.DefaultTimeout), LoadTimeout (default 10m).
-	ReadyTimeout, CommandTimeout, LoadTimeout time.Duration
-	Log                                       func(format string, args ...any)
+// GuestStandin is the stand-in's path inside a VM of arch (amd64, arm64)
+// booted from the Sandbox image.
+func GuestStandin(arch string) string {
+	return manifests.SandboxBundleDir + "/bin/linux-" + arch + "/standin"
 }
 
 // VM is the shared half of one target: its paths, and the tool once
@@ -268,20 +288,13 @@ func (v *VM) Destroy(ctx context.Context, sweep func(context.Context, *toolexec.
 // whose resource still exists, and what labelled (the tool's resources
 // carrying the run's label, with their Kind, Key and a Detail) adds.
 func (v *VM) Inventory(ctx context.Context, labelled func(context.Context, *toolexec.Tool) ([]provision.Resource, error)) ([]provision.Resource, error) {
-	var out []provision.Resource
+	out, err := v.C.Run.Held(ctx, v.C.Target)
+	if err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
-	for _, e := range v.C.Run.Ledger.Entries() {
-		if e.Target != v.C.Target {
-			continue
-		}
-		ok, detail, err := provision.Exists(ctx, v.C.Run.Dir, e)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			seen[e.Name()] = true
-			out = append(out, provision.Resource{Target: v.C.Target, Run: v.C.Run.ID, Kind: e.Kind, Key: e.Key, Detail: detail})
-		}
+	for _, r := range out {
+		seen[string(r.Kind)+" "+r.Key] = true
 	}
 	if !v.created() {
 		return out, nil

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sealbench/sealbench/manifests"
 )
 
 // containerCmd is Apple's `container`, as its command reference
@@ -152,7 +154,7 @@ func (f *fake) listContainers() error {
 			"sysctls":          map[string]any{},
 			"networks":         []any{},
 			"rosetta":          false,
-			"initProcess":      map[string]any{"executable": "/opt/sealbench/bin/standin"},
+			"initProcess":      map[string]any{"executable": manifests.SandboxBundleDir + "/bin/standin"},
 			"platform":         map[string]any{"os": "linux", "architecture": "arm64"},
 			"resources":        map[string]any{"cpus": c.CPUs, "memoryInBytes": c.Memory},
 			"runtimeHandler":   "container-runtime-linux",

@@ -34,6 +34,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sealbench/sealbench/manifests"
 )
 
 // Environment of the fake tools.
@@ -351,7 +353,7 @@ func readDockerSave(p string) ([]image, error) {
 
 // guestPath maps a path inside the VM onto the host.
 func guestPath(root, p string) string {
-	if rest, ok := strings.CutPrefix(p, "/opt/sealbench/"); ok {
+	if rest, ok := strings.CutPrefix(p, manifests.SandboxBundleDir+"/"); ok {
 		return filepath.Join(os.Getenv(OptEnv), rest)
 	}
 	return filepath.Join(root, p)
@@ -368,7 +370,7 @@ func mapArgs(root string, argv []string) []string {
 		switch {
 		case i > 0 && len(argv) > 2 && argv[0] == "/bin/sh" && argv[i-1] == "-c":
 			a = scriptPath.ReplaceAllString(a, "${1}"+root+"${2}")
-			a = strings.ReplaceAll(a, "/opt/sealbench/", os.Getenv(OptEnv)+"/")
+			a = strings.ReplaceAll(a, manifests.SandboxBundleDir+"/", os.Getenv(OptEnv)+"/")
 		case i > 0 && strings.HasPrefix(a, "/"):
 			a = guestPath(root, a)
 		}
