@@ -4,12 +4,10 @@ package cmd
 
 import (
 	"fmt"
-	"path/filepath"
 
-	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
 
-	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/provision"
 )
 
@@ -34,36 +32,14 @@ teardown is safe to run twice. Run directories live under $SEALBENCH_STATE_DIR
   sealbench teardown --all && sealbench audit`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if (runID == "") == !all {
-				return usageErrorf("name one run with --run ID (ids are the directories in "+provision.RunsDir(provision.DefaultStateDir())+"), or pass --all",
-					"teardown needs exactly one of --run and --all")
-			}
-			state := provision.DefaultStateDir()
-			ids := []string{runID}
-			if all {
-				var err error
-				if ids, err = provision.ListRuns(state); err != nil {
-					return err
-				}
-			} else if err := manifests.ValidateRunID(runID); err != nil {
-				return usageErrorf("run ids look like 20261129T085500-3f9a1c", "--run: %v", err)
-			}
 			p := newProgress(g.stderr, "teardown")
 			defer p.Close()
-			var results []*provision.TeardownResult
-			var errs *multierror.Error
-			for _, id := range ids {
-				res, err := provision.Teardown(c.Context(), filepath.Join(provision.RunsDir(state), id), provision.TeardownOptions{Log: p.Logf})
-				results = append(results, res)
-				if err != nil {
-					errs = multierror.Append(errs, fmt.Errorf("run %s: %w", id, err))
-				}
+			results, err := host.Teardown(c.Context(), host.TeardownOptions{Run: runID, All: all, Log: p.Logf})
+			if results == nil {
+				return err
 			}
 			p.Close()
-			if g.json && errs.ErrorOrNil() == nil {
-				if results == nil {
-					results = []*provision.TeardownResult{}
-				}
+			if g.json && err == nil {
 				return writeJSON(g.stdout, map[string]any{"runs": results})
 			}
 			if !g.json {
@@ -77,14 +53,11 @@ teardown is safe to run twice. Run directories live under $SEALBENCH_STATE_DIR
 						fmt.Fprintf(g.stdout, "run %s: removed %d resources\n", r.Run, len(r.Removed))
 					}
 				}
-				if all && len(ids) == 0 {
-					fmt.Fprintf(g.stdout, "no runs in %s\n", provision.RunsDir(state))
+				if all && len(results) == 0 {
+					fmt.Fprintf(g.stdout, "no runs in %s\n", provision.RunsDir(provision.DefaultStateDir()))
 				}
 			}
-			if errs != nil {
-				errs.ErrorFormat = provision.ListErrors
-			}
-			if err := errs.ErrorOrNil(); err != nil {
+			if err != nil {
 				return &detailError{&userError{Code: ExitFailed, Err: err,
 					Hint: "fix the causes above and run teardown again (it resumes); `sealbench audit` lists what is left"}, "runs", results}
 			}

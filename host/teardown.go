@@ -1,0 +1,57 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+)
+
+// TeardownOptions says which runs Teardown takes down: Run, or every run
+// in the state directory when All.
+type TeardownOptions struct {
+	Run      string
+	All      bool
+	StateDir string // empty: provision.DefaultStateDir
+	Log      func(string, ...any)
+}
+
+// Teardown takes down every resource of the runs o names, from their
+// ledgers, each run to the end whatever fails, and returns what each run's
+// teardown did with every failure.
+func Teardown(ctx context.Context, o TeardownOptions) ([]*provision.TeardownResult, error) {
+	state := o.StateDir
+	if state == "" {
+		state = provision.DefaultStateDir()
+	}
+	if (o.Run == "") == !o.All {
+		return nil, usagef("name one run with --run ID (ids are the directories in "+provision.RunsDir(state)+"), or pass --all",
+			"teardown needs exactly one of --run and --all")
+	}
+	ids := []string{o.Run}
+	if o.All {
+		var err error
+		if ids, err = provision.ListRuns(state); err != nil {
+			return nil, err
+		}
+	} else if err := manifests.ValidateRunID(o.Run); err != nil {
+		return nil, usagef("run ids look like 20261129T085500-3f9a1c", "--run: %v", err)
+	}
+	results := []*provision.TeardownResult{}
+	var errs *multierror.Error
+	for _, id := range ids {
+		res, err := provision.Teardown(ctx, filepath.Join(provision.RunsDir(state), id), provision.TeardownOptions{Log: o.Log})
+		results = append(results, res)
+		if err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("run %s: %w", id, err))
+		}
+	}
+	if errs != nil {
+		errs.ErrorFormat = provision.ListErrors
+	}
+	return results, errs.ErrorOrNil()
+}
