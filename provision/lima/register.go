@@ -12,7 +12,7 @@ func init() {
 		New: func(o provision.NewOptions) (provision.Target, error) {
 			dir, err := DefaultVMImage()
 			if err != nil {
-				return nil, fmt.Errorf("finding the VM image (build it with `make vm-image`): %w", err)
+				return nil, fmt.Errorf("no VM image for the lima target (run `make lima-tools vm-image` in the sealbench source tree): %w", err)
 			}
 			return New(Options{Run: o.Run, Bundle: o.Bundle, Manifest: o.Manifest, VMImage: dir,
 				CPUs: o.CPUs, MemoryBytes: o.MemoryBytes, Log: o.Log})
