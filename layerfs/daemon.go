@@ -106,7 +106,7 @@ func cleanStale(storeDir, workspace string) []string {
 	}
 	if workspace != "" && isMountpoint(workspace) {
 		var st unix.Stat_t
-		if err := unix.Stat(workspace, &st); errors.Is(err, unix.ENOTCONN) {
+		if err := unix.Stat(workspace, &st); isDeadMount(err) {
 			detach(workspace, "its daemon is gone")
 		}
 	}
@@ -129,6 +129,13 @@ func cleanStale(storeDir, workspace string) []string {
 		}
 	}
 	return fixed
+}
+
+// isDeadMount says whether err is what a FUSE mount whose daemon died
+// answers: ENOTCONN, or ECONNABORTED where the kernel aborted the
+// connection (over io_uring it does when the daemon dies).
+func isDeadMount(err error) bool {
+	return errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED)
 }
 
 // Serve opens the Store, mounts the Workspace and serves the control socket

@@ -77,6 +77,12 @@
 // its FUSE connection, so it never hangs; it gives the Store back before it
 // answers, so the Store can be mounted again at once.
 //
+// The kernel's requests reach the file system over FUSE over io_uring
+// where the kernel grants it (layerfs/uring: a ring per CPU, each answered
+// by a thread pinned to it, so a round trip stays on one CPU) and over
+// /dev/fuse otherwise (MountOptions.Transport); Features.Transport says
+// which, and TransportReason why not io_uring.
+//
 // # Telemetry
 //
 // Every FUSE request that reaches the file system (one kind per go-fuse

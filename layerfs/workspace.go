@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sealbench/sealbench/layerfs/daemonapi"
+	"github.com/sealbench/sealbench/layerfs/uring"
 )
 
 // MountOptions are the options of Mount.
@@ -49,8 +50,13 @@ type MountOptions struct {
 	// Workers is the number of hashing workers Commit uses; 0 means
 	// Workers().
 	Workers int
-	Debug   bool
-	Logger  *log.Logger
+	// Transport is how FUSE requests reach the daemon: uring.Auto (the
+	// default: io_uring where the kernel grants it, /dev/fuse otherwise,
+	// and Features.TransportReason says why), uring.URing (io_uring or
+	// an error) or uring.Dev (/dev/fuse).
+	Transport uring.Transport
+	Debug     bool
+	Logger    *log.Logger
 }
 
 // Features says which kernel features a mount uses.
@@ -61,7 +67,7 @@ type Workspace struct {
 	store      *Store
 	mountpoint string
 	upperDir   string
-	server     *fuse.Server
+	server     *uring.Server
 	logger     *log.Logger
 	workers    int
 	features   Features
@@ -188,19 +194,14 @@ func Mount(ctx context.Context, s *Store, mountpoint string, opts MountOptions) 
 	fopts, timeout := kernelOptions(opts)
 	fopts.RootStableAttr = &fs.StableAttr{Ino: ws.root.ino, Gen: 1}
 	raw := fs.NewNodeFS(&node{ws: ws, in: ws.root}, fopts)
-	server, err := fuse.NewServer(&countingFS{RawFileSystem: &afterRelease{RawFileSystem: raw, done: ws.releaseDone}, t: &ws.tel}, mountpoint, &fopts.MountOptions)
+	counted := &countingFS{RawFileSystem: &afterRelease{RawFileSystem: raw, done: ws.releaseDone}, t: &ws.tel}
+	server, err := uring.Mount(mountpoint, counted, &fopts.MountOptions, uring.Options{Transport: opts.Transport})
 	if err != nil {
 		os.RemoveAll(upper)
 		return nil, fmt.Errorf("mounting workspace at %q: %w", mountpoint, err)
 	}
-	go server.Serve()
-	if err := server.WaitMount(); err != nil {
-		server.Unmount()
-		os.RemoveAll(upper)
-		return nil, fmt.Errorf("mounting workspace at %q: %w", mountpoint, err)
-	}
 	ws.server = server
-	ks := server.KernelSettings()
+	ks := server.Fuse().KernelSettings()
 	flags := ks.Flags64()
 	granted := flags &^ fopts.DisabledCapabilities
 	ws.features = Features{
@@ -217,6 +218,10 @@ func Mount(ctx context.Context, s *Store, mountpoint string, opts MountOptions) 
 		ParallelDirops: granted&fuse.CAP_PARALLEL_DIROPS != 0,
 		KillPrivV2:     granted&fuse.CAP_HANDLE_KILLPRIV_V2 != 0,
 		KernelProtocol: fmt.Sprintf("%d.%d", ks.Major, ks.Minor),
+		Transport:      string(server.Transport()),
+	}
+	if why := server.Reason(); why != nil {
+		ws.features.TransportReason = why.Error()
 	}
 	ws.mountDur = time.Since(t0)
 	return ws, nil
@@ -757,6 +762,15 @@ func (ws *Workspace) overlayUsage() (files int64, bytes int64) {
 	return files, bytes
 }
 
+// transportStats is the transport's figures as layerfsd prints them.
+func transportStats(ts uring.Stats) daemonapi.TransportStats {
+	out := daemonapi.TransportStats{RingRequests: ts.RingRequests, DevRequests: ts.DevRequests, Forgets: ts.Forgets}
+	for _, q := range ts.Queues {
+		out.Queues = append(out.Queues, daemonapi.QueueStats{CPU: q.CPU, Pinned: q.Pinned, Requests: q.Requests})
+	}
+	return out
+}
+
 // Stats returns the Workspace's telemetry.
 func (ws *Workspace) Stats(ctx context.Context) (*Stats, error) {
 	st := &Stats{Mountpoint: ws.mountpoint, Store: ws.store.dir, Profile: ws.store.profile,
@@ -774,6 +788,7 @@ func (ws *Workspace) Stats(ctx context.Context) (*Stats, error) {
 	st.LazyCopyUps = ws.tel.lazyCopyUps.Load()
 	st.ClonedCopyUps = ws.tel.clonedCopyUps.Load()
 	st.Whiteouts = ws.tel.whiteouts.Load()
+	st.TransportStats = transportStats(ws.server.Stats())
 	st.OpaqueDirs = ws.tel.opaqueDirs.Load()
 	ws.mu.Lock()
 	if !ws.base.ID.IsZero() {

@@ -67,6 +67,9 @@ type MountCmd struct {
 	// OverlayDir holds the overlay's data files; empty: inside the Store.
 	OverlayDir    string
 	NoPassthrough bool
+	// FuseTransport is auto, uring or dev; empty: layerfsd's default
+	// (auto: io_uring where the kernel grants it, /dev/fuse otherwise).
+	FuseTransport string
 	// ReadyTimeout bounds the wait for the daemon; 0: layerfsd's default.
 	ReadyTimeout time.Duration
 }
@@ -79,6 +82,7 @@ func (c MountCmd) Args() []string {
 	if c.NoPassthrough {
 		a = append(a, "--no-passthrough")
 	}
+	a = optional(a, "--fuse-transport", c.FuseTransport)
 	a = optionalDuration(a, "--ready-timeout", c.ReadyTimeout)
 	return append(a, "--json")
 }

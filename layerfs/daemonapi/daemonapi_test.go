@@ -18,8 +18,8 @@ func TestArgs(t *testing.T) {
 		{ImportCmd{Store: "/w/store", From: "/w/base", Message: "base"}, "import --store /w/store --from /w/base -m base --json"},
 		{MountCmd{Store: "/w/store", OverlayDir: "/w/scratch", Workspace: "/w/ws1", Control: "/w/ctl1"},
 			"mount --store /w/store --workspace /w/ws1 --control /w/ctl1 --overlay-dir /w/scratch --json"},
-		{MountCmd{Store: "s", Workspace: "w", Control: "c", Layer: "abc", NoPassthrough: true, ReadyTimeout: 90 * time.Second},
-			"mount --store s --workspace w --control c --layer abc --no-passthrough --ready-timeout 1m30s --json"},
+		{MountCmd{Store: "s", Workspace: "w", Control: "c", Layer: "abc", NoPassthrough: true, FuseTransport: "dev", ReadyTimeout: 90 * time.Second},
+			"mount --store s --workspace w --control c --layer abc --no-passthrough --fuse-transport dev --ready-timeout 1m30s --json"},
 		{CommitCmd{Control: "/w/ctl2", Message: "C01"}, "commit --control /w/ctl2 -m C01 --json"},
 		{StatsCmd{Control: "/w/ctl2", Timeout: time.Second}, "stats --control /w/ctl2 --timeout 1s --json"},
 		{UnmountCmd{Control: "/w/ctl2"}, "unmount --control /w/ctl2 --json"},
@@ -66,15 +66,18 @@ const (
 
 func TestDecode(t *testing.T) {
 	ready := `{"pid": 42, "store": "/s", "workspace": "/w", "control": "/c", "layer": "` + id + `", "mountNs": 5,
-		"features": {"passthrough": true, "maxWrite": 1048576}}`
+		"features": {"passthrough": true, "maxWrite": 1048576, "transport": "dev", "transportReason": "enable_uring is off"}}`
 	r, err := DecodeReady([]byte(ready))
-	if err != nil || r.PID != 42 || r.Layer != id || r.MountNs != 5 || !r.Features.Passthrough {
+	if err != nil || r.PID != 42 || r.Layer != id || r.MountNs != 5 || !r.Features.Passthrough || r.Features.Transport != TransportDev || r.Features.TransportReason == "" {
 		t.Errorf("DecodeReady: %+v, %v", r, err)
 	}
 	st, err := DecodeStats([]byte(`{"mountpoint": "/w", "store": "/s", "profile": "disposable",
 		"requests": {"CREATE": {"count": 3, "totalNs": 9, "medianNs": 2}}, "sqlStatements": 7,
-		"storeUsage": {"dbBytes": 1, "blobBytes": 2}, "overlayBytes": 11}`))
-	if err != nil || st.Requests["CREATE"].Count != 3 || st.SQLStatements != 7 || st.StoreUsage.BlobBytes != 2 || st.OverlayBytes != 11 {
+		"storeUsage": {"dbBytes": 1, "blobBytes": 2}, "overlayBytes": 11, "features": {"transport": "uring"},
+		"transportStats": {"queues": [{"cpu": 0, "pinned": true, "requests": 3}, {"cpu": 1, "pinned": true, "requests": 0}],
+			"ringRequests": 3, "devRequests": 0, "forgets": 1}}`))
+	if err != nil || st.Requests["CREATE"].Count != 3 || st.SQLStatements != 7 || st.StoreUsage.BlobBytes != 2 || st.OverlayBytes != 11 ||
+		st.Features.Transport != TransportURing || len(st.TransportStats.Queues) != 2 || !st.TransportStats.Queues[0].Pinned || st.TransportStats.RingRequests != 3 {
 		t.Errorf("DecodeStats: %+v, %v", st, err)
 	}
 	cm, err := DecodeCommit([]byte(`{"layer": {"id": "` + id + `", "message": "m", "time": "2026-12-01T00:00:00Z", "tree": "` + tree + `"}, "upToDate": false, "durationNs": 8}`))
@@ -106,6 +109,8 @@ func TestDecodeRefuses(t *testing.T) {
 		"unknown field": {ready, `{"pid": 1, "store": "/s", "workspace": "/w", "control": "/c", "mountMs": 5}`, `unknown field "mountMs"`},
 		"trailing":      {ready, `{"pid": 1, "store": "/s", "workspace": "/w", "control": "/c"} {}`, "trailing data"},
 		"no pid":        {ready, `{"store": "/s", "workspace": "/w", "control": "/c"}`, "pid 0"},
+		"no transport":  {ready, `{"pid": 1, "store": "/s", "workspace": "/w", "control": "/c"}`, `transport ""`},
+		"bad transport": {stats, `{"mountpoint": "/w", "store": "/s", "requests": {}, "features": {"transport": "io_uring"}}`, `transport "io_uring"`},
 		"wrong type":    {stats, `{"mountpoint": "/w", "store": "/s", "requests": {"CREATE": 3}}`, "cannot unmarshal"},
 		"no requests":   {stats, `{"mountpoint": "/w", "store": "/s"}`, "no requests"},
 		"short id":      {commit, `{"layer": {"id": "abc", "tree": "` + tree + `"}}`, `layer id "abc"`},

@@ -41,7 +41,7 @@ func DecodeReady(b []byte) (*ReadyInfo, error) {
 		case r.Layer != "" && !isID(r.Layer):
 			return fmt.Errorf("layer id %q is not 64 hex digits", r.Layer)
 		}
-		return nil
+		return r.Features.checkTransport()
 	})
 }
 
@@ -54,7 +54,7 @@ func DecodeStats(b []byte) (*Stats, error) {
 		case s.Requests == nil:
 			return errors.New("no requests")
 		}
-		return nil
+		return s.Features.checkTransport()
 	})
 }
 
@@ -71,6 +71,15 @@ func DecodeUnmount(b []byte) (*UnmountResult, error) {
 		}
 		return nil
 	})
+}
+
+// checkTransport insists on a transport: every mount has one.
+func (f *Features) checkTransport() error {
+	switch f.Transport {
+	case TransportURing, TransportDev:
+		return nil
+	}
+	return fmt.Errorf("transport %q (want %s or %s)", f.Transport, TransportURing, TransportDev)
 }
 
 func (l *Layer) check() error {

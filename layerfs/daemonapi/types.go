@@ -103,6 +103,39 @@ type Features struct {
 	// security.capability before every write.
 	KillPrivV2     bool   `json:"killPrivV2"`
 	KernelProtocol string `json:"kernelProtocol"`
+	// Transport is how the kernel's requests reach the daemon: "uring"
+	// (FUSE over io_uring, a ring per CPU) or "dev" (reads and writes of
+	// /dev/fuse). TransportReason says why a mount that asked for
+	// io_uring where it could get it (auto) is served over /dev/fuse.
+	Transport       string `json:"transport"`
+	TransportReason string `json:"transportReason,omitempty"`
+}
+
+// Transports of Features.Transport.
+const (
+	TransportURing = "uring"
+	TransportDev   = "dev"
+)
+
+// QueueStats is one io_uring queue of a mount: the kernel puts a request on
+// the queue of the CPU that made it.
+type QueueStats struct {
+	CPU int `json:"cpu"`
+	// Pinned: the queue's thread was pinned to its CPU.
+	Pinned   bool  `json:"pinned"`
+	Requests int64 `json:"requests"`
+}
+
+// TransportStats counts the requests each transport carried.
+type TransportStats struct {
+	// Queues are the io_uring queues, one per possible CPU; none over
+	// /dev/fuse.
+	Queues []QueueStats `json:"queues,omitempty"`
+	// RingRequests sums Queues; DevRequests came through /dev/fuse,
+	// FORGETs aside (those always do, and are Forgets).
+	RingRequests int64 `json:"ringRequests"`
+	DevRequests  int64 `json:"devRequests"`
+	Forgets      int64 `json:"forgets"`
 }
 
 // ReadyInfo is what a daemon says once its Workspace is mounted (`layerfsd
@@ -165,7 +198,10 @@ type Stats struct {
 	LastCommitNs  int64    `json:"lastCommitNs"`
 	UnmountNs     int64    `json:"unmountNs"`
 	Features      Features `json:"features"`
-	Workers       int      `json:"workers"`
+	// TransportStats: which transport carried the requests (the
+	// transport itself is Features.Transport).
+	TransportStats TransportStats `json:"transportStats"`
+	Workers        int            `json:"workers"`
 }
 
 // CommitResult is what a Commit did (`layerfsd commit --json`).

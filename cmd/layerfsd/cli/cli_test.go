@@ -86,6 +86,7 @@ func TestErrors(t *testing.T) {
 	run(t, daemonapi.ExitUsage, "log")
 	run(t, daemonapi.ExitUsage, "log", "--store", store, "--no-such-flag")
 	run(t, daemonapi.ExitUsage, "init", "--store", store, "--profile", "sometimes")
+	run(t, daemonapi.ExitUsage, "mount", "--store", store, "--workspace", dir, "--control", filepath.Join(dir, "c"), "--fuse-transport", "io_uring")
 	run(t, daemonapi.ExitOK, "init", "--store", store, "--profile", "fast")
 	run(t, daemonapi.ExitFailure, "init", "--store", store)
 	run(t, daemonapi.ExitFailure, "import", "--store", store, "--from", filepath.Join(dir, "no-such-source"))
@@ -168,7 +169,7 @@ func newEnv(t *testing.T, profile string) *env {
 
 func (e *env) mount(t *testing.T) *daemonapi.ReadyInfo {
 	t.Helper()
-	r := run(t, daemonapi.ExitOK, daemonapi.MountCmd{Store: e.store, Workspace: e.mnt, Control: e.ctl}.Args()...)
+	r := run(t, daemonapi.ExitOK, daemonapi.MountCmd{Store: e.store, Workspace: e.mnt, Control: e.ctl, FuseTransport: "dev"}.Args()...)
 	info, err := daemonapi.DecodeReady([]byte(r.stdout))
 	if err != nil {
 		t.Fatal(err)
@@ -369,7 +370,7 @@ func TestRemountRightAfterUnmount(t *testing.T) {
 	for i := range 5 {
 		mnt := filepath.Join(e.dir, "mnt"+itoa(i))
 		os.Mkdir(mnt, 0o755)
-		run(t, daemonapi.ExitOK, "mount", "--store", e.store, "--workspace", mnt, "--control", e.ctl)
+		run(t, daemonapi.ExitOK, "mount", "--store", e.store, "--workspace", mnt, "--control", e.ctl, "--fuse-transport", "dev")
 		// As in the cells' warm-up: many new files for the daemon to let go of.
 		for j := range 1000 {
 			if err := os.WriteFile(filepath.Join(mnt, "f"+itoa(j)), []byte("x"), 0o644); err != nil {
@@ -407,8 +408,8 @@ func TestDaemonAPI(t *testing.T) {
 	if err != nil || base.Message != "base" {
 		t.Fatalf("import: %+v %v", base, err)
 	}
-	ready, err := daemonapi.DecodeReady(answer(daemonapi.MountCmd{Store: store, OverlayDir: scratch, Workspace: ws, Control: ctl}))
-	if err != nil || ready.Layer != base.ID || ready.MountNs <= 0 {
+	ready, err := daemonapi.DecodeReady(answer(daemonapi.MountCmd{Store: store, OverlayDir: scratch, Workspace: ws, Control: ctl, FuseTransport: "dev"}))
+	if err != nil || ready.Layer != base.ID || ready.MountNs <= 0 || ready.Features.Transport != daemonapi.TransportDev {
 		t.Fatalf("mount: %+v %v", ready, err)
 	}
 	defer func() {
@@ -428,7 +429,7 @@ func TestDaemonAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err := daemonapi.DecodeStats(answer(daemonapi.StatsCmd{Control: ctl}))
-	if err != nil || st.Requests["CREATE"].Count == 0 || st.Base != base.ID {
+	if err != nil || st.Requests["CREATE"].Count == 0 || st.Base != base.ID || st.TransportStats.DevRequests == 0 {
 		t.Fatalf("stats: %+v %v", st, err)
 	}
 	cm, err := daemonapi.DecodeCommit(answer(daemonapi.CommitCmd{Control: ctl, Message: "C01"}))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sealbench/sealbench/layerfs"
 	"github.com/sealbench/sealbench/layerfs/daemonapi"
+	"github.com/sealbench/sealbench/layerfs/uring"
 	"github.com/spf13/cobra"
 )
 
@@ -129,7 +130,20 @@ type mountFlags struct {
 	store, workspace, control, layer string
 	overlayDir                       string
 	noPassthrough                    bool
+	transport                        string
 	readyTimeout                     time.Duration
+}
+
+// fuseTransportHelp is --fuse-transport's help.
+const fuseTransportHelp = "how FUSE requests reach the daemon: auto (io_uring where the kernel grants it, /dev/fuse otherwise), uring (io_uring or fail) or dev (/dev/fuse)"
+
+// mountOptions checks the flags that become the Workspace's MountOptions.
+func (f *mountFlags) mountOptions() (layerfs.MountOptions, error) {
+	tr, err := uring.ParseTransport(f.transport)
+	if err != nil {
+		return layerfs.MountOptions{}, usageError{fmt.Errorf("--fuse-transport: %w", err)}
+	}
+	return layerfs.MountOptions{NoPassthrough: f.noPassthrough, OverlayDir: f.overlayDir, Transport: tr}, nil
 }
 
 func (f *mountFlags) add(c *cobra.Command) {
@@ -139,6 +153,7 @@ func (f *mountFlags) add(c *cobra.Command) {
 	c.Flags().StringVar(&f.layer, "layer", "", "Layer id or unique prefix (default: the newest Layer)")
 	c.Flags().BoolVar(&f.noPassthrough, "no-passthrough", false, "serve file data through the daemon instead of FUSE passthrough")
 	c.Flags().StringVar(&f.overlayDir, "overlay-dir", "", "directory for the overlay's data files (default: inside the Store; a tmpfs makes creates faster)")
+	c.Flags().StringVar(&f.transport, "fuse-transport", string(uring.Auto), fuseTransportHelp)
 }
 
 // readyMsg is what the daemon writes on its ready pipe: its ReadyInfo, or
@@ -152,11 +167,23 @@ type readyMsg struct {
 func cmdMount(g *globals) *cobra.Command {
 	var f mountFlags
 	c := &cobra.Command{
-		Use:   "mount --store DIR --workspace MNT --control SOCK [--layer ID]",
+		Use:   "mount --store DIR --workspace MNT --control SOCK [--layer ID] [--fuse-transport auto|uring|dev]",
 		Short: "mount a Workspace in a background daemon; returns once it is ready",
-		Args:  exactArgs(0),
+		Long: `Mount a Workspace in a background daemon; returns once it is ready.
+
+--fuse-transport auto (the default) serves the kernel's requests over FUSE
+over io_uring (Linux 6.14+, root, and the fuse module's enable_uring on:
+echo Y > /sys/module/fuse/parameters/enable_uring) where the kernel grants
+it, and over /dev/fuse otherwise; the mount's answer (and stats) says which,
+and why not io_uring.`,
+		Example: `  layerfsd mount --store /s/store --workspace /s/ws --control /s/ctl
+  layerfsd mount --store /s/store --workspace /s/ws --control /s/ctl --fuse-transport uring --json`,
+		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := requireFlags(c, "store", "workspace", "control"); err != nil {
+				return err
+			}
+			if _, err := f.mountOptions(); err != nil {
 				return err
 			}
 			info, err := daemonize(c.Context(), &f)
@@ -167,14 +194,27 @@ func cmdMount(g *globals) *cobra.Command {
 				for _, s := range info.StaleFixed {
 					fmt.Fprintf(w, "cleaned up: %s\n", s)
 				}
-				fmt.Fprintf(w, "mounted %s at %s (daemon pid %d, control %s, mount %.2f ms)\n",
-					orEmpty(info.Layer), info.Workspace, info.PID, info.Control, float64(info.MountNs)/1e6)
+				fmt.Fprintf(w, "mounted %s at %s (daemon pid %d, control %s, mount %.2f ms, %s)\n",
+					orEmpty(info.Layer), info.Workspace, info.PID, info.Control, float64(info.MountNs)/1e6, transportLine(info.Features))
 			})
 		},
 	}
 	f.add(c)
 	c.Flags().DurationVar(&f.readyTimeout, "ready-timeout", time.Minute, "how long to wait for the daemon to be ready")
 	return c
+}
+
+// transportLine says which transport serves a mount, and why not io_uring
+// when it could have been.
+func transportLine(f daemonapi.Features) string {
+	s := "over /dev/fuse"
+	if f.Transport == daemonapi.TransportURing {
+		s = "over io_uring"
+	}
+	if f.TransportReason != "" {
+		s += " (" + f.TransportReason + ")"
+	}
+	return s
 }
 
 func orEmpty(layer string) string {
@@ -201,6 +241,7 @@ func daemonize(ctx context.Context, f *mountFlags) (*layerfs.ReadyInfo, error) {
 	if f.overlayDir != "" {
 		args = append(args, "--overlay-dir", f.overlayDir)
 	}
+	args = append(args, "--fuse-transport", f.transport)
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("starting daemon: %w", err)
@@ -272,9 +313,13 @@ func cmdServe(g *globals) *cobra.Command {
 			if readyFD > 0 {
 				ready = os.NewFile(uintptr(readyFD), "ready")
 			}
+			mo, err := f.mountOptions()
+			if err != nil {
+				return err
+			}
 			cfg := layerfs.ServeConfig{Store: f.store, Workspace: f.workspace, Control: f.control, Layer: f.layer,
-				UnmountWait: wait, Mount: layerfs.MountOptions{NoPassthrough: f.noPassthrough, OverlayDir: f.overlayDir}}
-			err := layerfs.Serve(c.Context(), cfg, func(info layerfs.ReadyInfo) {
+				UnmountWait: wait, Mount: mo}
+			err = layerfs.Serve(c.Context(), cfg, func(info layerfs.ReadyInfo) {
 				if ready != nil {
 					b, _ := json.Marshal(readyMsg{Ready: &info})
 					ready.Write(append(b, '\n'))
@@ -344,6 +389,11 @@ func printStats(w io.Writer, st *layerfs.Stats) {
 	f := st.Features
 	fmt.Fprintf(w, "features      passthrough=%v writeback=%v maxWrite=%d entry/attr/negative timeout=%v/%v/%v readdirplus=%v killpriv_v2=%v protocol=%s\n",
 		f.Passthrough, f.WritebackCache, f.MaxWrite, time.Duration(f.EntryTimeoutNs), time.Duration(f.AttrTimeoutNs), time.Duration(f.NegativeTimeoutNs), f.ReaddirPlus, f.KillPrivV2, f.KernelProtocol)
+	ts := st.TransportStats
+	fmt.Fprintf(w, "transport     %s: %d requests on the rings, %d on /dev/fuse, %d forgets\n", transportLine(f), ts.RingRequests, ts.DevRequests, ts.Forgets)
+	for _, q := range ts.Queues {
+		fmt.Fprintf(w, "  queue %-3d    %8d  pinned=%v\n", q.CPU, q.Requests, q.Pinned)
+	}
 	fmt.Fprintf(w, "requests      %d, median %.2f µs\n", st.AllRequests.Count, float64(st.AllRequests.MedianNs)/1e3)
 	var names []string
 	for k := range st.Requests {
