@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/hanwen/go-fuse/v2/posixtest"
 
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/layerfs/daemonapi"
+	"github.com/sealbench/sealbench/layerfs/uring"
 	"github.com/sealbench/sealbench/manifests"
 	"golang.org/x/sys/unix"
 )
@@ -33,15 +33,20 @@ func needFUSE(t testing.TB) {
 	testenv.NeedFUSE(t)
 }
 
-// mountWS mounts a Workspace of l (nil: the Store's newest Layer) and
-// unmounts it when the test ends.
+// mountWS mounts a Workspace of l (nil: the Store's newest Layer) over
+// /dev/fuse and unmounts it when the test ends.
 func mountWS(t testing.TB, s *Store, l *Layer) *Workspace {
 	t.Helper()
 	return mountWSOpts(t, s, MountOptions{Layer: l})
 }
 
+// mountWSOpts is mountWS with options; an empty Transport is uring.Dev, not
+// Auto: a test names the transport it wants, whatever enable_uring is.
 func mountWSOpts(t testing.TB, s *Store, opts MountOptions) *Workspace {
 	t.Helper()
+	if opts.Transport == "" {
+		opts.Transport = uring.Dev
+	}
 	mnt := filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
@@ -64,8 +69,15 @@ func mountWSOpts(t testing.TB, s *Store, opts MountOptions) *Workspace {
 }
 
 // mountLoopback mounts go-fuse's loopback filesystem of dir at mnt with the
-// Workspace's kernel settings, counting requests as a Workspace does.
+// Workspace's kernel settings, over /dev/fuse, counting requests as a
+// Workspace does.
 func mountLoopback(tb testing.TB, dir, mnt string) (unmount func(), tel *telemetry) {
+	tb.Helper()
+	return mountLoopbackOver(tb, dir, mnt, uring.Dev)
+}
+
+// mountLoopbackOver is mountLoopback over the transport tr.
+func mountLoopbackOver(tb testing.TB, dir, mnt string, tr uring.Transport) (unmount func(), tel *telemetry) {
 	tb.Helper()
 	root, err := fs.NewLoopbackRoot(dir)
 	if err != nil {
@@ -74,13 +86,8 @@ func mountLoopback(tb testing.TB, dir, mnt string) (unmount func(), tel *telemet
 	fopts, _ := kernelOptions(MountOptions{})
 	fopts.FsName, fopts.Name = "loopback", "loopback"
 	tel = &telemetry{}
-	server, err := fuse.NewServer(&countingFS{RawFileSystem: fs.NewNodeFS(root, fopts), t: tel}, mnt, &fopts.MountOptions)
+	server, err := uring.Mount(mnt, &countingFS{RawFileSystem: fs.NewNodeFS(root, fopts), t: tel}, &fopts.MountOptions, uring.Options{Transport: tr})
 	if err != nil {
-		tb.Fatal(err)
-	}
-	go server.Serve()
-	if err := server.WaitMount(); err != nil {
-		server.Unmount()
 		tb.Fatal(err)
 	}
 	return func() {
@@ -112,43 +119,53 @@ func TestPosix(t *testing.T) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	for _, overlay := range []string{"disk", "tmpfs"} {
-		t.Run(overlay, func(t *testing.T) {
-			for _, name := range names {
-				t.Run(name, func(t *testing.T) {
-					s := newStore(t, ProfileDisposable)
-					var ws *Workspace
-					if overlay == "tmpfs" {
-						ws = mountWSOpts(t, s, MountOptions{OverlayDir: tmpfsDir(t)})
-					} else {
-						ws = mountWS(t, s, nil)
-					}
-					posixtest.All[name](t, ws.Mountpoint())
-				})
-			}
-		})
-	}
+	forTransports(t, func(t *testing.T, tr uring.Transport) {
+		for _, overlay := range []string{"disk", "tmpfs"} {
+			t.Run(overlay, func(t *testing.T) {
+				for _, name := range names {
+					t.Run(name, func(t *testing.T) {
+						s := newStore(t, ProfileDisposable)
+						opts := MountOptions{Transport: tr}
+						if overlay == "tmpfs" {
+							opts.OverlayDir = tmpfsDir(t)
+						}
+						ws := mountWSOpts(t, s, opts)
+						posixtest.All[name](t, ws.Mountpoint())
+					})
+				}
+			})
+		}
+	})
 }
 
 func TestPassthroughInUse(t *testing.T) {
 	needFUSE(t)
-	s := newStore(t, ProfileDisposable)
-	src := t.TempDir()
-	writeFile(t, filepath.Join(src, "base"), strings.Repeat("b", 1<<20))
-	l, err := s.Import(context.Background(), src, ImportOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := mountWS(t, s, l)
-	if !ws.features.Passthrough {
-		testenv.Skip(t, "kernel did not grant FUSE passthrough")
-	}
-	if _, err := os.ReadFile(filepath.Join(ws.Mountpoint(), "base")); err != nil {
-		t.Fatal(err)
-	}
-	if st := writeReadBack(t, ws); st.Requests["READ"].Count != 0 || st.Requests["WRITE"].Count != 0 {
-		t.Errorf("with passthrough no READ or WRITE should reach the daemon: %+v", st.Requests)
-	}
+	forTransports(t, func(t *testing.T, tr uring.Transport) {
+		s := newStore(t, ProfileDisposable)
+		src := t.TempDir()
+		writeFile(t, filepath.Join(src, "base"), strings.Repeat("b", 1<<20))
+		l, err := s.Import(context.Background(), src, ImportOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := mountWSOpts(t, s, MountOptions{Layer: l, Transport: tr})
+		if !ws.features.Passthrough {
+			testenv.Skip(t, "kernel did not grant FUSE passthrough")
+		}
+		if _, err := os.ReadFile(filepath.Join(ws.Mountpoint(), "base")); err != nil {
+			t.Fatal(err)
+		}
+		st := writeReadBack(t, ws)
+		if st.Requests["READ"].Count != 0 || st.Requests["WRITE"].Count != 0 {
+			t.Errorf("with passthrough no READ or WRITE should reach the daemon: %+v", st.Requests)
+		}
+		if st.Features.Transport != string(tr) {
+			t.Errorf("served over %q (%s), want %s", st.Features.Transport, st.Features.TransportReason, tr)
+		}
+		if tr == uring.URing && (st.TransportStats.RingRequests == 0 || len(st.TransportStats.Queues) == 0) {
+			t.Errorf("over io_uring, no request came on the rings: %+v", st.TransportStats)
+		}
+	})
 }
 
 // writeReadBack writes a new 1 MiB file in ws and reads it back, and returns

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sealbench/sealbench/layerfs/uring"
 )
 
 // snapshot describes a tree for comparison: per path, type, permissions,
@@ -103,7 +105,9 @@ type modelRun struct {
 	names   int
 	commits int
 	overlay string // MountOptions.OverlayDir
-	log     []string
+	// transport is MountOptions.Transport, for every mount of the run.
+	transport uring.Transport
+	log       []string
 }
 
 // entries lists the paths under the native tree, relative, root excluded.
@@ -314,7 +318,7 @@ func (m *modelRun) remount() {
 	if _, err := m.ws.Unmount(5 * time.Second); err != nil {
 		m.t.Fatal(err)
 	}
-	ws, err := Mount(context.Background(), m.s, m.ws.Mountpoint(), MountOptions{Layer: l, OverlayDir: m.overlay})
+	ws, err := Mount(context.Background(), m.s, m.ws.Mountpoint(), MountOptions{Layer: l, OverlayDir: m.overlay, Transport: m.transport})
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -341,46 +345,52 @@ func TestModel(t *testing.T) {
 		}
 		seeds = []int64{n}
 	}
-	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-			s := newStore(t, ProfileFast)
-			native := t.TempDir()
-			// A base layer with some content, so the overlay has
-			// something to copy up, white out and make opaque.
-			rng := rand.New(rand.NewSource(seed))
-			for i := 0; i < 10; i++ {
-				b := make([]byte, rng.Intn(5000))
-				rng.Read(b)
-				writeFile(t, filepath.Join(native, fmt.Sprintf("b%d/f%d", i%3, i)), string(b))
+	forTransports(t, func(t *testing.T, tr uring.Transport) {
+		for _, seed := range seeds {
+			testModel(t, tr, seed, ops)
+		}
+	})
+}
+
+func testModel(t *testing.T, tr uring.Transport, seed int64, ops int) {
+	t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+		s := newStore(t, ProfileFast)
+		native := t.TempDir()
+		// A base layer with some content, so the overlay has
+		// something to copy up, white out and make opaque.
+		rng := rand.New(rand.NewSource(seed))
+		for i := 0; i < 10; i++ {
+			b := make([]byte, rng.Intn(5000))
+			rng.Read(b)
+			writeFile(t, filepath.Join(native, fmt.Sprintf("b%d/f%d", i%3, i)), string(b))
+		}
+		os.Link(filepath.Join(native, "b0/f0"), filepath.Join(native, "b1/hard"))
+		os.Symlink("f0", filepath.Join(native, "b0/sym"))
+		l, err := s.Import(context.Background(), native, ImportOptions{Message: "base"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Copy most files up lazily, so that the model covers it.
+		defer func(v int64) { lazyMinSize = v }(lazyMinSize)
+		lazyMinSize = 1024
+		m := &modelRun{t: t, rng: rng, native: native, s: s, transport: tr}
+		if seed%2 == 0 {
+			m.overlay = tmpfsDir(t) // even seeds keep the overlay on a tmpfs
+		}
+		m.ws = mountWSOpts(t, s, MountOptions{Layer: l, OverlayDir: m.overlay, Transport: tr})
+		t.Cleanup(func() {
+			if !m.ws.closed {
+				m.ws.Unmount(5 * time.Second)
 			}
-			os.Link(filepath.Join(native, "b0/f0"), filepath.Join(native, "b1/hard"))
-			os.Symlink("f0", filepath.Join(native, "b0/sym"))
-			l, err := s.Import(context.Background(), native, ImportOptions{Message: "base"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Copy most files up lazily, so that the model covers it.
-			defer func(v int64) { lazyMinSize = v }(lazyMinSize)
-			lazyMinSize = 1024
-			m := &modelRun{t: t, rng: rng, native: native, s: s}
-			if seed%2 == 0 {
-				m.overlay = tmpfsDir(t) // even seeds keep the overlay on a tmpfs
-			}
-			m.ws = mountWSOpts(t, s, MountOptions{Layer: l, OverlayDir: m.overlay})
-			t.Cleanup(func() {
-				if !m.ws.closed {
-					m.ws.Unmount(5 * time.Second)
-				}
-			})
-			m.compare("at start")
-			for i := 0; i < ops; i++ {
-				m.step()
-			}
-			lazy := m.ws.tel.lazyCopyUps.Load()
-			m.remount()
-			t.Logf("seed %d: %d ops, %d commits, %d lazy copy-ups in the last mount", seed, len(m.log), m.commits, lazy)
 		})
-	}
+		m.compare("at start")
+		for i := 0; i < ops; i++ {
+			m.step()
+		}
+		lazy := m.ws.tel.lazyCopyUps.Load()
+		m.remount()
+		t.Logf("seed %d: %d ops, %d commits, %d lazy copy-ups in the last mount", seed, len(m.log), m.commits, lazy)
+	})
 }
 
 func newSHA() interface {

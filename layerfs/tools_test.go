@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/layerfs/uring"
 )
 
 func runTool(t *testing.T, dir string, name string, args ...string) string {
@@ -34,8 +35,12 @@ func TestFio(t *testing.T) {
 	if testing.Short() {
 		size = "8M"
 	}
+	forTransports(t, func(t *testing.T, tr uring.Transport) { testFio(t, fio, size, tr) })
+}
+
+func testFio(t *testing.T, fio, size string, tr uring.Transport) {
 	s := newStore(t, ProfileFast)
-	ws := mountWS(t, s, nil)
+	ws := mountWSOpts(t, s, MountOptions{Transport: tr})
 	job := []string{"--name=verify", "--directory=" + ws.Mountpoint(), "--size=" + size, "--numjobs=2",
 		"--verify=crc32c", "--verify_fatal=1", "--ioengine=psync", "--group_reporting"}
 	runTool(t, ws.Mountpoint(), fio, append(job, "--rw=randwrite", "--bs=4k", "--fsync=256", "--do_verify=1")...)
@@ -47,7 +52,7 @@ func TestFio(t *testing.T) {
 	if _, err := ws.Unmount(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ws2 := mountWS(t, s, res.Layer)
+	ws2 := mountWSOpts(t, s, MountOptions{Layer: res.Layer, Transport: tr})
 	job[1] = "--directory=" + ws2.Mountpoint()
 	runTool(t, ws2.Mountpoint(), fio, append(job, "--rw=write", "--bs=1M", "--verify_only=1")...)
 }

@@ -107,17 +107,25 @@ func isMounted(dir string) bool {
 }
 
 // withURingEnabled turns enable_uring on for the rest of tb and puts it back
-// as it was when tb ends, failed or not. Only TestURing (and the benchmark,
-// which never runs beside it) calls it.
+// as it was when tb ends, failed or not. Only TestURing (and the benchmark)
+// calls it. It holds testenv.LockFUSEURing meanwhile, so that another
+// package's tests (layerfs's run on io_uring too) neither see the parameter
+// change under them nor put it back under this one.
 func withURingEnabled(tb testing.TB) {
 	tb.Helper()
 	testenv.NeedRoot(tb)
 	testenv.NeedFUSE(tb)
+	unlock, err := testenv.LockFUSEURing()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	was, err := SetEnabled(true)
 	if err != nil {
+		unlock()
 		testenv.Skip(tb, "FUSE over io_uring: %v", err)
 	}
 	tb.Cleanup(func() {
+		defer unlock()
 		if _, err := SetEnabled(was); err != nil {
 			tb.Errorf("restoring %s: %v", ParamPath, err)
 		}
