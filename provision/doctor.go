@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/toolcache"
 )
 
 // Check is one thing the doctor looked at on this host.
@@ -70,10 +72,13 @@ func Doctor(ctx context.Context, dockerHost string) *DoctorReport {
 	add(command("qemu-system-x86_64", []string{"--version"}, "apt-get install qemu-system-x86"))
 	add(kvm())
 	limactl := "limactl"
+	if p := toolcache.Limactl(); fileExists(p) {
+		limactl = p
+	}
 	if p := os.Getenv("SEALBENCH_LIMACTL"); p != "" {
 		limactl = p
 	}
-	lc := command(limactl, []string{"--version"}, "`make lima-tools` builds limactl v1.2.1 and its guest agent into .tools/lima; then export SEALBENCH_LIMACTL=$PWD/.tools/lima/bin/limactl")
+	lc := command(limactl, []string{"--version"}, "run `make lima-tools` in the sealbench source tree: it builds limactl "+toolcache.LimaVersion+" and its guest agent into "+filepath.Dir(filepath.Dir(toolcache.Limactl()))+", where sealbench finds them")
 	lc.Name = "limactl"
 	add(lc)
 	add(command("mmdebstrap", []string{"--version"}, "apt-get install mmdebstrap"))
@@ -211,4 +216,9 @@ func kernelVersion(release string) (int, int) {
 	maj, _ := strconv.Atoi(parts[0])
 	min, _ := strconv.Atoi(strings.TrimLeftFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
 	return maj, min
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

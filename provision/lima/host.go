@@ -58,6 +58,7 @@ type layout struct {
 	image    string // image/: the verified copy of the VM image, root's
 	bundle   string // bundle/<name>: the verified copy of the bundle, root's
 	wrapper  string // qemu-tcg: the QEMU wrapper that forces TCG
+	install  string // limactl/: a copy of limactl and its guest agent in Lima's layout, root's
 	home     string // home/: limactl's HOME, the unprivileged user's
 	limaHome string // lima/: LIMA_HOME, the unprivileged user's
 	instDir  string // lima/sb: the instance
@@ -69,7 +70,7 @@ func newLayout(root string) layout {
 	inst := filepath.Join(limaHome, Instance)
 	return layout{
 		root: root, info: filepath.Join(root, "state.json"), image: filepath.Join(root, "image"),
-		bundle: filepath.Join(root, "bundle"), wrapper: filepath.Join(root, "qemu-tcg"),
+		bundle: filepath.Join(root, "bundle"), wrapper: filepath.Join(root, "qemu-tcg"), install: filepath.Join(root, "limactl"),
 		home: filepath.Join(root, "home"), limaHome: limaHome, instDir: inst,
 		socket: filepath.Join(inst, "sock", "engine.sock"),
 	}
@@ -311,6 +312,33 @@ func copyVerified(src, dst string, size int64, want manifests.Digest, perm os.Fi
 	}
 	if err == nil {
 		err = os.Chmod(tmp, perm)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("copying %s: %w", src, err)
+	}
+	return os.Rename(tmp, dst)
+}
+
+// copyExecutable copies src to dst (mode 0755, through a temporary file
+// renamed into place).
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o755)
 	}
 	if err != nil {
 		os.Remove(tmp)

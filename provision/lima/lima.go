@@ -73,6 +73,7 @@ import (
 	"github.com/lima-vm/lima/pkg/limayaml"
 
 	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/toolcache"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/vmimages"
@@ -135,15 +136,21 @@ type Lima struct {
 }
 
 // FindLimactl returns the limactl to use: path when not empty, else
-// $SEALBENCH_LIMACTL, else limactl on PATH.
+// $SEALBENCH_LIMACTL, else the one `make lima-tools` builds (in
+// internal/toolcache's directory), else limactl on PATH.
 func FindLimactl(path string) (string, error) {
 	if path == "" {
 		path = os.Getenv(LimactlEnv)
 	}
 	if path == "" {
+		if p := toolcache.Limactl(); fileExists(p) {
+			path = p
+		}
+	}
+	if path == "" {
 		p, err := exec.LookPath("limactl")
 		if err != nil {
-			return "", fmt.Errorf("limactl not found: build it with `make lima-tools` and set %s=$PWD/.tools/lima/bin/limactl (or put it on PATH)", LimactlEnv)
+			return "", fmt.Errorf("limactl %s not found (nor on PATH, nor in %s): run `make lima-tools` in the sealbench source tree", toolcache.LimaVersion, LimactlEnv)
 		}
 		path = p
 	}
@@ -360,6 +367,9 @@ func (t *Lima) prepareDir(img *vmimages.VMImage) error {
 			return err
 		}
 	}
+	if err := t.installLimactl(); err != nil {
+		return err
+	}
 	st, err := json.Marshal(state{Limactl: t.ctl.exe, UID: t.ctl.uid, GID: t.ctl.gid, QEMU: t.realQEMU})
 	if err != nil {
 		return err
@@ -392,6 +402,36 @@ func (t *Lima) prepareDir(img *vmimages.VMImage) error {
 		return err
 	}
 	return ownedDir(t.l.limaHome, t.ctl.uid, t.ctl.gid)
+}
+
+// installLimactl copies limactl and its guest agents, in Lima's install
+// layout (bin/limactl beside share/lima/lima-guestagent.*, which limactl
+// finds by that relative path), into the run's Lima directory, and runs
+// limactl from there: the unprivileged user limactl runs as cannot reach
+// where make builds it (under root's 0700 home).
+func (t *Lima) installLimactl() error {
+	prefix := filepath.Dir(filepath.Dir(t.ctl.exe))
+	agents, _ := filepath.Glob(filepath.Join(prefix, "share", "lima", "lima-guestagent.*"))
+	if len(agents) == 0 {
+		return fmt.Errorf("no lima-guestagent beside %s (in %s): rebuild with `make lima-tools`", t.ctl.exe, filepath.Join(prefix, "share", "lima"))
+	}
+	exe := filepath.Join(t.l.install, "bin", "limactl")
+	for _, d := range []string{filepath.Dir(exe), filepath.Join(t.l.install, "share", "lima")} {
+		if err := secureDir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	for _, src := range append([]string{t.ctl.exe}, agents...) {
+		dst := exe
+		if src != t.ctl.exe {
+			dst = filepath.Join(t.l.install, "share", "lima", filepath.Base(src))
+		}
+		if err := copyExecutable(src, dst); err != nil {
+			return fmt.Errorf("installing limactl for the unprivileged user: %w", err)
+		}
+	}
+	t.ctl.exe = exe
+	return nil
 }
 
 // bundleName is the bundle's directory name, build-linux-<hash>.
