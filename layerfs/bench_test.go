@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/layerfs/uring"
 	"github.com/sealbench/sealbench/runner/cells"
 )
 
@@ -64,21 +65,27 @@ func baseFile(b testing.TB, dir string) {
 	}
 }
 
+// systems are what the cell benchmark runs each body on, in this order
+// (turned with each round): a plain directory, go-fuse's loopback of one
+// over each transport, and a Workspace over each transport.
+var systems = []string{"native", "loopback/dev", "loopback/uring", "layerfs/dev", "layerfs/uring"}
+
+// cellTimes is one round of one cell: the timed run's time on each system
+// that ran, and the Workspaces' figures.
 type cellTimes struct {
-	native, layerfs        time.Duration
-	loopback               time.Duration
-	loopbackRequests       int64
+	times                  map[string]time.Duration
+	requests               map[string]int64 // by system: FUSE requests of the timed run
 	nativeWarm             time.Duration
-	mount, unmount, commit time.Duration
-	requests               int64
-	medianNs               int64
+	mount, unmount, commit time.Duration // layerfs/dev's
+	medianNs               int64         // layerfs/dev's
+	rings                  int64         // layerfs/uring's requests on the rings
 }
 
 // runPlain runs c's body in a fresh directory made in parent (with the base
 // file when c needs it), directly or, when mnt is set, through go-fuse's
-// loopback filesystem mounted at mnt with the Workspace's kernel settings,
-// whose request counts it returns; the directory goes afterwards.
-func runPlain(b *testing.B, c cell, parent, prefix, mnt string) (time.Duration, *telemetry) {
+// loopback filesystem mounted at mnt over tr with the Workspace's kernel
+// settings, whose request counts it returns; the directory goes afterwards.
+func runPlain(b *testing.B, c cell, parent, prefix, mnt string, tr uring.Transport) (time.Duration, *telemetry) {
 	d, err := os.MkdirTemp(parent, prefix)
 	if err != nil {
 		b.Fatal(err)
@@ -99,7 +106,7 @@ func runPlain(b *testing.B, c cell, parent, prefix, mnt string) (time.Duration, 
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	unmount, tel := mountLoopback(b, d, mnt)
+	unmount, tel := mountLoopbackOver(b, d, mnt, tr)
 	defer unmount()
 	return runBody(b, mnt, c.body), tel
 }
@@ -108,9 +115,10 @@ func runPlain(b *testing.B, c cell, parent, prefix, mnt string) (time.Duration, 
 // warm-up run on an earlier mount, then a fresh mount for the timed run,
 // then Commit and unmount; and the same body, also after a warm-up, on a
 // plain directory of the same filesystem and through go-fuse's loopback of
-// one, the three in the order round picks.
-func runCell(b *testing.B, c cell, src string, round int) cellTimes {
-	var ct cellTimes
+// one; each FUSE system over each transport in transports, all in the
+// order round picks.
+func runCell(b *testing.B, c cell, src string, round int, transports []uring.Transport) cellTimes {
+	ct := cellTimes{times: map[string]time.Duration{}, requests: map[string]int64{}}
 	ctx := context.Background()
 	root, err := os.MkdirTemp("", "layerfs-cell-")
 	if err != nil {
@@ -134,78 +142,91 @@ func runCell(b *testing.B, c cell, src string, round int) cellTimes {
 	if v := os.Getenv("LAYERFS_BENCH_OVERLAY"); v != "" {
 		overlays = v
 	}
-	var l *Layer
+	// Every Workspace mounts this Layer: the Store's newest would be the
+	// first Workspace's Commit for the next one.
+	l := &Layer{Root: emptyRoot()}
 	if c.base {
 		if l, err = s.Import(ctx, src, ImportOptions{Message: "base"}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	runs := []func(){
-		func() {
-			for i := 0; i < 2; i++ {
-				t, _ := runPlain(b, c, overlays, "native-", "")
-				if i == 1 {
-					ct.native = t
-				} else {
-					ct.nativeWarm = t
-				}
+	native := func() {
+		for i := 0; i < 2; i++ {
+			t, _ := runPlain(b, c, overlays, "native-", "", "")
+			if i == 1 {
+				ct.times["native"] = t
+			} else {
+				ct.nativeWarm = t
 			}
-		},
-		func() {
-			// go-fuse's own loopback filesystem over a neighbour directory, with
-			// the Workspace's kernel settings: what any FUSE filesystem costs
-			// here, so the ratio to it is LayerFS's own share.
+		}
+	}
+	// go-fuse's own loopback filesystem over a neighbour directory, with
+	// the Workspace's kernel settings: what any FUSE filesystem costs here
+	// over that transport, so the ratio to it is LayerFS's own share.
+	loopback := func(tr uring.Transport) func() {
+		return func() {
 			for i := 0; i < 2; i++ {
-				mnt := filepath.Join(root, fmt.Sprintf("loopback%d", i))
-				t, tel := runPlain(b, c, overlays, "loopback-", mnt)
+				mnt := filepath.Join(root, fmt.Sprintf("loopback-%s%d", tr, i))
+				t, tel := runPlain(b, c, overlays, "loopback-", mnt, tr)
 				if i == 1 {
-					ct.loopback = t
+					ct.times["loopback/"+string(tr)] = t
 					_, all := tel.snapshot()
-					ct.loopbackRequests = all.Count
+					ct.requests["loopback/"+string(tr)] = all.Count
 				}
 			}
-		},
-		func() {
+		}
+	}
+	workspace := func(tr uring.Transport) func() {
+		return func() {
 			for i := 0; i < 2; i++ {
-				mnt := filepath.Join(root, fmt.Sprintf("mnt%d", i))
+				mnt := filepath.Join(root, fmt.Sprintf("mnt-%s%d", tr, i))
 				os.Mkdir(mnt, 0o755)
-				ws, err := Mount(ctx, s, mnt, MountOptions{Layer: l, OverlayDir: overlays})
+				ws, err := Mount(ctx, s, mnt, MountOptions{Layer: l, OverlayDir: overlays, Transport: tr})
 				if err != nil {
 					b.Fatal(err)
 				}
 				t := runBody(b, mnt, c.body)
 				if i == 1 {
-					ct.layerfs = t
-					ct.mount = ws.mountDur
+					ct.times["layerfs/"+string(tr)] = t
 					st, err := ws.Stats(ctx)
 					if err != nil {
 						b.Fatal(err)
 					}
-					ct.requests, ct.medianNs = st.AllRequests.Count, st.AllRequests.MedianNs
+					ct.requests["layerfs/"+string(tr)] = st.AllRequests.Count
+					if tr == uring.URing {
+						ct.rings = st.TransportStats.RingRequests
+					}
 					if os.Getenv("LAYERFS_BENCH_OPS") != "" {
-						b.Logf("%s requests: %v", c.name, st.Requests)
+						b.Logf("%s over %s requests: %v", c.name, tr, st.Requests)
 					}
 					res, err := ws.Commit(ctx, c.name)
 					if err != nil {
 						b.Fatal(err)
 					}
-					ct.commit = time.Duration(res.DurationNs)
+					if tr == uring.Dev {
+						ct.mount, ct.medianNs = ws.mountDur, st.AllRequests.MedianNs
+						ct.commit = time.Duration(res.DurationNs)
+					}
 				}
 				res, err := ws.Unmount(5 * time.Second)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if i == 1 {
+				if i == 1 && tr == uring.Dev {
 					ct.unmount = time.Duration(res.DurationNs)
 				}
 			}
-		},
+		}
 	}
-	// The three run in an order that turns with round: what creating a
-	// file costs on this machine's ext4 also changes with what happened
-	// nearby in the last minutes (after creating and deleting thousands of
-	// files it went from 50 to 240 µs a minute later), so whichever always
-	// ran last would pay for the others' churn.
+	runs := []func(){native}
+	for _, tr := range transports {
+		runs = append(runs, loopback(tr), workspace(tr))
+	}
+	// They run in an order that turns with round: what creating a file
+	// costs on this machine's ext4 also changes with what happened nearby
+	// in the last minutes (after creating and deleting thousands of files
+	// it went from 50 to 240 µs a minute later), so whichever always ran
+	// last would pay for the others' churn.
 	for i := range runs {
 		runs[(i+round)%len(runs)]()
 	}
@@ -213,25 +234,38 @@ func runCell(b *testing.B, c cell, src string, round int) cellTimes {
 }
 
 // BenchmarkCells runs the twelve cells on a Workspace, on a plain directory
-// and on go-fuse's loopback filesystem of a plain directory, and reports
-// each cell's ratio to native (Workspace time / native time) and to the
-// loopback, their geometric means, the loopback's own ratio to native, plus
-// mount, unmount and Commit times and the median daemon time per FUSE
-// request. LAYERFS_BENCH_CELLS=C01,C06 runs some cells only;
-// LAYERFS_BENCH_OVERLAY=/dev/shm puts the overlay, the plain directories and
-// the loopback's directory there (a tmpfs: the same filesystem for all
-// three, with no disk in the way); LAYERFS_BENCH_OPS=1 logs the requests
-// by opcode.
+// and on go-fuse's loopback filesystem of a plain directory, the two FUSE
+// file systems over /dev/fuse and over io_uring (where the kernel has it:
+// the package's tests turn enable_uring on for their run), and reports each
+// cell's ratio to native (time / native time) on each, the Workspace's
+// ratio to the loopback over the same transport, their geometric means,
+// plus mount, unmount and Commit times and the median daemon time per FUSE
+// request (over /dev/fuse). LAYERFS_BENCH_CELLS=C01,C06 runs some cells
+// only; LAYERFS_BENCH_OVERLAY=/dev/shm puts the overlay, the plain
+// directories and the loopback's directory there (a tmpfs: the same
+// filesystem for all of them, with no disk in the way); LAYERFS_BENCH_OPS=1
+// logs the requests by opcode.
 func BenchmarkCells(b *testing.B) {
 	needFUSE(b)
 	if _, err := exec.LookPath("git"); err != nil {
 		b.Skip("needs git for C12")
 	}
+	trs := transports
+	if err := uringAvailable(); err != nil {
+		b.Logf("io_uring left out: %v", err)
+		trs = []uring.Transport{uring.Dev}
+	}
 	src := b.TempDir()
 	baseFile(b, src)
-	ratios := map[string][]float64{}
-	vsLoopback := map[string][]float64{}
-	loopback := map[string][]float64{}
+	// ratios[system][cell]: time over native, one per round.
+	ratios := map[string]map[string][]float64{}
+	ratio := func(system, cell string, r float64) {
+		if ratios[system] == nil {
+			ratios[system] = map[string][]float64{}
+		}
+		ratios[system][cell] = append(ratios[system][cell], r)
+	}
+	msecs := map[string]map[string][]float64{} // msecs[system][cell]: the timed runs
 	var mounts, unmounts, medians []float64
 	commits := map[string][]float64{}
 	var reqs int64
@@ -246,24 +280,44 @@ func BenchmarkCells(b *testing.B) {
 	}
 	for i := 0; i < b.N; i++ {
 		for _, c := range run {
-			ct := runCell(b, c, src, i)
-			ratios[c.name] = append(ratios[c.name], float64(ct.layerfs)/float64(ct.native))
-			vsLoopback[c.name] = append(vsLoopback[c.name], float64(ct.layerfs)/float64(ct.loopback))
-			loopback[c.name] = append(loopback[c.name], float64(ct.loopback)/float64(ct.native))
+			ct := runCell(b, c, src, i, trs)
+			native := ct.times["native"]
+			for sys, t := range ct.times {
+				if msecs[sys] == nil {
+					msecs[sys] = map[string][]float64{}
+				}
+				msecs[sys][c.name] = append(msecs[sys][c.name], ms(t))
+			}
+			line := fmt.Sprintf("%s native %6.1f ms (warm-up %6.1f)", c.name, ms(native), ms(ct.nativeWarm))
+			for _, sys := range systems[1:] {
+				t, ok := ct.times[sys]
+				if !ok {
+					continue
+				}
+				ratio(sys, c.name, float64(t)/float64(native))
+				line += fmt.Sprintf("  %s %6.1f ms %5.2fx (%d req)", sys, ms(t), float64(t)/float64(native), ct.requests[sys])
+			}
+			for _, tr := range trs {
+				ratio("layerfs-vs-loopback/"+string(tr), c.name, float64(ct.times["layerfs/"+string(tr)])/float64(ct.times["loopback/"+string(tr)]))
+			}
+			if len(trs) > 1 {
+				ratio("uring-vs-dev", c.name, float64(ct.times["layerfs/uring"])/float64(ct.times["layerfs/dev"]))
+				line += fmt.Sprintf("  uring/dev %.2f (%d on the rings)", float64(ct.times["layerfs/uring"])/float64(ct.times["layerfs/dev"]), ct.rings)
+			}
+			b.Log(line)
 			mounts = append(mounts, ms(ct.mount))
 			unmounts = append(unmounts, ms(ct.unmount))
 			commits[c.name] = append(commits[c.name], ms(ct.commit))
 			medians = append(medians, float64(ct.medianNs)/1e3)
-			reqs += ct.requests
-			b.Logf("%s native %6.1f ms (warm-up %6.1f)  loopback %6.1f ms (%d requests)  layerfs %6.1f ms (%d requests, median %.2f µs)  ratio %.2f, to loopback %.2f  commit %6.1f ms",
-				c.name, ms(ct.native), ms(ct.nativeWarm), ms(ct.loopback), ct.loopbackRequests, ms(ct.layerfs), ct.requests, float64(ct.medianNs)/1e3,
-				float64(ct.layerfs)/float64(ct.native), float64(ct.layerfs)/float64(ct.loopback), ms(ct.commit))
+			reqs += ct.requests["layerfs/dev"]
 		}
 	}
-	geomean := func(rs map[string][]float64, suffix string) float64 {
+	// geomean is the geometric mean over the cells of each cell's median
+	// ratio on system, each reported as CELL+suffix when suffix is set.
+	geomean := func(system, suffix string) float64 {
 		logSum := 0.0
 		for _, c := range run {
-			r := med(rs[c.name])
+			r := med(ratios[system][c.name])
 			logSum += math.Log(r)
 			if suffix != "" {
 				b.ReportMetric(r, c.name+suffix)
@@ -271,9 +325,39 @@ func BenchmarkCells(b *testing.B) {
 		}
 		return math.Exp(logSum / float64(len(run)))
 	}
-	b.ReportMetric(geomean(ratios, "-ratio"), "geomean-ratio")
-	b.ReportMetric(geomean(vsLoopback, "-vs-loopback"), "geomean-vs-loopback")
-	b.ReportMetric(geomean(loopback, ""), "loopback-geomean-ratio")
+	// Side by side: each system's median time and median ratio to native,
+	// per cell, and the geometric means of the ratios. On stdout, since
+	// the testing package cuts a benchmark's log at ten lines.
+	table := fmt.Sprintf("BenchmarkCells: medians of %d rounds (LAYERFS_BENCH_OVERLAY=%q)\n%-5s %9s", b.N, os.Getenv("LAYERFS_BENCH_OVERLAY"), "cell", "native")
+	for _, sys := range systems[1:] {
+		if ratios[sys] != nil {
+			table += fmt.Sprintf(" %22s", sys)
+		}
+	}
+	for _, c := range run {
+		table += fmt.Sprintf("\n%-5s %6.1f ms", c.name, med(msecs["native"][c.name]))
+		for _, sys := range systems[1:] {
+			if ratios[sys] != nil {
+				table += fmt.Sprintf(" %9.1f ms (%6.2fx)", med(msecs[sys][c.name]), med(ratios[sys][c.name]))
+			}
+		}
+	}
+	table += fmt.Sprintf("\n%-5s %9s", "geo", "")
+	for _, sys := range systems[1:] {
+		if ratios[sys] != nil {
+			table += fmt.Sprintf(" %12s(%6.2fx)", "", geomean(sys, ""))
+		}
+	}
+	fmt.Println(table)
+	b.ReportMetric(geomean("layerfs/dev", "-ratio"), "geomean-ratio")
+	b.ReportMetric(geomean("layerfs-vs-loopback/dev", "-vs-loopback"), "geomean-vs-loopback")
+	b.ReportMetric(geomean("loopback/dev", ""), "loopback-geomean-ratio")
+	if len(trs) > 1 {
+		b.ReportMetric(geomean("layerfs/uring", "-ratio-uring"), "geomean-ratio-uring")
+		b.ReportMetric(geomean("layerfs-vs-loopback/uring", ""), "geomean-vs-loopback-uring")
+		b.ReportMetric(geomean("loopback/uring", ""), "loopback-geomean-ratio-uring")
+		b.ReportMetric(geomean("uring-vs-dev", ""), "geomean-uring-vs-dev")
+	}
 	b.ReportMetric(med(mounts), "mount-ms")
 	b.ReportMetric(med(unmounts), "unmount-ms")
 	b.ReportMetric(med(commits["C06"]), "commit-64MiB-ms")
@@ -329,7 +413,7 @@ func BenchmarkMount(b *testing.B) {
 	var mounts, unmounts []float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		ws, err := Mount(ctx, s, mnt, MountOptions{Layer: l})
+		ws, err := Mount(ctx, s, mnt, MountOptions{Layer: l, Transport: uring.Dev})
 		if err != nil {
 			b.Fatal(err)
 		}
