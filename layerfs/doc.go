@@ -61,9 +61,23 @@
 // (MountOptions.Writeback). The mount is noatime: reads never change a
 // Workspace, so they never make a Commit necessary. With
 // FUSE_HANDLE_KILLPRIV_V2 the daemon clears set-ID bits and
-// security.capability itself (killpriv.go), and the kernel stops asking for
-// security.capability before every write to a file. Features says which of
-// these a mount got.
+// security.capability itself (killpriv.go), on write, truncate and on a
+// chown of any file but a directory, and the kernel asks for
+// security.capability only before a file's first write (then it marks the
+// inode S_NOSEC), not before every write. Features says which of these a
+// mount got.
+//
+// Permission checks stay with the kernel (default_permissions). Without
+// it the kernel checks no search permission on directories, and a path in
+// its cache never reaches the daemon, so the daemon could not refuse it;
+// the price is the parent's GETATTR after each create or remove (the
+// kernel drops the directory's cached attributes, and checking the next
+// permission fetches them again). A file created costs five requests:
+// LOOKUP (the name is new), CREATE, GETXATTR(security.capability) at its
+// first write, the parent's GETATTR at the next permission check, and
+// RELEASE. Name components longer than 255 bytes fail with ENAMETOOLONG,
+// as on the kernel's own filesystems: the kernel passes FUSE names up to
+// 1024 bytes and leaves NAME_MAX to the daemon.
 //
 // # Daemon
 //
