@@ -155,15 +155,16 @@ func SealThrowaway(ctx context.Context, source string, logf func(string, ...any)
 	return sealed.Dir, pubKey, nil
 }
 
-// BuildSandboxImage builds the Sandbox image of a verified bundle into
-// out, for arch, from the lock in lockFile (empty: the committed one).
-func BuildSandboxImage(ctx context.Context, dir string, res *bundle.VerifyResult, out, arch, lockFile string, debs Debs, logf func(string, ...any)) (*vmimages.ImageInfo, error) {
+// BuildSandboxImage builds the Sandbox image of the bundle in dir, whose
+// manifest was just verified (or sealed), into out, for arch, from the
+// lock in lockFile (empty: the committed one).
+func BuildSandboxImage(ctx context.Context, dir string, manifest *manifests.BundleManifest, out, arch, lockFile string, debs Debs, logf func(string, ...any)) (*vmimages.ImageInfo, error) {
 	lock, lockBytes, err := LoadLock(lockFile, arch)
 	if err != nil {
 		return nil, err
 	}
 	return vmimages.BuildSandbox(ctx, vmimages.SandboxOptions{
-		Bundle: dir, Manifest: res.Manifest, Lock: lock, LockBytes: lockBytes,
+		Bundle: dir, Manifest: manifest, Lock: lock, LockBytes: lockBytes,
 		CacheDir: debs.CacheDir, Sources: debs.Sources, Relock: !debs.NoRelock, OutDir: out, Log: logf,
 	})
 }
@@ -196,7 +197,7 @@ func sandboxImage(ctx context.Context, bundleDir string, res *bundle.VerifyResul
 	b, err := os.ReadFile(filepath.Join(dir, vmimages.SandboxInfo))
 	if errors.Is(err, fs.ErrNotExist) {
 		logf("no Sandbox image in %s: building it from the pinned packages", dir)
-		info, err := BuildSandboxImage(ctx, bundleDir, res, dir, runtime.GOARCH, "", debs, logf)
+		info, err := BuildSandboxImage(ctx, bundleDir, res.Manifest, dir, runtime.GOARCH, "", debs, logf)
 		if err != nil {
 			return engine.Image{}, fmt.Errorf("building the Sandbox image (or run `sealbench image --bundle %s`): %w", bundleDir, err)
 		}

@@ -1,5 +1,16 @@
 // Package runner samples: it runs the twelve cells (package cells) on one
 // or more Engines under the cache protocol, in a seeded random interleaving,
 // and writes every sample as it completes (samples.jsonl, pins.json).
+//
+// It knows a target only as the Identity its Engine gave (package engine:
+// endpoint, kind, machine; the pins come from it), records each Sandbox in
+// the run's ledger through engine.Recorder before creating it, and drives
+// layerfsd inside the Sandbox with layerfs/daemonapi's typed command lines
+// and strict decoders. A sample is a sequence of phase methods (bundle
+// check, setup, warm-up, timed run, telemetry, verifier, Commit and
+// unmount, the base Layer check, the native reference). It links no
+// provisioning, keys, signing or VM code (a test holds that), so that it
+// can run as the bundle's own runner.
+//
 // stats holds the statistics and the interleaving; report renders results.
 package runner

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/vmimages"
@@ -85,7 +86,8 @@ one. --no-relock fails instead, naming every package and each source's answer.`,
 	return c
 }
 
-// buildImage verifies the bundle, loads the lock and builds the image.
+// buildImage verifies the bundle, then builds its image from the manifest
+// just verified (host.BuildSandboxImage).
 func buildImage(ctx context.Context, p *progress, bundlePath, key, out, arch, lockFile string, debs debSettings) (*vmimages.ImageInfo, error) {
 	v, err := loadVerifier(key)
 	if err != nil {
@@ -96,33 +98,7 @@ func buildImage(ctx context.Context, p *progress, bundlePath, key, out, arch, lo
 		return nil, err
 	}
 	p.Logf("verified %s", res.Name)
-	lock, lockBytes, err := loadLock(lockFile, arch)
-	if err != nil {
-		return nil, err
-	}
-	return vmimages.BuildSandbox(ctx, vmimages.SandboxOptions{
-		Bundle: bundlePath, Manifest: res.Manifest, Lock: lock, LockBytes: lockBytes,
-		CacheDir: debs.cacheDir(), Sources: debs.sources, Relock: !debs.noRelock, OutDir: out, Log: p.Logf,
-	})
-}
-
-func loadLock(lockFile, arch string) (*manifests.PackageLock, []byte, error) {
-	if lockFile == "" {
-		l, b, err := vmimages.DefaultLock("sandbox", arch)
-		if err != nil {
-			return nil, nil, usageErrorf("--arch takes amd64 or arm64, or pass --lock", "%v", err)
-		}
-		return l, b, nil
-	}
-	b, err := os.ReadFile(lockFile)
-	if err != nil {
-		return nil, nil, usageErrorf("", "reading package lock: %v", err)
-	}
-	l, err := manifests.ParsePackageLock(b)
-	if err != nil {
-		return nil, nil, usageErrorf("refresh it with `sealbench image lock`", "package lock %s: %v", lockFile, err)
-	}
-	return l, b, nil
+	return host.BuildSandboxImage(ctx, bundlePath, res.Manifest, out, arch, lockFile, debs.host(), p.Logf)
 }
 
 func newImageLockCmd(g *global) *cobra.Command {

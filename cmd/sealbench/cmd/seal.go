@@ -66,15 +66,7 @@ dirty in the manifest, and warned about.`,
 				Image *vmimages.ImageInfo `json:"image,omitempty"`
 			}{SealResult: res}
 			if !noImage {
-				lock, lockBytes, err := loadLock("", imageArch)
-				if err != nil {
-					return err
-				}
-				sealed.Image, err = vmimages.BuildSandbox(c.Context(), vmimages.SandboxOptions{
-					Bundle: res.Dir, Manifest: res.Manifest, Lock: lock, LockBytes: lockBytes,
-					CacheDir: debs.cacheDir(), Sources: debs.sources, Relock: !debs.noRelock,
-					OutDir: res.Dir + ".image", Log: p.Logf,
-				})
+				sealed.Image, err = host.BuildSandboxImage(c.Context(), res.Dir, res.Manifest, res.Dir+".image", imageArch, "", debs.host(), p.Logf)
 				if err != nil {
 					return fmt.Errorf("sealed %s, but building its Sandbox image failed: %w", res.Name, err)
 				}
