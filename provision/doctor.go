@@ -9,8 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sealbench/sealbench/engine"
-	"github.com/sealbench/sealbench/internal/toolcache"
 )
 
 // Check is one thing the doctor looked at on this host.
@@ -43,16 +40,12 @@ type DoctorReport struct {
 	Targets []TargetReadiness `json:"targets"`
 }
 
-// Doctor looks at what this host can run: root, /dev/fuse, FUSE
-// passthrough, dockerd, QEMU and KVM (it opens /dev/kvm and asks its API
-// version; it never starts a guest), limactl, mmdebstrap, apt, then each
-// registered target's own checks (Registration.Checks: "apple-container",
-// "msb"), and says which registered targets are ready (Registration.Needs).
-// It only looks: it changes nothing.
-func Doctor(ctx context.Context, dockerHost string) *DoctorReport {
-	if dockerHost == "" {
-		dockerHost = engine.DefaultDockerHost()
-	}
+// Doctor looks at what this host can run: root, /dev/fuse and FUSE
+// passthrough, then each registered target's own checks, in Order
+// (Registration.Checks: dockerd; QEMU, KVM, limactl, mmdebstrap, apt;
+// macOS and Apple's container; msb), and says which registered targets are
+// ready (Registration.Needs). It only looks: it changes nothing.
+func Doctor(ctx context.Context) *DoctorReport {
 	r := &DoctorReport{}
 	add := func(c Check) { r.Checks = append(r.Checks, c) }
 
@@ -68,26 +61,6 @@ func Doctor(ctx context.Context, dockerHost string) *DoctorReport {
 		add(Check{Name: "fuse", Detail: err.Error(), Fix: "load the fuse module (modprobe fuse) and run as root; in a container, pass --device /dev/fuse --cap-add SYS_ADMIN"})
 	}
 	add(fusePassthrough())
-	add(dockerd(ctx, dockerHost))
-	add(command("qemu-system-x86_64", []string{"--version"}, "apt-get install qemu-system-x86"))
-	add(kvm())
-	limactl := "limactl"
-	if p := toolcache.Limactl(); fileExists(p) {
-		limactl = p
-	}
-	if p := os.Getenv("SEALBENCH_LIMACTL"); p != "" {
-		limactl = p
-	}
-	lc := command(limactl, []string{"--version"}, "run `make lima-tools` in the sealbench source tree: it builds limactl "+toolcache.LimaVersion+" and its guest agent into "+filepath.Dir(filepath.Dir(toolcache.Limactl()))+", where sealbench finds them")
-	lc.Name = "limactl"
-	add(lc)
-	add(command("mmdebstrap", []string{"--version"}, "apt-get install mmdebstrap"))
-	add(command("apt-get", []string{"--version"}, "use a Debian or Ubuntu host: the images are built from pinned Debian packages fetched through apt"))
-	if runtime.GOOS == "darwin" && runtime.GOARCH == "arm64" {
-		add(Check{Name: "macos-arm64", OK: true, Detail: "macOS on Apple silicon"})
-	} else {
-		add(Check{Name: "macos-arm64", Detail: "this host is " + runtime.GOOS + "/" + runtime.GOARCH, Fix: "Apple's container runs only on macOS on Apple silicon"})
-	}
 	for _, t := range Registered() {
 		if t.Checks != nil {
 			for _, c := range t.Checks(ctx) {
@@ -122,7 +95,9 @@ func ToolCheck(name string, err error, fix string) Check {
 	return Check{Name: name, Detail: err.Error(), Fix: fix}
 }
 
-func command(name string, versionArgs []string, fix string) Check {
+// CommandCheck is a doctor check that name is on PATH and runs with
+// versionArgs, saying the first line it prints; fix is what to do when not.
+func CommandCheck(name string, versionArgs []string, fix string) Check {
 	p, err := exec.LookPath(name)
 	if err != nil {
 		return Check{Name: name, Detail: "not on PATH", Fix: fix}
@@ -137,7 +112,8 @@ func command(name string, versionArgs []string, fix string) Check {
 	return Check{Name: name, OK: true, Detail: p + ": " + line}
 }
 
-func dockerd(ctx context.Context, host string) Check {
+// DockerdCheck is a doctor check that the dockerd at host answers.
+func DockerdCheck(ctx context.Context, host string) Check {
 	c := Check{Name: "dockerd", Fix: "start one: `scripts/dockerd start` (a private dockerd, no networking), then `eval \"$(scripts/dockerd env)\"`; or set DOCKER_HOST"}
 	cli, err := engine.NewClient(host)
 	if err != nil {
@@ -216,9 +192,4 @@ func kernelVersion(release string) (int, int) {
 	maj, _ := strconv.Atoi(parts[0])
 	min, _ := strconv.Atoi(strings.TrimLeftFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
 	return maj, min
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }

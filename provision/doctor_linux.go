@@ -7,9 +7,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// kvm opens /dev/kvm and asks its API version (KVM_GET_API_VERSION), the
+// KVMCheck opens /dev/kvm and asks its API version (KVM_GET_API_VERSION), the
 // most that can be asked without creating a VM.
-func kvm() Check {
+func KVMCheck() Check {
 	c := Check{Name: "kvm", Fix: "enable virtualization (or nested virtualization) for this machine and load kvm_intel or kvm_amd; without KVM, QEMU emulates (slow, timings not comparable)"}
 	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
 	if err != nil {

@@ -2,6 +2,7 @@ package apple
 
 import (
 	"errors"
+	"runtime"
 
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
@@ -13,6 +14,12 @@ func init() {
 		Name: Name, What: "an Apple container VM running the stand-in (macOS on Apple silicon)", Order: 40,
 		Needs: []string{"macos-arm64", "apple-container"}, Note: "one Apple container VM running the stand-in",
 		Spec: spec, Holder: holder{}, Kinds: []manifests.ResourceKind{manifests.ResourceVM, manifests.ResourceImage, manifests.ResourceVolume},
+		Host: func() []provision.Check {
+			if runtime.GOOS == "darwin" && runtime.GOARCH == "arm64" {
+				return []provision.Check{{Name: "macos-arm64", OK: true, Detail: "macOS on Apple silicon"}}
+			}
+			return []provision.Check{{Name: "macos-arm64", Detail: "this host is " + runtime.GOOS + "/" + runtime.GOARCH, Fix: "Apple's container runs only on macOS on Apple silicon"}}
+		},
 		CheckName: "apple-container", Check: Check,
 		Fix: func(err error) string {
 			switch {

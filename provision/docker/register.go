@@ -18,6 +18,9 @@ func init() {
 		},
 		Backend: backend{},
 		Needs:   []string{"dockerd", "fuse"},
+		Checks: func(ctx context.Context) []provision.Check {
+			return []provision.Check{provision.DockerdCheck(ctx, engine.DefaultDockerHost())}
+		},
 	})
 }
 

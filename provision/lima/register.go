@@ -1,8 +1,11 @@
 package lima
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 
+	"github.com/sealbench/sealbench/internal/toolcache"
 	"github.com/sealbench/sealbench/provision"
 )
 
@@ -18,7 +21,30 @@ func init() {
 				CPUs: o.CPUs, MemoryBytes: o.MemoryBytes, Log: o.Log})
 		},
 		Backend: backend{},
+		Checks:  doctorChecks,
 		Needs:   []string{"root", "qemu-system-x86_64", "limactl", "mmdebstrap", "apt-get"},
 		Note:    "under QEMU with TCG emulation, never KVM (it hangs on some hosts), so its timings describe the emulator: a pass/fail and exact-counts target; limactl from `make lima-tools`, the disk from `make vm-image`",
 	})
+}
+
+// doctorChecks are what the lima target needs of this host: QEMU (and
+// whether KVM is there, which it never uses), limactl where `make
+// lima-tools` puts it, mmdebstrap and apt for the VM disk.
+func doctorChecks(context.Context) []provision.Check {
+	limactl := provision.Check{Name: "limactl", Fix: "run `make lima-tools` in the sealbench source tree: it builds limactl " + toolcache.LimaVersion +
+		" and its guest agent into " + filepath.Dir(filepath.Dir(toolcache.Limactl())) + ", where sealbench finds them"}
+	if p, err := FindLimactl(""); err != nil {
+		limactl.Detail = err.Error()
+	} else {
+		c := provision.CommandCheck(p, []string{"--version"}, limactl.Fix)
+		c.Name = limactl.Name
+		limactl = c
+	}
+	return []provision.Check{
+		provision.CommandCheck("qemu-system-x86_64", []string{"--version"}, "apt-get install qemu-system-x86"),
+		provision.KVMCheck(),
+		limactl,
+		provision.CommandCheck("mmdebstrap", []string{"--version"}, "apt-get install mmdebstrap"),
+		provision.CommandCheck("apt-get", []string{"--version"}, "use a Debian or Ubuntu host: the images are built from pinned Debian packages fetched through apt"),
+	}
 }

@@ -27,7 +27,7 @@ fails only if it cannot run at all).`,
   sudo sealbench doctor --json | jq '.targets[] | select(.ready)'`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			r := provision.Doctor(c.Context(), "")
+			r := provision.Doctor(c.Context())
 			if g.json {
 				return writeJSON(g.stdout, r)
 			}

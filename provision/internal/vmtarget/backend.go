@@ -119,6 +119,9 @@ type Registration struct {
 	Spec             toolexec.Spec
 	Kinds            []manifests.ResourceKind // what its tool holds (see Backend)
 	Holder           Holder
+	// Host, when set, are the doctor's checks of the host the tool needs,
+	// made before the tool's.
+	Host func() []provision.Check
 	// Check checks the tool (the doctor's check named CheckName); Fix says
 	// what to do about the error it returned.
 	CheckName string
@@ -143,7 +146,11 @@ func Register(r Registration) {
 			if err != nil {
 				fix = r.Fix(err)
 			}
-			return []provision.Check{provision.ToolCheck(r.CheckName, err, fix)}
+			var checks []provision.Check
+			if r.Host != nil {
+				checks = r.Host()
+			}
+			return append(checks, provision.ToolCheck(r.CheckName, err, fix))
 		},
 	})
 }
