@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sealbench/sealbench/manifests"
 )
 
 func errString(err error) string {
@@ -21,7 +23,7 @@ func errString(err error) string {
 }
 
 // bundleDir is where the Sandbox image holds the bundle.
-const bundleDir = "/opt/sealbench"
+const bundleDir = manifests.SandboxBundleDir
 
 // writeBundle tries every way to change the bundle in the image, and
 // returns the first that worked, or what each attempt answered.
