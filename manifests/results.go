@@ -102,6 +102,11 @@ type Sample struct {
 	Files        int64            `json:"files"` // regular files the verifier saw
 	Bytes        int64            `json:"bytes"` // their total size
 
+	// FUSETransport is how the FUSE requests reached the daemon: "uring"
+	// (FUSE over io_uring) or "dev" (/dev/fuse), as its stats said; empty
+	// in a sample that failed before.
+	FUSETransport string `json:"fuseTransport,omitempty"`
+
 	Load1      float64   `json:"load1"` // the host's 1-minute load average at the start
 	LockWaitNs int64     `json:"lockWaitNs"`
 	Start      time.Time `json:"start"`
@@ -247,6 +252,11 @@ func (s *Sample) validate(p *problems, prefix string) {
 	}
 	if s.NativeNs != nil && *s.NativeNs <= 0 {
 		p.addf(f("nativeNs"), "must be positive when present")
+	}
+	switch s.FUSETransport {
+	case "", "uring", "dev":
+	default:
+		p.addf(f("fuseTransport"), "%q is not uring or dev", s.FUSETransport)
 	}
 	ops := make([]string, 0, len(s.FUSERequests))
 	for op := range s.FUSERequests {

@@ -46,6 +46,7 @@ func testSample(target, cell string, order int) Sample {
 		FUSERequests: map[string]int64{"CREATE": 1000, "LOOKUP": 1001, "WRITE": 1000},
 		Statements:   4321, StoreBytes: 1 << 20, OverlayBytes: 8893, Files: 1000, Bytes: 8893,
 		Load1: 1.92, Start: start, End: start.Add(time.Second),
+		FUSETransport: "uring",
 	}
 }
 
@@ -162,6 +163,7 @@ func TestSampleValidateNamesEveryField(t *testing.T) {
 	s.CommandNs, s.MountNs = 0, -1
 	s.ExecOverheadNs = 5
 	s.FUSERequests = map[string]int64{"lookup": 1, "READ": -1}
+	s.FUSETransport = "io_uring"
 	s.Load1 = -1
 	s.End = s.Start.Add(-time.Second)
 	err := s.Validate()
@@ -174,7 +176,7 @@ func TestSampleValidateNamesEveryField(t *testing.T) {
 		fields[p.Field] = true
 	}
 	for _, f := range []string{"formatVersion", "runId", "bundleId", "target", "cell", "round", "order", "reason", "verifier",
-		"commandNs", "mountNs", "execOverheadNs", "fuseRequests", "fuseRequests.READ", "load1", "end"} {
+		"commandNs", "mountNs", "execOverheadNs", "fuseRequests", "fuseRequests.READ", "fuseTransport", "load1", "end"} {
 		if !fields[f] {
 			t.Errorf("Validate did not name %s; it said:\n%v", f, err)
 		}

@@ -231,6 +231,7 @@ func (sm *sampler) telemetry(ctx context.Context) error {
 	for op, c := range st.Requests {
 		sm.s.FUSERequests[op] = c.Count
 	}
+	sm.s.FUSETransport = st.Features.Transport
 	sm.s.Statements, sm.s.StoreBytes, sm.s.OverlayBytes = st.SQLStatements, st.StoreUsage.DBBytes+st.StoreUsage.BlobBytes, st.OverlayBytes
 	return nil
 }

@@ -15,7 +15,8 @@ func newDoctorCmd(g *global) *cobra.Command {
 		Use:   "doctor",
 		Short: "Say what this host can run, and for what it cannot, why and what to install",
 		Long: `Look at this host and say which targets can run here: root, /dev/fuse,
-FUSE passthrough in the kernel, the dockerd at DOCKER_HOST (or the default
+FUSE passthrough in the kernel, FUSE over io_uring (and whether the fuse
+module's enable_uring is on; optional), the dockerd at DOCKER_HOST (or the default
 socket), qemu-system-x86_64 and whether KVM is usable (it asks /dev/kvm for its
 API version; it never starts a guest), limactl, mmdebstrap and apt, Apple's
 container tool and its system service, and microsandbox's msb. For each
