@@ -100,13 +100,19 @@ func getPackages(ctx context.Context, lock *manifests.PackageLock, lockBytes []b
 	}
 	committed := manifests.DigestOf(lockBytes)
 	path := FreshLockPath(o.CacheDir, lock, lockBytes)
-	fresh, freshBytes, ferr := reuseFreshLock(path, lock)
-	if ferr != nil {
+	resolve := func() (*manifests.PackageLock, []byte, error) {
 		o.Log("%d locked package(s) are in no source; resolving what the archive has now", len(me.Missing))
-		fresh, ferr = relock(ctx, o.CacheDir, lock, time.Now(), o.Log)
-		if ferr == nil {
-			freshBytes, ferr = fresh.Marshal()
+		l, err := relock(ctx, o.CacheDir, lock, time.Now(), o.Log)
+		if err != nil {
+			return nil, nil, err
 		}
+		b, err := l.Marshal()
+		return l, b, err
+	}
+	fresh, freshBytes, ferr := reuseFreshLock(path, lock)
+	kept := ferr == nil
+	if !kept {
+		fresh, freshBytes, ferr = resolve()
 	}
 	if ferr != nil {
 		return nil, fmt.Errorf("%w\n(and resolving a fresh lock failed too: %v)", me, ferr)
@@ -115,15 +121,25 @@ func getPackages(ctx context.Context, lock *manifests.PackageLock, lockBytes []b
 	if !o.Relock {
 		return nil, me
 	}
+	debs, err = fetch(ctx, o.CacheDir, fresh, sources, o.Log)
+	var stale *MissingError
+	if kept && errors.As(err, &stale) {
+		// The kept fresh lock has gone the way of the committed one.
+		o.Log("the fresh lock kept in %s names packages that are in no source either", path)
+		if fresh, freshBytes, err = resolve(); err != nil {
+			return nil, fmt.Errorf("%w\n(and resolving a fresh lock failed too: %v)", me, err)
+		}
+		me.Moved = manifests.DiffLocks(lock, fresh)
+		debs, err = fetch(ctx, o.CacheDir, fresh, sources, o.Log)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fetching the packages of a fresh lock for %s: %w", path, err)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
 	if err := atomicfile.WriteFile(path, freshBytes, 0o644); err != nil {
 		return nil, fmt.Errorf("keeping the fresh lock: %w", err)
-	}
-	debs, err = fetch(ctx, o.CacheDir, fresh, sources, o.Log)
-	if err != nil {
-		return nil, fmt.Errorf("fetching the packages of the fresh lock %s: %w", path, err)
 	}
 	r := &Relock{Committed: committed, Fresh: manifests.DigestOf(freshBytes), Path: path, Moved: me.Moved, Reason: me.Error()}
 	for _, p := range me.Missing {

@@ -370,6 +370,29 @@ func TestRelockWhenTheArchiveMovedOn(t *testing.T) {
 	if again.relock == nil || again.relock.Fresh != r.Fresh {
 		t.Errorf("the second build did not reuse the fresh lock: %+v, first %s", again.relock, r.Fresh)
 	}
+
+	// When the kept fresh lock goes stale too, a build resolves again.
+	stale := *pk.lock
+	stale.Packages = append([]manifests.LockedPackage{}, pk.lock.Packages...)
+	stale.Packages[0].Version += "+gone"
+	stale.Packages[0].SHA256 = manifests.DigestOf([]byte("gone too"))
+	sb, err := stale.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(r.Path, sb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	third, err := getPackages(context.Background(), &gone, gb, FetchOptions{CacheDir: cache, Relock: true, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.relock == nil || third.relock.Fresh == manifests.DigestOf(sb) || len(third.debs) != len(third.lock.Packages) {
+		t.Errorf("a stale kept lock was not replaced: %+v", third.relock)
+	}
+	if kb, _ := os.ReadFile(r.Path); manifests.DigestOf(kb) != third.relock.Fresh {
+		t.Errorf("the lock kept now is not the one the build used")
+	}
 }
 
 // TestExportedDebsReproduceTheCommittedImage exports the committed Sandbox
