@@ -454,4 +454,7 @@ func TestExportedDebsReproduceTheCommittedImage(t *testing.T) {
 	if info.ID.String() != want {
 		t.Errorf("image id %s from the exported packages, want %s", info.ID, want)
 	}
+	if me == nil {
+		t.Logf("REPRODUCIBILITY: checked the committed image id from exported packages alone (an empty cache, apt never asked): %s", info.ID)
+	}
 }
