@@ -133,6 +133,9 @@ type Lima struct {
 	arch     string
 	realQEMU string
 	emulated bool
+	// limactl is the limactl found (FindLimactl), which Create copies into
+	// the run's directory each time: t.ctl runs the copy.
+	limactl string
 }
 
 // FindLimactl returns the limactl to use: path when not empty, else
@@ -206,6 +209,7 @@ func New(o Options) (*Lima, error) {
 		uid, gid = Unprivileged, Unprivileged
 	}
 	t.ctl = &limactl{exe: exe, uid: uid, gid: gid, l: t.l, log: io.Discard}
+	t.limactl = exe
 	switch runtime.GOOS {
 	case "darwin":
 		t.vmType = limayaml.VZ
@@ -410,10 +414,10 @@ func (t *Lima) prepareDir(img *vmimages.VMImage) error {
 // limactl from there: the unprivileged user limactl runs as cannot reach
 // where make builds it (under root's 0700 home).
 func (t *Lima) installLimactl() error {
-	prefix := filepath.Dir(filepath.Dir(t.ctl.exe))
+	prefix := filepath.Dir(filepath.Dir(t.limactl))
 	agents, _ := filepath.Glob(filepath.Join(prefix, "share", "lima", "lima-guestagent.*"))
 	if len(agents) == 0 {
-		return fmt.Errorf("no lima-guestagent beside %s (in %s): rebuild with `make lima-tools`", t.ctl.exe, filepath.Join(prefix, "share", "lima"))
+		return fmt.Errorf("no lima-guestagent beside %s (in %s): rebuild with `make lima-tools`", t.limactl, filepath.Join(prefix, "share", "lima"))
 	}
 	exe := filepath.Join(t.l.install, "bin", "limactl")
 	for _, d := range []string{filepath.Dir(exe), filepath.Join(t.l.install, "share", "lima")} {
@@ -421,9 +425,9 @@ func (t *Lima) installLimactl() error {
 			return err
 		}
 	}
-	for _, src := range append([]string{t.ctl.exe}, agents...) {
+	for _, src := range append([]string{t.limactl}, agents...) {
 		dst := exe
-		if src != t.ctl.exe {
+		if src != t.limactl {
 			dst = filepath.Join(t.l.install, "share", "lima", filepath.Base(src))
 		}
 		if err := copyExecutable(src, dst); err != nil {
