@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -172,7 +173,7 @@ func reuseFreshLock(path string, committed *manifests.PackageLock) (*manifests.P
 }
 
 func sameSpec(a, b manifests.PackageSpec) bool {
-	return strings.Join(a.Roots, " ") == strings.Join(b.Roots, " ") && strings.Join(a.Exclude, " ") == strings.Join(b.Exclude, " ")
+	return slices.Equal(a.Roots, b.Roots) && slices.Equal(a.Exclude, b.Exclude)
 }
 
 // relock resolves a fresh lock for the same image as committed.

@@ -21,9 +21,7 @@ type debSettings struct {
 func (d *debSettings) flags(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&d.sources, "deb-source", nil, "a directory of .debs or an http(s) URL to fetch locked packages from, tried after the cache and before apt (repeatable; also "+vmimages.SourcesEnv+")")
 	fl.BoolVar(&d.noRelock, "no-relock", false, "fail, naming what is missing, instead of building from a fresh lock when the locked packages are in no source")
-	if fl.Lookup("cache") == nil {
-		fl.StringVar(&d.cache, "cache", vmimages.DefaultCacheDir(), "where fetched packages, apt state and fresh locks are cached")
-	}
+	fl.StringVar(&d.cache, "cache", vmimages.DefaultCacheDir(), "where fetched packages, apt state and fresh locks are cached")
 }
 
 // check validates the sources before anything is built.
