@@ -2,8 +2,9 @@ package runner
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 const layerfsd = `case $(uname -m) in x86_64) a=amd64;; aarch64) a=arm64;; *) a=$(uname -m);; esac; L=` + BundleDir + `/bin/linux-$a/layerfsd; `
 
 // Where a sample's Store, workspaces and outputs live in its Sandbox. The
-// overlays' data files (scratch) and the native reference's directory
+// overlays' data files (scratch) and the native reference's directories
 // are made side by side: on ext4 what creating a file costs depends on
 // where its directory lands (here 30 µs in one block group, 700 µs in
 // another), so LayerFS and native must be neighbours for their ratio to
@@ -27,29 +28,27 @@ const (
 	baseDir    = WorkDir + "/base"
 	outDir     = WorkDir + "/out"
 	scratchDir = WorkDir + "/scratch"
-	nativeDir  = scratchDir + "/native"
 )
 
+// Both sides number their directories alike: 1 for the warm-up, 2 for the
+// timed run (workspace 3 is the base Layer's check).
 func workspaceDir(n string) string { return WorkDir + "/ws" + n }
 func controlPath(n string) string  { return WorkDir + "/ctl" + n }
+func nativeDir(n string) string    { return scratchDir + "/native" + n }
 
-// timedBody runs a body and prints "start end exit" on the Sandbox's clock.
-func timedBody(body string) string {
-	return `t0=$(date +%s%N); /bin/sh ` + BundleDir + `/cells/` + body + ` >` + outDir + `/stdout 2>` + outDir + `/stderr; rc=$?; t1=$(date +%s%N); echo "$t0 $t1 $rc"`
-}
+// outFile is where side's body runs write stream (stdout or stderr).
+func outFile(side, stream string) string { return outDir + "/" + side + "." + stream }
 
-func parseTimed(out []byte) (ns int64, rc int, err error) {
-	f := strings.Fields(string(out))
-	if len(f) != 3 {
-		return 0, 0, fmt.Errorf("timing the body: unexpected output %q", clip(string(out), 200))
-	}
-	t0, err0 := strconv.ParseInt(f[0], 10, 64)
-	t1, err1 := strconv.ParseInt(f[1], 10, 64)
-	rc, err2 := strconv.Atoi(f[2])
-	if err0 != nil || err1 != nil || err2 != nil || t1 < t0 {
-		return 0, 0, fmt.Errorf("timing the body: unexpected output %q", clip(string(out), 200))
-	}
-	return t1 - t0, rc, nil
+// layerFSFirst says whether LayerFS's timed run goes before native's in
+// round r of cell on target. The two take turns round after round, so
+// that whatever going first or second costs falls on each side equally
+// often; which side starts is drawn from the run's seed, per target and
+// cell, as one bit of a SHA-256 (FNV's bits hardly depend on the last
+// byte, the one that tells C06 from C07).
+func layerFSFirst(seed uint64, target, cell string, r int) bool {
+	h := sha256.Sum256(append(binary.BigEndian.AppendUint64(nil, seed), target+"\x00"+cell...))
+	start := int(h[0] & 1)
+	return (r+start)%2 == 0
 }
 
 // step is one phase of a sample: what the status line says, and the work.
@@ -64,17 +63,21 @@ type sampler struct {
 	sb        *sandbox
 	cell      *cells.Cell
 	s         *manifests.Sample
+	native    bool               // a native reference runs beside LayerFS
 	baseLayer string             // the Layer id the base was imported as
 	verified  cells.Verification // the verifier's result
 }
 
 // runSample runs one cell once under the cache protocol in a fresh
 // Sandbox: bundle check; a Disposable Store with the cell's base imported
-// (an empty base owned by BodyUser otherwise); a warm-up mount, run and
-// unmount; a fresh mount, the timed body, telemetry, the verifier, Commit
-// and unmount; for C11, the base Layer unchanged; the native reference
-// when asked. One attempt per step: the first that fails ends the sample,
-// which is kept as failed with its reason.
+// (an empty base owned by BodyUser otherwise), and the base copied into
+// the native reference's two directories when asked; then each side in
+// turn (see layerFSFirst). LayerFS: a warm-up mount, run and unmount; a
+// fresh mount, the barrier and the timed body, telemetry, the verifier,
+// Commit and unmount; for C11, the base Layer unchanged. Native: the
+// warm-up run in one plain directory, the barrier and the timed body in
+// a fresh one beside it. One attempt per step: the first that fails ends
+// the sample, which is kept as failed with its reason.
 func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName string, round, order int, phase func(string)) manifests.Sample {
 	s := manifests.Sample{
 		FormatVersion: manifests.ResultsFormatVersion, RunID: o.RunID, BundleID: o.BundleID,
@@ -93,10 +96,12 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName str
 			return err
 		}
 		defer remove()
-		sm := &sampler{sb: sb, cell: cell, s: &s}
+		sm := &sampler{sb: sb, cell: cell, s: &s, native: o.Native}
 		steps := []step{
 			{"sha256sum -c of the bundle", sm.checkBundle},
 			{"setup", sm.setup},
+		}
+		layerFS := []step{
 			{"warm-up", sm.warmUp},
 			{"timed run", sm.timedRun},
 			{"telemetry", sm.telemetry},
@@ -106,10 +111,21 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName str
 		if cellName == "C11" {
 			// C11 overwrote the base file in the workspace: the base Layer
 			// itself must still hold the original bytes.
-			steps = append(steps, step{"commit and unmount", sm.checkBaseUnchanged})
+			layerFS = append(layerFS, step{"commit and unmount", sm.checkBaseUnchanged})
 		}
-		if o.Native {
-			steps = append(steps, step{"native reference", sm.nativeReference})
+		native := []step{
+			{"native warm-up", sm.nativeWarmUp},
+			{"native timed run", sm.nativeTimedRun},
+		}
+		switch {
+		case !o.Native:
+			steps = append(steps, layerFS...)
+		case layerFSFirst(o.Seed, c.Target, cellName, round):
+			s.First = manifests.SideLayerFS
+			steps = append(append(steps, layerFS...), native...)
+		default:
+			s.First = manifests.SideNative
+			steps = append(append(steps, native...), layerFS...)
 		}
 		for _, st := range steps {
 			phase(st.phase)
@@ -156,15 +172,28 @@ func (sm *sampler) checkBundle(ctx context.Context) error {
 }
 
 // setup makes the directories and a Disposable Store, copies in the base
-// file when the cell has one, and imports the base as a Layer.
+// file when the cell has one (into the native reference's directories
+// too, as LayerFS's workspaces have it from the base Layer), and imports
+// the base as a Layer.
 func (sm *sampler) setup(ctx context.Context) error {
-	mk := `mkdir -p ` + baseDir + ` ` + outDir + ` ` + nativeDir + ` && chown 65534:65534 ` + baseDir + ` ` + outDir + ` ` + nativeDir
+	dirs := baseDir + " " + outDir
+	if sm.native {
+		dirs += " " + nativeDir("1") + " " + nativeDir("2")
+	}
+	mk := `mkdir -p ` + dirs + ` && chown 65534:65534 ` + dirs
 	if _, err := runLayerfsd(ctx, sm.sb, "creating the Store", mk, daemonapi.InitCmd{Store: storeDir, Profile: daemonapi.ProfileDisposable}, daemonapi.DecodeInit); err != nil {
 		return err
 	}
 	if sm.cell.Base != "" {
-		base := baseDir + "/" + cells.BaseFile
-		if _, err := sm.sb.must(ctx, "copying in the base file", true, "/", `cat >`+base+` && chown 65534:65534 `+base, cells.BaseReader()); err != nil {
+		files := baseDir + "/" + cells.BaseFile
+		copyIn := `cat >` + files
+		if sm.native {
+			for _, n := range []string{"1", "2"} {
+				copyIn += ` && cp ` + baseDir + `/` + cells.BaseFile + ` ` + nativeDir(n) + `/`
+				files += ` ` + nativeDir(n) + `/` + cells.BaseFile
+			}
+		}
+		if _, err := sm.sb.must(ctx, "copying in the base file", true, "/", copyIn+` && chown 65534:65534 `+files, cells.BaseReader()); err != nil {
 			return err
 		}
 	}
@@ -189,36 +218,85 @@ func (sm *sampler) warmUp(ctx context.Context) error {
 	if _, err := sm.mount(ctx, "1"); err != nil {
 		return err
 	}
-	if _, err := sm.sb.exec(ctx, false, workspaceDir("1"), timedBody(sm.cell.Body), nil); err != nil {
-		return fmt.Errorf("warm-up run: %w", err)
+	if err := sm.warmUpBody(ctx, manifests.SideLayerFS, workspaceDir("1")); err != nil {
+		return err
 	}
 	_, err := runLayerfsd(ctx, sm.sb, "unmounting the warm-up workspace", "", daemonapi.UnmountCmd{Control: controlPath("1")}, daemonapi.DecodeUnmount)
 	return err
 }
 
-// timedRun mounts a fresh workspace (timed) and runs the body as BodyUser,
-// timed on the Sandbox's clock and as the exec's wall time here.
+// timedRun mounts a fresh workspace (timed by the daemon), then runs the
+// barrier and the timed body in it.
 func (sm *sampler) timedRun(ctx context.Context) error {
 	ready, err := sm.mount(ctx, "2")
 	if err != nil {
 		return err
 	}
 	sm.s.MountNs = ready.MountNs
-	r, err := sm.sb.exec(ctx, false, workspaceDir("2"), timedBody(sm.cell.Body), nil)
-	if err != nil {
-		return fmt.Errorf("timed run: %w", err)
-	}
-	ns, rc, err := parseTimed(r.stdout)
+	commandNs, execWallNs, err := sm.timedBody(ctx, manifests.SideLayerFS, workspaceDir("2"))
 	if err != nil {
 		return err
 	}
-	sm.s.CommandNs, sm.s.ExecWallNs = ns, r.wall.Nanoseconds()
+	sm.s.CommandNs, sm.s.ExecWallNs = commandNs, execWallNs
 	sm.s.ExecOverheadNs = sm.s.ExecWallNs - sm.s.CommandNs
-	if rc != 0 {
-		stderr, _ := sm.sb.exec(ctx, false, "/", "cat "+outDir+"/stderr", nil)
-		return fmt.Errorf("the body exited %d: %s", rc, clip(strings.TrimSpace(string(stderr.stdout)), 300))
+	return nil
+}
+
+// nativeWarmUp is the native reference's untimed identical run, in its
+// earlier directory.
+func (sm *sampler) nativeWarmUp(ctx context.Context) error {
+	if err := sm.warmUpBody(ctx, manifests.SideNative, nativeDir("1")); err != nil {
+		return fmt.Errorf("native reference: %w", err)
 	}
 	return nil
+}
+
+// nativeTimedRun is the native reference's barrier and timed body, in a
+// fresh directory beside the warm-up's and the overlays' data.
+func (sm *sampler) nativeTimedRun(ctx context.Context) error {
+	commandNs, _, err := sm.timedBody(ctx, manifests.SideNative, nativeDir("2"))
+	if err != nil {
+		return fmt.Errorf("native reference: %w", err)
+	}
+	sm.s.NativeNs = &commandNs
+	return nil
+}
+
+// bodyCmd runs the cell's body with its output in side's files.
+func (sm *sampler) bodyCmd(side string) string {
+	return `/bin/sh ` + BundleDir + `/cells/` + sm.cell.Body + ` >` + outFile(side, "stdout") + ` 2>` + outFile(side, "stderr")
+}
+
+// warmUpBody runs the body as BodyUser in dir, untimed, and records the
+// phase. Its exit status is not looked at: the timed run's is.
+func (sm *sampler) warmUpBody(ctx context.Context, side, dir string) error {
+	if _, err := sm.sb.exec(ctx, false, dir, sm.bodyCmd(side), nil); err != nil {
+		return fmt.Errorf("warm-up run: %w", err)
+	}
+	sm.s.Phases = append(sm.s.Phases, manifests.Phase{Side: side, Kind: manifests.PhaseWarmUp, Dir: dir})
+	return nil
+}
+
+// timedBody runs the write-back barrier and then the body as BodyUser in
+// dir, in one exec, timed on the Sandbox's clock; records the phase with
+// its barrier; and fails when the body did. execWallNs is the exec's wall
+// time here less the barrier's wait, so that the exec overhead stays the
+// exec's own.
+func (sm *sampler) timedBody(ctx context.Context, side, dir string) (commandNs, execWallNs int64, err error) {
+	r, err := sm.sb.exec(ctx, false, dir, writeBack.timed(sm.bodyCmd(side)), nil)
+	if err != nil {
+		return 0, 0, fmt.Errorf("timed run: %w", err)
+	}
+	t, err := parseTimed(r.stdout)
+	if err != nil {
+		return 0, 0, err
+	}
+	sm.s.Phases = append(sm.s.Phases, manifests.Phase{Side: side, Kind: manifests.PhaseTimed, Dir: dir, Barrier: &t.barrier})
+	if t.rc != 0 {
+		stderr, _ := sm.sb.exec(ctx, false, "/", "cat "+outFile(side, "stderr"), nil)
+		return 0, 0, fmt.Errorf("the body exited %d: %s", t.rc, clip(strings.TrimSpace(string(stderr.stdout)), 300))
+	}
+	return t.commandNs, r.wall.Nanoseconds() - t.barrier.WaitNs, nil
 }
 
 // telemetry reads the workspace's counts before the verifier, so that they
@@ -240,7 +318,7 @@ func (sm *sampler) telemetry(ctx context.Context) error {
 // that fails is recorded, and the sample goes on (Commit, the native
 // reference) before it fails.
 func (sm *sampler) verify(ctx context.Context) error {
-	stdout, err := sm.sb.must(ctx, "reading the body's output", false, "/", "cat "+outDir+"/stdout", nil)
+	stdout, err := sm.sb.must(ctx, "reading the body's output", false, "/", "cat "+outFile(manifests.SideLayerFS, "stdout"), nil)
 	if err != nil {
 		return err
 	}
@@ -287,27 +365,5 @@ func (sm *sampler) checkBaseUnchanged(ctx context.Context) error {
 		sm.s.Verifier, sm.s.VerifierDetail = manifests.VerifierFail, "the base Layer changed: its "+cells.BaseFile+" is "+clip(string(r.stdout), 80)
 		sm.verified.Pass = false
 	}
-	return nil
-}
-
-// nativeReference runs the same body on a plain directory beside the
-// overlay's data, in the same Sandbox.
-func (sm *sampler) nativeReference(ctx context.Context) error {
-	prep := "true"
-	if sm.cell.Base != "" {
-		prep = "cp " + baseDir + "/" + cells.BaseFile + " " + nativeDir + "/"
-	}
-	if _, err := sm.sb.must(ctx, "preparing the native reference", false, nativeDir, prep, nil); err != nil {
-		return err
-	}
-	r, err := sm.sb.exec(ctx, false, nativeDir, timedBody(sm.cell.Body), nil)
-	if err != nil {
-		return fmt.Errorf("native reference: %w", err)
-	}
-	ns, rc, err := parseTimed(r.stdout)
-	if err != nil || rc != 0 {
-		return fmt.Errorf("native reference: exit %d %v", rc, err)
-	}
-	sm.s.NativeNs = &ns
 	return nil
 }
