@@ -56,7 +56,8 @@ func buildPlatform(ctx context.Context, goBin, root string, p Platform, flags, e
 	}
 	args := append([]string{"build"}, flags...)
 	args = append(args, "-o", dir+string(filepath.Separator))
-	for _, part := range Parts {
+	parts := PartsFor(p)
+	for _, part := range parts {
 		args = append(args, part.Package)
 	}
 	cmd := exec.CommandContext(ctx, goBin, args...)
@@ -70,7 +71,7 @@ func buildPlatform(ctx context.Context, goBin, root string, p Platform, flags, e
 	}
 	// go build names each binary after its package directory; make sure
 	// each part came out under its own name.
-	for _, part := range Parts {
+	for _, part := range parts {
 		if _, err := os.Stat(filepath.Join(dir, part.Name)); err != nil {
 			return fmt.Errorf("building for %s: %s did not produce %s: %w", p, part.Package, part.Name, err)
 		}

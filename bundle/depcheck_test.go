@@ -24,13 +24,18 @@ var forbiddenInBundle = []string{
 
 func deps(t *testing.T, tags, pkg string) []string {
 	t.Helper()
+	return depsFor(t, "linux", tags, pkg)
+}
+
+func depsFor(t *testing.T, goos, tags, pkg string) []string {
+	t.Helper()
 	args := []string{"list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}"}
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
 	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Dir = testenv.ModuleRoot(t)
-	cmd.Env = append(os.Environ(), "GOOS=linux", "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), "GOOS="+goos, "CGO_ENABLED=0")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list -deps %s: %v", pkg, err)
@@ -53,9 +58,11 @@ func forbidden(deps []string) []string {
 // TestShippedPartsLinkNoSigningOrVMCode holds the import direction: the
 // binaries in a bundle, built as Seal builds them, link no signing or VM code.
 func TestShippedPartsLinkNoSigningOrVMCode(t *testing.T) {
-	for _, p := range Parts {
-		if bad := forbidden(deps(t, ShippedBuildTags, p.Package)); len(bad) > 0 {
-			t.Errorf("%s (shipped as %s) links %v", p.Package, p.Name, bad)
+	for _, pl := range Platforms {
+		for _, p := range PartsFor(pl) {
+			if bad := forbidden(depsFor(t, pl.OS, ShippedBuildTags, p.Package)); len(bad) > 0 {
+				t.Errorf("%s (shipped as %s for %s) links %v", p.Package, p.Name, pl, bad)
+			}
 		}
 	}
 	// The check can fail: the host build of sealbench does link signing.

@@ -1,9 +1,13 @@
 package bundle
 
-// Part is one binary every bundle ships, built for every Platform.
+// Part is one binary every bundle ships, built for every Platform it
+// runs on.
 type Part struct {
 	Name    string // the file name under bin/<os>-<arch>/
 	Package string // the main package, relative to the module root
+	// LinuxOnly parts run inside Linux Sandboxes and VMs only; the others
+	// (the runner) also run on a host of another OS that drives VMs.
+	LinuxOnly bool
 }
 
 // Platform is an os/arch pair a bundle ships binaries for.
@@ -19,15 +23,35 @@ func (p Platform) Dir() string { return p.OS + "-" + p.Arch }
 // holds every part to that.
 var (
 	Parts = []Part{
-		// The runner is the sealbench binary itself.
+		// The runner is the sealbench binary itself: the host starts the
+		// bundle's copy for its own OS and architecture to take the samples.
 		{Name: "sealbench", Package: "./cmd/sealbench"},
 		// The Engine API stand-in: Sandboxes as namespaces, no Docker.
-		{Name: "standin", Package: "./cmd/standin"},
+		{Name: "standin", Package: "./cmd/standin", LinuxOnly: true},
 		// The LayerFS daemon: Stores, Layers and FUSE Workspaces.
-		{Name: "layerfsd", Package: "./cmd/layerfsd"},
+		{Name: "layerfsd", Package: "./cmd/layerfsd", LinuxOnly: true},
 	}
-	Platforms = []Platform{{"linux", "amd64"}, {"linux", "arm64"}}
+	// Platforms: Linux hosts and Sandboxes on amd64 and arm64, and macOS
+	// on Apple silicon, whose host drives the apple and microsandbox VMs
+	// (only the runner is built for it).
+	Platforms = []Platform{{"linux", "amd64"}, {"linux", "arm64"}, {"darwin", "arm64"}}
 )
+
+// PartsFor returns the parts built for platform p.
+func PartsFor(p Platform) []Part {
+	var out []Part
+	for _, part := range Parts {
+		if p.OS == "linux" || !part.LinuxOnly {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// RunnerPath is where the runner for goos/goarch sits in a bundle.
+func RunnerPath(goos, goarch string) string {
+	return "bin/" + Platform{goos, goarch}.Dir() + "/sealbench"
+}
 
 // ShippedBuildTags is the build tag set for the binaries in a bundle.
 const ShippedBuildTags = "sealbench_bundle"

@@ -132,7 +132,7 @@ func Seal(ctx context.Context, opts SealOptions) (res *SealResult, err error) {
 			return nil, err
 		}
 		source.Platforms = append(source.Platforms, p.String())
-		logf("built %d part(s) for %s in %.1fs", len(Parts), p, time.Since(t).Seconds())
+		logf("built %d part(s) for %s in %.1fs", len(PartsFor(p)), p, time.Since(t).Seconds())
 	}
 	if err := copyCells(filepath.Join(root, CellsSourceDir), filepath.Join(tmp, CellsDir)); err != nil {
 		return nil, err

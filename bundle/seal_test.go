@@ -118,13 +118,16 @@ func TestSealReproducible(t *testing.T) {
 	if m.Source.Dirty || m.Source.Commit == "" || !strings.HasSuffix(m.Source.Version, m.Source.Commit[:12]) {
 		t.Errorf("clean seal: source %+v", m.Source)
 	}
-	for _, part := range Parts {
-		for _, p := range Platforms {
+	for _, p := range Platforms {
+		for _, part := range Parts {
 			f, ok := m.File("bin/" + p.Dir() + "/" + part.Name)
-			if !ok || f.Mode != 0o755 || f.Size == 0 {
-				t.Errorf("manifest lacks bin/%s/%s: %+v", p.Dir(), part.Name, f)
+			if want := p.OS == "linux" || !part.LinuxOnly; ok != want || ok && (f.Mode != 0o755 || f.Size == 0) {
+				t.Errorf("bin/%s/%s in the manifest: %v, want %v: %+v", p.Dir(), part.Name, ok, want, f)
 			}
 		}
+	}
+	if _, ok := m.File(RunnerPath("darwin", "arm64")); !ok {
+		t.Error("the bundle has no runner for macOS hosts")
 	}
 	if _, ok := m.File("cells/C12.sh"); !ok {
 		t.Error("manifest lacks cells/C12.sh")

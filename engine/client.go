@@ -65,6 +65,17 @@ func (id *Identity) Pins() manifests.TargetPins {
 		CPUs: id.CPUs, MemoryBytes: id.MemoryBytes, Emulated: id.Emulated, Transport: tr}
 }
 
+// PlanTarget is the target as a run plan carries it to the runner.
+func (id *Identity) PlanTarget() manifests.PlanTarget {
+	return manifests.PlanTarget{TargetPins: id.Pins(), Endpoint: id.Endpoint, EngineVersion: id.EngineVersion, OS: id.OS, Arch: id.Arch}
+}
+
+// IdentityOf is the Identity a run plan's target carries.
+func IdentityOf(t manifests.PlanTarget) *Identity {
+	return &Identity{Target: t.Name, Engine: t.Engine, EngineVersion: t.EngineVersion, Endpoint: t.Endpoint,
+		Kernel: t.Kernel, OS: t.OS, Arch: t.Arch, CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, Emulated: t.Emulated, Transport: t.Transport}
+}
+
 // Identify asks the Engine at endpoint what it is (/version: the stand-in
 // names itself in its platform) and what it runs on (/info), for target.
 func Identify(ctx context.Context, target, endpoint string) (*Identity, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -114,18 +115,25 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 		ids = append(ids, id)
 	}
 
-	digest := func(p string) manifests.Digest {
-		f, _ := b.Verified.Manifest.File(p)
-		return f.Digest
+	absOut, err := filepath.Abs(out)
+	if err != nil {
+		return outcome, err
 	}
-	arch := "bin/linux-" + runtime.GOARCH + "/"
-	samples, runErr := runner.RunEngine(ctx, runner.EngineOptions{
-		RunID: run.ID, Ledger: run.Ledger, Targets: ids, BundleID: b.Verified.Name, Image: b.Image,
-		RunnerSHA256: digest(arch + "sealbench"), StandinSHA256: digest(arch + "standin"),
-		Cells: o.Cells, Samples: o.Samples, Seed: o.Seed, Native: o.Native, OutDir: out,
-		Tools: map[string]string{"sealbench": version.Version, "go": runtime.Version()},
-		Log:   logf, Status: status,
-	})
+	standin, _ := b.Verified.Manifest.File("bin/linux-" + runtime.GOARCH + "/standin")
+	plan := &manifests.RunPlan{
+		FormatVersion: manifests.ResultsFormatVersion, Kind: manifests.RunPlanKind,
+		RunID: run.ID, BundleID: b.Verified.Name, Ledger: filepath.Join(run.Dir, manifests.LedgerFile), Lock: runner.DefaultLockPath, OutDir: absOut,
+		Image: manifests.PlanImage{ID: b.Image.ID, Ref: b.Image.Ref, Lock: b.Image.Lock, Relocked: b.Image.Relocked},
+		Cells: o.Cells, Samples: o.Samples, Seed: o.Seed, Native: o.Native, StandinSHA256: standin.Digest,
+		Tools: map[string]string{"host.sealbench": version.Version, "host.go": runtime.Version()},
+	}
+	for _, id := range ids {
+		plan.Targets = append(plan.Targets, id.PlanTarget())
+	}
+	if err := os.MkdirAll(absOut, 0o755); err != nil {
+		return outcome, err
+	}
+	samples, runErr := runSealed(ctx, run, b, plan, logf, status)
 	outcome.Samples = len(samples)
 	for _, s := range samples {
 		if s.Status != manifests.StatusOK {

@@ -304,10 +304,25 @@ func (m *BundleManifest) Dirs() []string {
 
 // SHA256SUMS returns the SHA256SUMS file for the manifest, in the format
 // `sha256sum -c` reads: "<hex>  <path>" per line, sorted by path.
-func (m *BundleManifest) SHA256SUMS() []byte {
+func (m *BundleManifest) SHA256SUMS() []byte { return m.sums(func(string) bool { return true }) }
+
+// InSandbox reports whether a bundle file goes into the Sandbox image:
+// everything but the binaries for other OSes (the macOS runner stays in
+// the bundle, for macOS hosts).
+func InSandbox(path string) bool {
+	return !strings.HasPrefix(path, "bin/") || strings.HasPrefix(path, "bin/linux-")
+}
+
+// SandboxSHA256SUMS is the SHA256SUMS of the bundle as the Sandbox image
+// holds it: the lines of the files InSandbox keeps.
+func (m *BundleManifest) SandboxSHA256SUMS() []byte { return m.sums(InSandbox) }
+
+func (m *BundleManifest) sums(keep func(string) bool) []byte {
 	var b bytes.Buffer
 	for _, f := range m.Files {
-		fmt.Fprintf(&b, "%s  %s\n", f.Digest.Hex, f.Path)
+		if keep(f.Path) {
+			fmt.Fprintf(&b, "%s  %s\n", f.Digest.Hex, f.Path)
+		}
 	}
 	return b.Bytes()
 }

@@ -102,6 +102,15 @@ type Sample struct {
 	Files        int64            `json:"files"` // regular files the verifier saw
 	Bytes        int64            `json:"bytes"` // their total size
 
+	// First is the side whose timed run came first in this sample,
+	// SideLayerFS or SideNative (decided by the run's seed, so that the
+	// two take turns); empty without a native reference.
+	First string `json:"first,omitempty"`
+	// Phases is the cache protocol as it ran, in order: each side's
+	// untimed warm-up and timed run, where, and the barrier before each
+	// timed window. Absent in samples written before it was recorded.
+	Phases []Phase `json:"phases,omitempty"`
+
 	// FUSETransport is how the FUSE requests reached the daemon: "uring"
 	// (FUSE over io_uring) or "dev" (/dev/fuse), as its stats said; empty
 	// in a sample that failed before.
@@ -111,6 +120,46 @@ type Sample struct {
 	LockWaitNs int64     `json:"lockWaitNs"`
 	Start      time.Time `json:"start"`
 	End        time.Time `json:"end"`
+}
+
+// The two sides of a LayerFS-over-native ratio.
+const (
+	SideLayerFS = "layerfs"
+	SideNative  = "native"
+)
+
+// The kinds of a Phase.
+const (
+	PhaseWarmUp = "warm-up" // untimed, identical to the timed run, in an earlier directory
+	PhaseTimed  = "timed"
+)
+
+// Phase is one run of a cell's body within a sample.
+type Phase struct {
+	Side string `json:"side"` // SideLayerFS or SideNative
+	Kind string `json:"kind"` // PhaseWarmUp or PhaseTimed
+	// Dir is the directory the body ran in: a LayerFS workspace, or a
+	// plain directory for the native side. A timed run's is fresh: no
+	// earlier phase ran there.
+	Dir string `json:"dir"`
+	// Barrier is the write-back barrier before a timed window; nil for a
+	// warm-up.
+	Barrier *Barrier `json:"barrier,omitempty"`
+}
+
+// Barrier is what the runner did, and saw, just before a timed window:
+// sync(2), then a wait for the kernel's dirty and write-back pages to
+// drain, so that no earlier write-back lands in the window.
+type Barrier struct {
+	// DirtyPages and WritebackPages are /proc/vmstat's nr_dirty and
+	// nr_writeback at the start of the timed window.
+	DirtyPages     int64 `json:"dirtyPages"`
+	WritebackPages int64 `json:"writebackPages"`
+	// WaitNs is how long the sync and the drain took; Drained is false
+	// when the pages had not fallen below the threshold by the deadline
+	// (the window started all the same, and says so here).
+	WaitNs  int64 `json:"waitNs"`
+	Drained bool  `json:"drained"`
 }
 
 // FUSETotal is the sum of the FUSE request counts over all opcodes.
@@ -253,6 +302,34 @@ func (s *Sample) validate(p *problems, prefix string) {
 	if s.NativeNs != nil && *s.NativeNs <= 0 {
 		p.addf(f("nativeNs"), "must be positive when present")
 	}
+	switch s.First {
+	case "", SideLayerFS, SideNative:
+	default:
+		p.addf(f("first"), "%q is not %s or %s", s.First, SideLayerFS, SideNative)
+	}
+	for i, ph := range s.Phases {
+		pf := f(fmt.Sprintf("phases[%d]", i))
+		if ph.Side != SideLayerFS && ph.Side != SideNative {
+			p.addf(pf+".side", "%q is not %s or %s", ph.Side, SideLayerFS, SideNative)
+		}
+		switch ph.Kind {
+		case PhaseWarmUp:
+			if ph.Barrier != nil {
+				p.addf(pf+".barrier", "a warm-up has no barrier")
+			}
+		case PhaseTimed:
+			if ph.Barrier == nil {
+				p.addf(pf+".barrier", "missing: every timed run follows a barrier")
+			} else if b := ph.Barrier; b.DirtyPages < 0 || b.WritebackPages < 0 || b.WaitNs < 0 {
+				p.addf(pf+".barrier", "has a negative count")
+			}
+		default:
+			p.addf(pf+".kind", "%q is not %s or %s", ph.Kind, PhaseWarmUp, PhaseTimed)
+		}
+		if !strings.HasPrefix(ph.Dir, "/") {
+			p.addf(pf+".dir", "%q is not an absolute path", ph.Dir)
+		}
+	}
 	switch s.FUSETransport {
 	case "", "uring", "dev":
 	default:
@@ -379,8 +456,13 @@ type RunPins struct {
 	// committed (its locked files could no longer be had).
 	ImageLock     *PackageLock `json:"imageLock,omitempty"`
 	ImageRelocked string       `json:"imageRelocked,omitempty"`
-	RunnerSHA256  Digest       `json:"runnerSha256"`
-	StandinSHA256 Digest       `json:"standinSha256"`
+	// RunnerSHA256 is the digest of the runner that ran the samples, as
+	// it hashed its own executable (equal to the bundle manifest's entry
+	// for RunnerPlatform's runner, or the run was refused);
+	// RunnerPlatform is that runner's os/arch.
+	RunnerSHA256   Digest `json:"runnerSha256"`
+	RunnerPlatform string `json:"runnerPlatform,omitempty"`
+	StandinSHA256  Digest `json:"standinSha256"`
 	// Targets in the order they were asked for; the first is the default
 	// baseline of a report.
 	Targets []TargetPins `json:"targets"`
@@ -464,18 +546,7 @@ func (p *RunPins) FillDefaults() {
 // Validate reports every problem with p, each naming its field.
 func (p *RunPins) Validate() error {
 	ps := &problems{doc: "run pins"}
-	if p.FormatVersion != ResultsFormatVersion {
-		ps.addf("formatVersion", "is %d, want %d", p.FormatVersion, ResultsFormatVersion)
-	}
-	if p.Kind != RunPinsKind {
-		ps.addf("kind", "is %q, want %q", p.Kind, RunPinsKind)
-	}
-	if !runIDRE.MatchString(p.RunID) {
-		ps.addf("runId", "%q is not a run id (letters, digits, '.', '_', '-')", p.RunID)
-	}
-	if err := ValidateBundleID(p.BundleID); err != nil {
-		ps.addf("bundleId", "%v", err)
-	}
+	ps.runHeader(p.FormatVersion, p.Kind, RunPinsKind, p.RunID, p.BundleID)
 	for _, d := range []struct {
 		name string
 		d    Digest
@@ -554,6 +625,43 @@ func (p *RunPins) Validate() error {
 		ps.addf("end", "is before start")
 	}
 	return ps.err()
+}
+
+// runHeader checks what the run's documents (pins, plan) all start with.
+func (ps *problems) runHeader(version int, kind, wantKind, runID, bundleID string) {
+	if version != ResultsFormatVersion {
+		ps.addf("formatVersion", "is %d, want %d", version, ResultsFormatVersion)
+	}
+	if kind != wantKind {
+		ps.addf("kind", "is %q, want %q", kind, wantKind)
+	}
+	if !runIDRE.MatchString(runID) {
+		ps.addf("runId", "%q is not a run id (letters, digits, '.', '_', '-')", runID)
+	}
+	if err := ValidateBundleID(bundleID); err != nil {
+		ps.addf("bundleId", "%v", err)
+	}
+}
+
+// decodeStrict decodes one JSON document of at most limit bytes from r
+// into v: no unknown fields, nothing after it.
+func decodeStrict(r io.Reader, limit int64, what string, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", what, err)
+	}
+	if int64(len(b)) > limit {
+		return fmt.Errorf("%s: more than %d bytes", what, limit)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("parsing %s: %w", what, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("parsing %s: trailing data after the JSON document", what)
+	}
+	return nil
 }
 
 // Target returns the pins of the named target.

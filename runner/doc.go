@@ -8,9 +8,11 @@
 // layerfsd inside the Sandbox with layerfs/daemonapi's typed command lines
 // and strict decoders. A sample is a sequence of phase methods (bundle
 // check, setup, warm-up, timed run, telemetry, verifier, Commit and
-// unmount, the base Layer check, the native reference). It links no
-// provisioning, keys, signing or VM code (a test holds that), so that it
-// can run as the bundle's own runner.
+// unmount, the base Layer check, the native reference under the same
+// protocol). It links no provisioning, keys, signing or VM code (a test
+// holds that): it runs as the bundle's own runner, RunPlan being its
+// entry (`sealbench sample --plan`, started by the host's `run` from a
+// hash-checked copy; manifests.RunPlan is the contract).
 //
 // stats holds the statistics and the interleaving; report renders results.
 package runner

@@ -28,6 +28,9 @@ const (
 	// the container was granted (CAP_SYS_ADMIN, for layerfsd) reaches them,
 	// on dockerd and on the stand-in alike.
 	BodyUser = "65534:65534"
+	// DefaultLockPath is the host-wide lock that keeps samples from
+	// overlapping, whichever run takes them.
+	DefaultLockPath = "/run/lock/sealbench.lock"
 )
 
 // EngineOptions says what RunEngine runs, where, and where results go.
@@ -43,14 +46,16 @@ type EngineOptions struct {
 	// image, already on every target's Engine under Image.ID.
 	BundleID string
 	Image    engine.Image
-	// RunnerSHA256 and StandinSHA256 are the bundle's digests of the two.
+	// RunnerSHA256 is the digest of the runner taking the samples, and
+	// RunnerPlatform its os/arch; StandinSHA256 the bundle's stand-in's.
 	RunnerSHA256, StandinSHA256 manifests.Digest
+	RunnerPlatform              string
 	Cells                       []string
 	Samples                     int
 	Seed                        uint64
 	Native                      bool
 	OutDir                      string
-	LockPath                    string            // the host-wide lock; default /run/lock/sealbench.lock
+	LockPath                    string            // the host-wide lock; default DefaultLockPath
 	Tools                       map[string]string // tool versions to pin (go, docker...), beside each Engine's
 	Log                         func(string, ...any)
 	// Status, when set, hears the phase of the sample under way ("local
@@ -81,7 +86,7 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 		o.Samples = 1
 	}
 	if o.LockPath == "" {
-		o.LockPath = "/run/lock/sealbench.lock"
+		o.LockPath = DefaultLockPath
 	}
 	if o.RunID == "" || o.Ledger == nil {
 		return nil, errors.New("RunEngine: no run to record Sandboxes in")
@@ -91,7 +96,7 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 	}
 	pins := &manifests.RunPins{
 		FormatVersion: manifests.ResultsFormatVersion, RunID: o.RunID, BundleID: o.BundleID,
-		ImageID: o.Image.ID, ImageLock: o.Image.Lock, ImageRelocked: o.Image.Relocked, RunnerSHA256: o.RunnerSHA256, StandinSHA256: o.StandinSHA256,
+		ImageID: o.Image.ID, ImageLock: o.Image.Lock, ImageRelocked: o.Image.Relocked, RunnerSHA256: o.RunnerSHA256, RunnerPlatform: o.RunnerPlatform, StandinSHA256: o.StandinSHA256,
 		StoreProfile: manifests.StoreDisposable, ConstructionWorkers: 1,
 		Tools: map[string]string{}, Cells: o.Cells, Native: o.Native,
 		Seed: o.Seed, Samples: o.Samples, Start: time.Now().UTC(),

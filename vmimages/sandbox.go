@@ -135,10 +135,11 @@ func BuildSandbox(ctx context.Context, o SandboxOptions) (*ImageInfo, error) {
 	return info, nil
 }
 
-// bundleLayer puts the bundle's files at opt/sealbench with the manifest's
-// modes and the bundle's source time, and returns it with the bundle's name.
-// It reads only the files the manifest lists and the bundle's own three
-// files, and checks again that what it read is what the manifest says.
+// bundleLayer puts the bundle's Linux files at opt/sealbench with the
+// manifest's modes and the bundle's source time, and returns it with the
+// bundle's name. It reads only the files the manifest lists, its
+// manifest and signature, and checks again that what it read is what the
+// manifest says; SHA256SUMS is written for the files the image holds.
 func bundleLayer(dir string, m *manifests.BundleManifest) ([]byte, string, error) {
 	b := newLayerBuilder(m.Source.Time)
 	root := strings.TrimPrefix(BundleMount, "/")
@@ -151,6 +152,9 @@ func bundleLayer(dir string, m *manifests.BundleManifest) ([]byte, string, error
 		return data, nil
 	}
 	for _, f := range m.Files {
+		if !manifests.InSandbox(f.Path) {
+			continue // another OS's runner: it stays in the bundle
+		}
 		data, err := add(f.Path, int64(f.Mode))
 		if err != nil {
 			return nil, "", err
@@ -160,7 +164,10 @@ func bundleLayer(dir string, m *manifests.BundleManifest) ([]byte, string, error
 		}
 	}
 	var name string
-	for _, f := range []string{manifests.ManifestFile, manifests.SignatureFile, manifests.SumsFile} {
+	// SHA256SUMS lists what the image holds, so that `sha256sum -c` in a
+	// Sandbox checks every file there.
+	b.file(root+"/"+manifests.SumsFile, 0o644, m.SandboxSHA256SUMS())
+	for _, f := range []string{manifests.ManifestFile, manifests.SignatureFile} {
 		data, err := add(f, 0o644)
 		if err != nil {
 			return nil, "", err

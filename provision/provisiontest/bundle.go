@@ -40,17 +40,21 @@ const ImageRef = "sealbench/sandbox-test:busybox"
 var (
 	once     sync.Once
 	shared   *Bundle
-	dir      string
+	dirs     []string
 	err      error
 	mainUsed bool
+
+	runnerOnce   sync.Once
+	runnerShared *Bundle
+	runnerErr    error
 )
 
-// Main runs the tests and removes what GetBundle made.
+// Main runs the tests and removes what GetBundle and GetRunnerBundle made.
 func Main(m *testing.M) {
 	mainUsed = true
 	code := m.Run()
-	if dir != "" {
-		os.RemoveAll(dir)
+	for _, d := range dirs {
+		os.RemoveAll(d)
 	}
 	os.Exit(code)
 }
@@ -59,37 +63,57 @@ func Main(m *testing.M) {
 // busybox; the stand-in is built once per test binary).
 func GetBundle(t testing.TB) *Bundle {
 	t.Helper()
+	return getBundle(t, false, &once, &shared, &err)
+}
+
+// GetRunnerBundle returns a bundle that also holds the runner for this
+// host (bin/linux-<arch>/sealbench, built as a bundle's is), for tests
+// that take samples through `run`.
+func GetRunnerBundle(t testing.TB) *Bundle {
+	t.Helper()
+	return getBundle(t, true, &runnerOnce, &runnerShared, &runnerErr)
+}
+
+func getBundle(t testing.TB, withRunner bool, once *sync.Once, shared **Bundle, errp *error) *Bundle {
+	t.Helper()
 	testenv.Short(t, "builds the stand-in and a Sandbox image")
 	goCmd := testenv.NeedCommand(t, "go")
 	bb := testenv.NeedCommand(t, "busybox")
 	if !mainUsed {
 		// No Main to clean up after a shared bundle: make one for this test.
-		b, err := makeBundle(goCmd, bb, t.TempDir())
+		b, err := makeBundle(goCmd, bb, t.TempDir(), withRunner)
 		if err != nil {
 			t.Fatalf("making the test bundle: %v", err)
 		}
 		return b
 	}
 	once.Do(func() {
-		if dir, err = os.MkdirTemp("", "sealbench-testbundle-"); err == nil {
-			shared, err = makeBundle(goCmd, bb, dir)
+		var d string
+		if d, *errp = os.MkdirTemp("", "sealbench-testbundle-"); *errp == nil {
+			dirs = append(dirs, d)
+			*shared, *errp = makeBundle(goCmd, bb, d, withRunner)
 		}
 	})
-	if err != nil {
-		t.Fatalf("making the test bundle: %v", err)
+	if *errp != nil {
+		t.Fatalf("making the test bundle: %v", *errp)
 	}
-	return shared
+	return *shared
 }
 
-func makeBundle(goCmd, busybox, dir string) (*Bundle, error) {
+func makeBundle(goCmd, busybox, dir string, withRunner bool) (*Bundle, error) {
 	root, err := bundle.FindModuleRoot(".")
 	if err != nil {
 		return nil, err
 	}
 	staged := filepath.Join(dir, "staged")
 	binRel := "bin/linux-" + runtime.GOARCH + "/standin"
+	runnerRel := bundle.RunnerPath("linux", runtime.GOARCH)
 	bin := filepath.Join(staged, filepath.FromSlash(binRel))
-	cmd := exec.Command(goCmd, "build", "-trimpath", "-tags", bundle.ShippedBuildTags, "-o", bin, "./cmd/standin")
+	pkgs := []string{"./cmd/standin"}
+	if withRunner {
+		pkgs = append(pkgs, "./cmd/sealbench")
+	}
+	cmd := exec.Command(goCmd, append([]string{"build", "-trimpath", "-tags", bundle.ShippedBuildTags, "-o", filepath.Dir(bin) + "/"}, pkgs...)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -107,10 +131,15 @@ func makeBundle(goCmd, busybox, dir string) (*Bundle, error) {
 		BuildEnv: []string{"CGO_ENABLED=0"}, Platforms: []string{"linux/" + runtime.GOARCH},
 	}}
 	var standin manifests.Digest
-	for _, f := range []struct {
+	type file struct {
 		rel  string
 		mode manifests.FileMode
-	}{{binRel, 0o755}, {"cells/C01.sh", 0o644}} {
+	}
+	files := []file{{binRel, 0o755}, {"cells/C01.sh", 0o644}}
+	if withRunner {
+		files = append(files, file{runnerRel, 0o755})
+	}
+	for _, f := range files {
 		p := filepath.Join(staged, filepath.FromSlash(f.rel))
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -168,7 +197,7 @@ type buildError struct {
 }
 
 func (e *buildError) Error() string {
-	return "building the stand-in: " + e.err.Error() + "\n" + string(e.out)
+	return "building the stand-in (and runner): " + e.err.Error() + "\n" + string(e.out)
 }
 
 // writeImage writes a busybox root filesystem as `docker save` would

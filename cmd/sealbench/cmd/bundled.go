@@ -8,9 +8,10 @@ const (
 	bundledBuild = true
 	buildNote    = `
 
-This is the build of sealbench that ships inside a bundle: it links no signing
-and no VM code, so it cannot seal or check signatures. Use the host's sealbench
-for that.`
+This is the build of sealbench that ships inside a bundle, the runner: it takes
+a run's samples from the plan the host's sealbench writes (sample), and links
+no signing and no VM code, so it cannot seal, check signatures or provision.
+Use the host's sealbench for that.`
 	versionNote = " (in-bundle build)"
 )
 

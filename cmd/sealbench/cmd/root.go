@@ -82,7 +82,7 @@ down, with an audit that proves nothing is left.` + buildNote,
 	for _, c := range hostCommands(g) {
 		root.AddCommand(c)
 	}
-	root.AddCommand(newVersionCmd(g))
+	root.AddCommand(newSampleCmd(g), newVersionCmd(g))
 	return root
 }
 

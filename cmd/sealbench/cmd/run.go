@@ -18,6 +18,10 @@ import (
 	"github.com/sealbench/sealbench/runner/cells"
 )
 
+// defaultSamples is how many samples run takes per cell and target: the
+// fewest for which a paired bootstrap 95% interval means something.
+const defaultSamples = 5
+
 // runFlags are the flags of `sealbench run`.
 type runFlags struct {
 	targets, engine, name string
@@ -49,16 +53,35 @@ With --engine instead, it drives an Engine that already exists (a target left
 up by ` + "`sealbench provision`" + `, or a dockerd), loading the Sandbox image
 into it when it lacks it.
 
+The samples are taken by the bundle's own runner, not by this binary: after
+verifying the bundle and bringing the targets up, run copies the bundle's
+runner for this host (bin/<os>-<arch>/sealbench) into the run's directory,
+checking its SHA-256 against the signed manifest as it copies (a runner that
+changed since verification is refused before any sample), writes a plan
+(plan.json: Engines, image, cells, seed, samples, results directory, ledger)
+and starts the copy (` + "`sealbench sample --plan`" + `), showing its progress and
+forwarding Ctrl-C to it. pins.json records the digest of the runner that ran.
+
 Per cell and sample: a fresh Sandbox from the pinned image (its id checked);
 sha256sum -c of the bundle inside it with the image's own tools; a Disposable
-Store with the cell's base imported; an untimed warm-up mount, run and
-unmount; a fresh mount (timed), the body as uid 65534 with no capabilities
-(timed on the Sandbox's clock and as exec wall time here), the verifier,
-telemetry, Commit and unmount (timed); the same body on a plain directory when
---native. One attempt per step; a failed cell is kept as failed. A host-wide
-lock keeps samples from overlapping. Every Sandbox is recorded in the run's
-ledger before it is created. The results directory gets samples.jsonl (each
-sample fsync'd as it completes), pins.json and report.md.
+Store with the cell's base imported; then each side of the comparison under one
+cache protocol: LayerFS gets an untimed warm-up run on an earlier mount and the
+timed run on a fresh mount; with --native, the same body on a plain directory
+gets the same (the base file copied in, a warm-up in an earlier directory, the
+timed run in a fresh one beside it). Before every timed window: sync, and a
+wait for the kernel's dirty and write-back pages to drain (the counts at the
+window's start are recorded). LayerFS and native take turns going first, as the
+seed decides. The body runs as uid 65534 with no capabilities, timed on the
+Sandbox's clock; then LayerFS's telemetry, the verifier, Commit and unmount.
+One attempt per step; a failed cell is kept as failed. A host-wide lock keeps
+samples from overlapping. Every Sandbox is recorded in the run's ledger before
+it is created. The results directory gets samples.jsonl (each sample fsync'd
+as it completes), pins.json and report.md.
+
+--samples defaults to 5 per cell and target, interleaved in the seeded random
+order: enough for a paired bootstrap 95% interval on every ratio (with 5 pairs
+the interval can exclude 1.0 when every pair agrees on a direction; fewer
+cannot show much). --samples 1 is a quick look, with no intervals.
 
 Exit codes for run: 0 every sample passed and nothing is left; 1 a sample
 failed, or the audit found leftovers; 3 bad input; 4 provisioning, the run or
@@ -66,9 +89,12 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 		Example: `  # Everything in one go: seal with a throw-away key, run on the stand-in and dockerd.
   sudo sealbench run --target local,docker --native
 
-  # A sealed bundle, three cells, three interleaved samples each, a fixed seed.
+  # A sealed bundle, three cells, a fixed seed, one sample each: a quick look.
   sudo sealbench run --target local --bundle out/build-linux-0123456789ab \
-    --key keys/sealbench.pub --id build-linux-0123456789ab --cells C01,C06,C12 --samples 3 --seed 7
+    --key keys/sealbench.pub --id build-linux-0123456789ab --cells C01,C06,C12 --samples 1 --seed 7
+
+  # The large-file cells against the plain directory, five samples, intervals.
+  sudo sealbench run --target local,docker --native --cells C06,C07,C08,C11
 
   # An Engine that is already up: a target left by provision, or a dockerd.
   sealbench run --engine unix:///run/sealbench-dockerd/docker.sock --name docker \
@@ -88,7 +114,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 	fl.StringVar(&f.cells, "cells", "", "cells to run, e.g. C01,C06 (default all twelve)")
 	fl.BoolVar(&f.native, "native", false, "also run each body on a plain directory in the same Sandbox")
 	fl.BoolVar(&f.keep, "keep", false, "leave the targets up after the run (take them down with `sealbench teardown --run ID`)")
-	fl.IntVar(&f.samples, "samples", 1, "samples per cell and target, interleaved in a seeded random order")
+	fl.IntVar(&f.samples, "samples", defaultSamples, "samples per cell and target, interleaved in a seeded random order (1: a quick look, no intervals)")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the interleaving (0: one from the clock; recorded in pins.json)")
 	f.vm.flags(fl)
 	f.debs.flags(fl)

@@ -14,12 +14,14 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
@@ -103,16 +105,19 @@ func shortStateDir(t *testing.T) string {
 
 // TestRunOnLocalAndDocker is the product's main job on real targets: one
 // `sealbench run --target local,docker` provisions both from a sealed
-// bundle, runs all twelve cells with --native, reports, tears down and
-// audits. Every verifier passes, the exact counts are equal on both
-// targets, and nothing of the run is left on the host or in dockerd.
+// bundle, runs all twelve cells twice with --native through the bundle's
+// own runner, reports, tears down and audits. Every verifier passes, the
+// exact counts are equal on both targets, both sides of every ratio
+// followed one cache protocol (as the samples' recorded phases show), the
+// pins name the runner that ran, and nothing of the run is left on the
+// host or in dockerd.
 func TestRunOnLocalAndDocker(t *testing.T) {
 	b := sealForRun(t)
 	testenv.NeedDocker(t)
 	state := shortStateDir(t)
 	out := t.TempDir()
 	code, stdout, stderr := run(t, "run", "--json", "--target", "local,docker", "--bundle", b.Dir, "--key", b.PubKey,
-		"--id", b.Name, "--native", "--seed", "1", "--out", out)
+		"--id", b.Name, "--native", "--samples", "2", "--seed", "1", "--out", out)
 	if code != ExitOK {
 		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -120,8 +125,11 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &o); err != nil {
 		t.Fatalf("run --json: %v\n%s", err, stdout)
 	}
-	if o.Samples != 24 || o.Failed != 0 || o.Kept || len(o.Leftovers) != 0 || o.Teardown == nil || len(o.Targets) != 2 {
+	if o.Samples != 48 || o.Failed != 0 || o.Kept || len(o.Leftovers) != 0 || o.Teardown == nil || len(o.Targets) != 2 {
 		t.Errorf("outcome: %+v", o)
+	}
+	if !strings.Contains(stderr, "sampling with the bundle's runner") {
+		t.Errorf("the run did not say it sampled with the bundle's runner:\n%.3000s", stderr)
 	}
 	f, err := os.Open(filepath.Join(out, "samples.jsonl"))
 	if err != nil {
@@ -129,11 +137,15 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 	}
 	samples, err := manifests.ReadSamples(f)
 	f.Close()
-	if err != nil || len(samples) != 24 {
+	if err != nil || len(samples) != 48 {
 		t.Fatalf("%d samples, %v", len(samples), err)
 	}
+	checkProtocol(t, samples)
 	byCell := map[string]map[string]manifests.Sample{}
 	for _, s := range samples {
+		if s.Round != 0 {
+			continue // the counts of round 0 stand for both (checkProtocol compared the rounds)
+		}
 		if s.Status != manifests.StatusOK || s.Verifier != manifests.VerifierPass || s.CommandNs <= 0 || s.NativeNs == nil ||
 			s.MountNs <= 0 || s.FUSETotal() == 0 || (s.Files == 0) != (s.Cell == "C03") ||
 			(s.FUSETransport != "dev" && s.FUSETransport != "uring") {
@@ -170,6 +182,18 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(out, "pins.json")); err != nil || json.Unmarshal(b, &pins) != nil || len(pins.Targets) != 2 || pins.End.IsZero() || pins.Tools["go"] == "" {
 		t.Errorf("pins.json: %v %+v", err, pins)
 	}
+	// The runner that took the samples is the bundle's, byte for byte.
+	mb, err := os.ReadFile(filepath.Join(b.Dir, manifests.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifests.ParseBundleManifest(mb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, ok := m.File(bundle.RunnerPath(runtime.GOOS, runtime.GOARCH)); !ok || pins.RunnerSHA256 != want.Digest || pins.RunnerPlatform != runtime.GOOS+"/"+runtime.GOARCH {
+		t.Errorf("pins.json: runner %s (%s), the manifest's is %s", pins.RunnerSHA256, pins.RunnerPlatform, want.Digest)
+	}
 	// The pins carry the package lock the Sandbox image was built from, byte
 	// for byte the one kept beside the image.
 	if lb, err := os.ReadFile(filepath.Join(b.Dir+".image", vmimages.SandboxLock)); err != nil || pins.ImageLock == nil {
@@ -183,6 +207,68 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(provision.RunsDir(state)); len(ents) != 0 {
 		t.Errorf("runs left in the state directory: %v", ents)
+	}
+}
+
+// checkProtocol checks, from the phases each sample recorded (never from
+// timings), that LayerFS and the native reference followed one cache
+// protocol: on each side an untimed warm-up, then the timed run in a
+// fresh directory of its own, a write-back barrier before every timed
+// window, and the two sides taking turns going first: each cell's rounds
+// alternate, and both orders occur in the run.
+func checkProtocol(t *testing.T, samples []manifests.Sample) {
+	t.Helper()
+	firsts := map[string][]string{} // target/cell: first side, by round
+	seen := map[string]bool{}
+	for _, s := range samples {
+		where := fmt.Sprintf("%s %s round %d", s.Target, s.Cell, s.Round)
+		if len(s.Phases) != 4 {
+			t.Errorf("%s: %d phases, want a warm-up and a timed run on each side: %+v", where, len(s.Phases), s.Phases)
+			continue
+		}
+		dirs := map[string]bool{}
+		warmed := map[string]bool{}
+		var timedOrder []string
+		for i, ph := range s.Phases {
+			switch ph.Kind {
+			case manifests.PhaseWarmUp:
+				if warmed[ph.Side] || ph.Barrier != nil {
+					t.Errorf("%s: phase %d: a second warm-up of %s, or one with a barrier: %+v", where, i, ph.Side, ph)
+				}
+				warmed[ph.Side] = true
+			case manifests.PhaseTimed:
+				if !warmed[ph.Side] {
+					t.Errorf("%s: phase %d: %s's timed run came before its warm-up", where, i, ph.Side)
+				}
+				if ph.Barrier == nil {
+					t.Errorf("%s: phase %d: %s's timed run had no barrier", where, i, ph.Side)
+				}
+				timedOrder = append(timedOrder, ph.Side)
+			}
+			if dirs[ph.Dir] {
+				t.Errorf("%s: phase %d ran in %s, where an earlier phase ran: not a fresh directory", where, i, ph.Dir)
+			}
+			dirs[ph.Dir] = true
+		}
+		if len(timedOrder) != 2 || timedOrder[0] == timedOrder[1] || s.First != timedOrder[0] || s.Phases[0].Side != s.First {
+			t.Errorf("%s: first %q, timed runs in the order %v, phases %+v", where, s.First, timedOrder, s.Phases)
+		}
+		key := s.Target + "/" + s.Cell
+		for len(firsts[key]) <= s.Round {
+			firsts[key] = append(firsts[key], "")
+		}
+		firsts[key][s.Round] = s.First
+		seen[s.First] = true
+	}
+	for key, fs := range firsts {
+		for r := 1; r < len(fs); r++ {
+			if fs[r] == fs[r-1] {
+				t.Errorf("%s: rounds %d and %d both went %s first: the sides do not take turns", key, r-1, r, fs[r])
+			}
+		}
+	}
+	if !seen[manifests.SideLayerFS] || !seen[manifests.SideNative] {
+		t.Errorf("the run's samples all went the same side first: %v", seen)
 	}
 }
 
@@ -243,7 +329,7 @@ func TestRunCrashTrials(t *testing.T) {
 		t.Run(strings.ReplaceAll(tr.name, " ", "_"), func(t *testing.T) {
 			delay := time.Duration(rng.IntN(tr.maxDelay)) * time.Millisecond
 			cmd := exec.Command(bin, "run", "--target", "local,docker", "--bundle", b.Dir, "--key", b.PubKey,
-				"--cells", "C01,C09", "--seed", "3", "--out", t.TempDir())
+				"--cells", "C01,C09", "--samples", "1", "--seed", "3", "--out", t.TempDir())
 			cmd.Env = os.Environ()
 			stderr, err := cmd.StderrPipe()
 			if err != nil {
