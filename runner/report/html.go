@@ -39,6 +39,7 @@ type bar struct {
 	TextX, TextY   string
 	HasCI          bool
 	CILo, CIHi, CY string
+	Faint          bool
 }
 
 type legendItem struct{ RectX, TextX, Colour, Name string }
@@ -72,7 +73,9 @@ func makeChart(r *Report, tm Timing) chart {
 	// A round scale: the next 0.5 above the largest ratio.
 	scaleMax := math.Max(1.5, math.Ceil(maxR*2)/2)
 	x := func(ratio float64) float64 { return chartLeft + chartWidth*ratio/scaleMax }
-	c := chart{Width: int(chartLeft + chartWidth + 110), AxisX: f1(x(1)), AxisLabel: r.Baseline}
+	// Room on the right for the longest label: a ratio, its interval and
+	// its marks.
+	c := chart{Width: int(chartLeft + chartWidth + 300), AxisX: f1(x(1)), AxisLabel: r.Baseline}
 	y := chartTop
 	for _, row := range tm.Rows {
 		cr := chartRow{LabelY: f1(y + 12), Label: row.Cell}
@@ -82,14 +85,18 @@ func makeChart(r *Report, tm Timing) chart {
 			w := 0.0
 			if v.Ratio != nil {
 				w = x(*v.Ratio) - chartLeft
-				b.Text = ratio(*v.Ratio)
+				b.Text = RatioText(v)
 			}
 			b.W = f1(w)
 			textX := chartLeft + w + 4
 			if v.CI != nil {
 				b.HasCI, b.CILo, b.CIHi, b.CY = true, f1(x(v.CI.Low)), f1(x(v.CI.High)), f1(by+(barHeight-1)/2)
-				b.Text += " [" + ratio(v.CI.Low) + ", " + ratio(v.CI.High) + "]"
 				textX = math.Max(textX, x(v.CI.High)+4)
+			}
+			// A ratio that shows nothing, or divides a suspect value, is
+			// drawn faint: the eye should not weigh it as the others.
+			if v.RatioSuspect || v.NoDifference != nil && *v.NoDifference {
+				b.Faint = true
 			}
 			b.TextX = f1(textX)
 			cr.Bars = append(cr.Bars, b)
@@ -111,22 +118,22 @@ func makeChart(r *Report, tm Timing) chart {
 }
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
-	"ms":      ms,
-	"ratioOf": ratioText,
-	"geo":     func(s Summary) string { return summaryText(s, ratio) },
-	"grouped": grouped,
-	"title":   CountTitle,
-	"chart":   func(r *Report, tm Timing) chart { return makeChart(r, tm) },
-	"nsms":    func(ns int64) string { return ms(float64(ns)) },
-	"short":   short,
-	"dash":    dash,
-	"dashInt": dashInt,
-	"when":    when,
-	"gib":     gib,
-	"pct":     func(f float64) string { return strconv.FormatFloat(f*100, 'f', -1, 64) },
-	"tools":   toolList,
-	"diff":    func(d Difference, names []string) string { return differenceValues(d, names) },
-	"notBase": func(r *Report, n string) bool { return n != r.Baseline },
+	"ms":       ms,
+	"ratioOf":  RatioText,
+	"geo":      GeoText,
+	"headline": func(r *Report) string { return r.headline() },
+	"grouped":  grouped,
+	"title":    CountTitle,
+	"chart":    func(r *Report, tm Timing) chart { return makeChart(r, tm) },
+	"nsms":     func(ns int64) string { return ms(float64(ns)) },
+	"short":    short,
+	"dash":     dash,
+	"dashInt":  dashInt,
+	"when":     when,
+	"gib":      gib,
+	"tools":    toolList,
+	"diff":     func(d Difference, names []string) string { return differenceValues(d, names) },
+	"notBase":  func(r *Report, n string) bool { return n != r.Baseline },
 	"load": func(a, b float64) string {
 		return strconv.FormatFloat(a, 'f', 2, 64) + "–" + strconv.FormatFloat(b, 'f', 2, 64)
 	},
@@ -154,12 +161,12 @@ tr.summary td { font-weight: 600; background: #f4f4f4; }
 svg text { font: 11px system-ui, sans-serif; fill: #222; }
 figure { margin: 0.5em 0 2em; } figcaption { color: #555; }
 code { font-size: 90%; }
+ul.timing-notes { color: #8a4b00; }
 </style>
 </head>
 <body>
 <h1>sealbench report</h1>
-<p>Targets: {{join .TargetNames ", "}}. Baseline: <strong>{{.Baseline}}</strong>. Cells: {{len .Cells}}.
-{{- if .Multi}} Several samples per cell: values are medians, intervals are bootstrap {{pct .Level}}% (seed {{.Seed}}).{{end}}</p>
+<p>Targets: {{join .TargetNames ", "}}. Baseline: <strong>{{.Baseline}}</strong>. Cells: {{len .Cells}}. {{headline .}}</p>
 
 <h2>Provenance</h2>
 <table>
@@ -169,9 +176,9 @@ code { font-size: 90%; }
 {{- end}}
 </table>
 <table>
-<tr><th>target</th><th>run</th><th>engine</th><th>kernel</th><th>CPUs</th><th>memory</th><th>emulated</th><th>samples</th></tr>
+<tr><th>target</th><th>run</th><th>engine</th><th>kernel</th><th>CPUs</th><th>memory</th><th>emulated</th><th>FUSE transport</th><th>samples</th></tr>
 {{- range .Targets}}
-<tr><td>{{.Name}}</td><td>{{.RunID}}</td><td>{{dash .Engine}}</td><td>{{dash .Kernel}}</td><td>{{dashInt .CPUs}}</td><td>{{if .MemoryBytes}}{{gib .MemoryBytes}}{{else}}—{{end}}</td><td>{{.Emulated}}</td><td>{{.Samples}}</td></tr>
+<tr><td>{{.Name}}</td><td>{{.RunID}}</td><td>{{dash .Engine}}</td><td>{{dash .Kernel}}</td><td>{{dashInt .CPUs}}</td><td>{{if .MemoryBytes}}{{gib .MemoryBytes}}{{else}}—{{end}}</td><td>{{.Emulated}}</td><td>{{.FUSETransportText}}</td><td>{{.Samples}}</td></tr>
 {{- end}}
 </table>
 {{- range .Runs}}{{if .Tools}}
@@ -216,11 +223,18 @@ code { font-size: 90%; }
 <table>
 <tr><th>cell</th>{{range $r.TargetNames}}<th>{{.}}</th>{{if notBase $r .}}<th>ratio</th>{{end}}{{end}}</tr>
 {{- range .Rows}}
-<tr><td>{{.Cell}}</td>{{range $i, $v := .Values}}<td>{{$tm.MedianText $v}}</td>{{if notBase $r (index $r.Targets $i).Name}}<td>{{ratioOf $v}}</td>{{end}}{{end}}</tr>
+<tr><td>{{.Cell}}</td>{{range $i, $v := .Values}}<td{{if $v.Suspect}} class="bad"{{end}}>{{$tm.MedianText $v}}</td>{{if notBase $r (index $r.Targets $i).Name}}<td{{if $v.RatioSuspect}} class="bad"{{end}}>{{ratioOf $v}}</td>{{end}}{{end}}</tr>
 {{- end}}
 <tr class="summary"><td>geometric mean of ratios</td>{{range $i, $t := $r.Targets}}<td></td>{{if notBase $r $t.Name}}<td>{{geo (index $tm.GeoMean $i)}}</td>{{end}}{{end}}</tr>
 <tr class="summary"><td>median over cells</td>{{range $i, $t := $r.Targets}}<td>{{$tm.SummaryText (index $tm.MedianOverCells $i)}}</td>{{if notBase $r $t.Name}}<td></td>{{end}}{{end}}</tr>
 </table>
+{{- if .Notes}}
+<ul class="timing-notes">
+{{- range .Notes}}
+<li>{{.}}</li>
+{{- end}}
+</ul>
+{{- end}}
 {{- with $c := chart $r .}}
 <figure>
 <svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Caption}}">
@@ -234,13 +248,13 @@ code { font-size: 90%; }
 {{- range .Rows}}
 <text x="4" y="{{.LabelY}}">{{.Label}}</text>
 {{- range .Bars}}
-<rect x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="{{.Colour}}"><title>{{.Label}}: {{.Text}}</title></rect>
+<rect x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="{{.Colour}}"{{if .Faint}} fill-opacity="0.35"{{end}}><title>{{.Label}}: {{.Text}}</title></rect>
 {{- if .HasCI}}<line x1="{{.CILo}}" y1="{{.CY}}" x2="{{.CIHi}}" y2="{{.CY}}" stroke="#000"/>{{end}}
 <text x="{{.TextX}}" y="{{.TextY}}">{{.Text}}</text>
 {{- end}}
 {{- end}}
 </svg>
-<figcaption>{{.Caption}}; the dashed line is {{.AxisLabel}} (1.0){{if $r.Multi}}; whiskers are the bootstrap intervals{{end}}.</figcaption>
+<figcaption>{{.Caption}}; the dashed line is {{.AxisLabel}} (1.0){{if $r.Multi}}; whiskers are the bootstrap intervals; faint bars show no difference or divide a suspect value{{end}}.</figcaption>
 </figure>
 {{- end}}
 {{- end}}

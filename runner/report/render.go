@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sealbench/sealbench/runner/stats"
 )
 
 // Write renders r in format: "md", "html", "json" or "csv".
@@ -58,21 +60,57 @@ func ms(ns float64) string {
 
 func ratio(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) }
 
-// ratioText is "1.04" or, with an interval, "1.04 [0.98, 1.10]"; "" when
-// there is no ratio.
-func ratioText(v TimingValue) string {
-	if v.Ratio == nil {
+// times writes a ratio as a ratio: "1.04x".
+func times(f float64) string { return ratio(f) + "x" }
+
+// The marks a value can carry, after its interval.
+const (
+	markNoDifference = "no difference shown"
+	markSuspect      = "suspect reference"
+)
+
+// intervalText is " [low, high]", each bound written by f; "" without an
+// interval.
+func intervalText(iv *stats.Interval, f func(float64) string) string {
+	if iv == nil {
 		return ""
 	}
-	s := ratio(*v.Ratio)
-	if v.CI != nil {
-		s += " [" + ratio(v.CI.Low) + ", " + ratio(v.CI.High) + "]"
+	return " [" + f(iv.Low) + ", " + f(iv.High) + "]"
+}
+
+// marks writes ", no difference shown" where an interval includes 1.0 and
+// ", suspect reference" where the value is suspect.
+func marks(noDifference *bool, suspect bool) string {
+	s := ""
+	if noDifference != nil && *noDifference {
+		s += ", " + markNoDifference
+	}
+	if suspect {
+		s += ", " + markSuspect
 	}
 	return s
 }
 
-// Format writes one of tm's values: milliseconds, or a plain ratio.
+// RatioText is a value's ratio to the baseline, with its interval and
+// marks: "1.04x [0.97, 1.12], no difference shown"; "" when there is no
+// ratio.
+func RatioText(v TimingValue) string {
+	if v.Ratio == nil {
+		return ""
+	}
+	return times(*v.Ratio) + intervalText(v.CI, ratio) + marks(v.NoDifference, v.RatioSuspect)
+}
+
+// Format writes one of tm's values: milliseconds, or a ratio ("9.00x").
 func (tm Timing) Format(v float64) string {
+	if tm.Unit == UnitTimes {
+		return times(v)
+	}
+	return ms(v)
+}
+
+// bound writes an interval's bound: as Format, without the "x".
+func (tm Timing) bound(v float64) string {
 	if tm.Unit == UnitTimes {
 		return ratio(v)
 	}
@@ -87,22 +125,40 @@ func (tm Timing) UnitText() string {
 	return "ms"
 }
 
-// MedianText writes a value's median, or a dash.
+// MedianText writes a value's median with its interval and marks
+// ("275.0 [262.1, 290.4]", "0.23x [0.20, 0.26], suspect reference"), or a
+// dash.
 func (tm Timing) MedianText(v TimingValue) string {
 	if v.MedianNs == nil {
 		return "—"
 	}
-	return tm.Format(*v.MedianNs)
+	return tm.Format(*v.MedianNs) + intervalText(v.MedianCI, tm.bound) + marks(v.MedianNoDifference, v.Suspect)
 }
 
 // SummaryText writes a median over cells, or a dash.
 func (tm Timing) SummaryText(s Summary) string { return summaryText(s, tm.Format) }
 
+// GeoText writes a geometric mean of ratios, or a dash.
+func GeoText(s Summary) string { return summaryText(s, times) }
+
+// summaryText writes s by f, saying how many of its cells are suspect.
 func summaryText(s Summary, f func(float64) string) string {
 	if s.Value == nil {
 		return "—"
 	}
-	return f(*s.Value)
+	if s.Suspect == 0 {
+		return f(*s.Value)
+	}
+	return f(*s.Value) + ", including " + plural(s.Suspect, "suspect cell")
+}
+
+// headline says what the timings' values are.
+func (r *Report) headline() string {
+	if r.Multi() {
+		return fmt.Sprintf("Values are medians, each with its bootstrap %s%% interval in brackets (seed %d); a ratio whose interval includes 1.0 is marked \"%s\".",
+			strconv.FormatFloat(r.Level*100, 'f', -1, 64), r.Seed, markNoDifference)
+	}
+	return "One sample per cell and target: values stand bare, without intervals (see the notes)."
 }
 
 // grouped writes an integer count with thousands separators; other values
@@ -168,10 +224,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 	sep := func(n int) { row(strings.Split(strings.Repeat("---,", n-1)+"---", ",")...) }
 
 	p("# sealbench report\n\n")
-	p("Targets: %s. Baseline: **%s**. Cells: %d.", strings.Join(names, ", "), r.Baseline, len(r.Cells))
-	if r.Multi() {
-		p(" Several samples per cell: values are medians, intervals are bootstrap %g%% (seed %d).", r.Level*100, r.Seed)
-	}
+	p("Targets: %s. Baseline: **%s**. Cells: %d. %s", strings.Join(names, ", "), r.Baseline, len(r.Cells), r.headline())
 	p("\n\n## Provenance\n\n")
 	row("run", "bundle", "Sandbox image", "runner", "stand-in", "Store", "workers", "samples", "seed", "start", "end", "lock wait max (ms)", "load 1m")
 	sep(13)
@@ -181,14 +234,14 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 			ms(float64(run.LockWaitMaxNs)), fmt.Sprintf("%.2f–%.2f", run.Load1Min, run.Load1Max))
 	}
 	p("\n")
-	row("target", "run", "engine", "kernel", "CPUs", "memory", "emulated", "samples")
-	sep(8)
+	row("target", "run", "engine", "kernel", "CPUs", "memory", "emulated", "FUSE transport", "samples")
+	sep(9)
 	for _, t := range r.Targets {
 		mem := "—"
 		if t.MemoryBytes > 0 {
 			mem = gib(t.MemoryBytes)
 		}
-		row(t.Name, t.RunID, dash(t.Engine), dash(t.Kernel), dashInt(t.CPUs), mem, strconv.FormatBool(t.Emulated), strconv.Itoa(t.Samples))
+		row(t.Name, t.RunID, dash(t.Engine), dash(t.Kernel), dashInt(t.CPUs), mem, strconv.FormatBool(t.Emulated), t.FUSETransportText(), strconv.Itoa(t.Samples))
 	}
 	for _, run := range r.Runs {
 		if len(run.Tools) > 0 {
@@ -255,7 +308,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 			for i, n := range names {
 				cells = append(cells, tm.MedianText(tr.Values[i]))
 				if n != r.Baseline {
-					cells = append(cells, ratioText(tr.Values[i]))
+					cells = append(cells, RatioText(tr.Values[i]))
 				}
 			}
 			row(cells...)
@@ -266,12 +319,18 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 			gm = append(gm, "")
 			md = append(md, tm.SummaryText(tm.MedianOverCells[i]))
 			if n != r.Baseline {
-				gm = append(gm, summaryText(tm.GeoMean[i], ratio))
+				gm = append(gm, GeoText(tm.GeoMean[i]))
 				md = append(md, "")
 			}
 		}
 		row(gm...)
 		row(md...)
+		if len(tm.Notes) > 0 {
+			p("\n")
+			for _, n := range tm.Notes {
+				p("- %s\n", mdEscape(n))
+			}
+		}
 	}
 	if len(r.Notes) > 0 {
 		p("\n## Notes\n\n")
@@ -322,11 +381,16 @@ func writeCSV(w io.Writer, r *Report) error {
 	cw := csv.NewWriter(w)
 	names := r.TargetNames()
 	rec := func(fields ...string) { cw.Write(fields) }
-	rec("kind", "cell", "target", "metric", "value", "n", "ratio", "ci_low", "ci_high", "differs", "baseline")
+	rec("kind", "cell", "target", "metric", "value", "n", "ratio", "ci_low", "ci_high", "differs", "baseline",
+		"value_ci_low", "value_ci_high", "value_no_difference", "value_suspect", "no_difference", "ratio_suspect")
 	base := r.Baseline
+	for _, t := range r.Targets {
+		rec("target", "", t.Name, "fuseTransport", strings.Join(t.FUSETransports, " / "), strconv.Itoa(t.Samples), "", "", "", "", base, "", "", "", "", "", "")
+		rec("target", "", t.Name, "undrainedWindows", strconv.Itoa(t.UndrainedWindows), strconv.Itoa(t.TimedWindows), "", "", "", "", base, "", "", "", "", "", "")
+	}
 	for _, c := range r.Counts {
 		for i, n := range names {
-			rec("count", c.Cell, n, c.Count, c.Values[i], "", "", "", "", strconv.FormatBool(c.Differs), base)
+			rec("count", c.Cell, n, c.Count, c.Values[i], "", "", "", "", strconv.FormatBool(c.Differs), base, "", "", "", "", "", "")
 		}
 	}
 	for _, d := range r.Differences {
@@ -334,7 +398,7 @@ func writeCSV(w io.Writer, r *Report) error {
 			continue // the count rows above carry them
 		}
 		for _, n := range names {
-			rec("count", d.Cell, n, d.Count, d.Values[n], "", "", "", "", "true", base)
+			rec("count", d.Cell, n, d.Count, d.Values[n], "", "", "", "", "true", base, "", "", "", "", "", "")
 		}
 	}
 	f := func(p *float64, prec int) string {
@@ -343,20 +407,35 @@ func writeCSV(w io.Writer, r *Report) error {
 		}
 		return strconv.FormatFloat(*p, 'f', prec, 64)
 	}
+	bounds := func(iv *stats.Interval, prec int) (string, string) {
+		if iv == nil {
+			return "", ""
+		}
+		return strconv.FormatFloat(iv.Low, 'f', prec, 64), strconv.FormatFloat(iv.High, 'f', prec, 64)
+	}
+	flag := func(b *bool) string {
+		if b == nil {
+			return ""
+		}
+		return strconv.FormatBool(*b)
+	}
 	for _, tm := range r.Timings {
+		prec := 0 // nanoseconds
+		if tm.Unit == UnitTimes {
+			prec = 4
+		}
 		for _, tr := range tm.Rows {
 			for i, n := range names {
 				v := tr.Values[i]
-				lo, hi := "", ""
-				if v.CI != nil {
-					lo, hi = strconv.FormatFloat(v.CI.Low, 'f', 4, 64), strconv.FormatFloat(v.CI.High, 'f', 4, 64)
-				}
-				rec("timing", tr.Cell, n, tm.Metric, f(v.MedianNs, 0), strconv.Itoa(v.N), f(v.Ratio, 4), lo, hi, "", base)
+				lo, hi := bounds(v.CI, 4)
+				vlo, vhi := bounds(v.MedianCI, prec)
+				rec("timing", tr.Cell, n, tm.Metric, f(v.MedianNs, prec), strconv.Itoa(v.N), f(v.Ratio, 4), lo, hi, "", base,
+					vlo, vhi, flag(v.MedianNoDifference), strconv.FormatBool(v.Suspect), flag(v.NoDifference), strconv.FormatBool(v.RatioSuspect))
 			}
 		}
 		for i, n := range names {
-			rec("geomean", "", n, tm.Metric, "", strconv.Itoa(tm.GeoMean[i].Cells), f(tm.GeoMean[i].Value, 4), "", "", "", base)
-			rec("median_over_cells", "", n, tm.Metric, f(tm.MedianOverCells[i].Value, 0), strconv.Itoa(tm.MedianOverCells[i].Cells), "", "", "", "", base)
+			rec("geomean", "", n, tm.Metric, "", strconv.Itoa(tm.GeoMean[i].Cells), f(tm.GeoMean[i].Value, 4), "", "", "", base, "", "", "", "", "", "")
+			rec("median_over_cells", "", n, tm.Metric, f(tm.MedianOverCells[i].Value, prec), strconv.Itoa(tm.MedianOverCells[i].Cells), "", "", "", "", base, "", "", "", "", "", "")
 		}
 	}
 	cw.Flush()

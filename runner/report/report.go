@@ -2,8 +2,16 @@
 // the twelve-cell reports make: exact counts first, per cell and target,
 // with every difference between targets flagged, because timings only
 // compare the same work; then timings, each with its ratio to a baseline
-// target and the geometric mean of those ratios over the cells, and with
-// several samples, medians and bootstrap 95% intervals.
+// target and the geometric mean of those ratios over the cells.
+//
+// With two samples or more, every median carries its seeded bootstrap 95%
+// interval, and so does every ratio: between targets paired by round,
+// LayerFS over native paired within each sample. A ratio whose interval
+// includes 1.0 is marked "no difference shown". The report states what it
+// checks rather than printing a number it cannot stand behind: a LayerFS
+// over native wholly below 0.8 marks its native reference suspect; mixed
+// FUSE transports, timed windows that started before write-back drained,
+// and single samples without an interval each get a note.
 //
 // Build makes a Report, a plain data model; Write renders it as Markdown,
 // HTML (one self-contained page, inline SVG charts, no script), JSON or CSV.
@@ -78,6 +86,25 @@ type TargetInfo struct {
 	Emulated    bool   `json:"emulated"`
 	Transport   string `json:"transport,omitempty"` // how the runner reached the Engine
 	Samples     int    `json:"samples"`             // samples read
+	// FUSETransports are the FUSE transports that served the target's
+	// samples, "uring" before "dev": two when they were mixed, none when
+	// the samples do not say.
+	FUSETransports []string `json:"fuseTransports,omitempty"`
+	// TimedWindows counts the timed windows (LayerFS's and native's) in the
+	// target's samples that count, as their phases recorded them;
+	// UndrainedWindows those that started before the kernel's dirty pages
+	// had drained (barrier.drained false).
+	TimedWindows     int `json:"timedWindows,omitempty"`
+	UndrainedWindows int `json:"undrainedWindows,omitempty"`
+}
+
+// FUSETransportText is the target's FUSE transports as the report prints
+// them: "uring", "dev", "uring / dev", or a dash.
+func (t TargetInfo) FUSETransportText() string {
+	if len(t.FUSETransports) == 0 {
+		return "—"
+	}
+	return strings.Join(t.FUSETransports, " / ")
 }
 
 // RunInfo is one run's provenance.
@@ -152,10 +179,15 @@ type Problem struct {
 type Timing struct {
 	Metric string `json:"metric"` // commandNs, execWallNs, ...
 	Title  string `json:"title"`
-	// Unit is UnitNs for durations, or UnitTimes for a dimensionless ratio
-	// (layerfsOverNative), whose "medianNs" values are then plain ratios.
+	// Unit is UnitNs for durations, or UnitTimes for a ratio metric
+	// (layerfsOverNative): its "medianNs" values are then ratios of
+	// medians, paired within each sample, and its ratios between targets
+	// ratios of those ratios, paired by round.
 	Unit string      `json:"unit"`
 	Rows []TimingRow `json:"rows"`
+	// Notes say what a reader of this timing must know: which values are
+	// suspect, and why they may be.
+	Notes []string `json:"notes,omitempty"`
 	// GeoMean is, per target, the geometric mean over cells of the ratio to
 	// the baseline, over the cells where both have a value.
 	GeoMean []Summary `json:"geoMean"`
@@ -173,17 +205,36 @@ type TimingRow struct {
 
 // TimingValue is one target's value in one cell.
 type TimingValue struct {
-	N        int             `json:"n"`                  // samples that count (status ok)
-	MedianNs *float64        `json:"medianNs,omitempty"` // absent when N is 0
-	Ratio    *float64        `json:"ratio,omitempty"`    // median / the baseline's median
-	CI       *stats.Interval `json:"ci,omitempty"`       // bootstrap interval of Ratio, with 2 or more paired rounds
-	Pairs    int             `json:"pairs,omitempty"`    // rounds paired with the baseline for CI
+	N        int      `json:"n"`                  // samples that count (status ok)
+	MedianNs *float64 `json:"medianNs,omitempty"` // absent when N is 0
+	// MedianCI is the bootstrap interval of MedianNs, with 2 or more
+	// samples: of the median, or for a ratio metric of the ratio of
+	// medians, paired within each sample.
+	MedianCI *stats.Interval `json:"medianCi,omitempty"`
+	// MedianNoDifference is, for a ratio metric with an interval, whether
+	// that interval includes 1.0 (LayerFS no different from native, as
+	// far as the samples show); absent otherwise.
+	MedianNoDifference *bool `json:"medianNoDifference,omitempty"`
+	// Suspect marks a ratio metric's value below its sanity bound (the
+	// whole interval, or a single sample): its reference is suspect.
+	Suspect bool            `json:"suspect,omitempty"`
+	Ratio   *float64        `json:"ratio,omitempty"` // median / the baseline's median
+	CI      *stats.Interval `json:"ci,omitempty"`    // bootstrap interval of Ratio, with 2 or more paired rounds
+	Pairs   int             `json:"pairs,omitempty"` // rounds paired with the baseline for CI
+	// NoDifference is whether CI includes 1.0: the samples show no
+	// difference from the baseline. Absent without CI.
+	NoDifference *bool `json:"noDifference,omitempty"`
+	// RatioSuspect marks a Ratio that divides a suspect value (this
+	// target's or the baseline's).
+	RatioSuspect bool `json:"ratioSuspect,omitempty"`
 }
 
 // Summary is one target's summary value over cells.
 type Summary struct {
 	Value *float64 `json:"value,omitempty"`
 	Cells int      `json:"cells"` // how many cells it is over
+	// Suspect counts the cells among them whose value is suspect.
+	Suspect int `json:"suspect,omitempty"`
 }
 
 // The count rows, in order.
@@ -246,35 +297,63 @@ const (
 	UnitTimes = "times"
 )
 
+// metric is one timing the report shows.
+type metric struct {
+	name, title, unit string
+	// of is the metric's value in one sample; false where it has none.
+	of func(*manifests.Sample) (float64, bool)
+	// over, set for a ratio metric, is what of is divided by within each
+	// sample: the metric is median(of)/median(over), its interval paired
+	// within each sample, and its ratio between targets the ratio of those
+	// ratios, paired by round.
+	over func(*manifests.Sample) (float64, bool)
+	// suspectBelow, when set, is the ratio metric's sanity bound: a value
+	// whose interval lies wholly below it (or a single sample below it)
+	// says its reference is wrong, not its subject fast; suspectWhy says
+	// why, for the note.
+	suspectBelow float64
+	suspectWhy   string
+}
+
+func duration(name, title string, get func(*manifests.Sample) int64) metric {
+	return metric{name: name, title: title, unit: UnitNs, of: func(s *manifests.Sample) (float64, bool) { return float64(get(s)), true }}
+}
+
+func nativeNs(s *manifests.Sample) (float64, bool) {
+	if s.NativeNs == nil || *s.NativeNs <= 0 {
+		return 0, false
+	}
+	return float64(*s.NativeNs), true
+}
+
 // The timings, in order.
-var timingNames = []struct {
-	metric, title, unit string
-	get                 func(*manifests.Sample) (float64, bool)
-}{
-	{"commandNs", "Command time on the Sandbox's own clock", UnitNs, func(s *manifests.Sample) (float64, bool) { return float64(s.CommandNs), true }},
-	{"execWallNs", "Exec wall time on the runner side", UnitNs, func(s *manifests.Sample) (float64, bool) { return float64(s.ExecWallNs), true }},
-	{"execOverheadNs", "Per-exec overhead (exec wall minus command time)", UnitNs, func(s *manifests.Sample) (float64, bool) { return float64(s.ExecOverheadNs), true }},
-	{"mountNs", "Mount", UnitNs, func(s *manifests.Sample) (float64, bool) { return float64(s.MountNs), true }},
-	{"commitNs", "Commit", UnitNs, func(s *manifests.Sample) (float64, bool) { return float64(s.CommitNs), true }},
-	{"unmountNs", "Unmount", UnitNs, func(s *manifests.Sample) (float64, bool) { return float64(s.UnmountNs), true }},
-	{"nativeNs", "Native reference: the same body on a plain directory, no LayerFS", UnitNs, func(s *manifests.Sample) (float64, bool) {
-		if s.NativeNs == nil {
-			return 0, false
-		}
-		return float64(*s.NativeNs), true
-	}},
+var metrics = []metric{
+	duration("commandNs", "Command time on the Sandbox's own clock", func(s *manifests.Sample) int64 { return s.CommandNs }),
+	duration("execWallNs", "Exec wall time on the runner side", func(s *manifests.Sample) int64 { return s.ExecWallNs }),
+	duration("execOverheadNs", "Per-exec overhead (exec wall minus command time)", func(s *manifests.Sample) int64 { return s.ExecOverheadNs }),
+	duration("mountNs", "Mount", func(s *manifests.Sample) int64 { return s.MountNs }),
+	duration("commitNs", "Commit", func(s *manifests.Sample) int64 { return s.CommitNs }),
+	duration("unmountNs", "Unmount", func(s *manifests.Sample) int64 { return s.UnmountNs }),
+	{name: "nativeNs", title: "Native reference: the same body on a plain directory, no LayerFS", unit: UnitNs, of: nativeNs},
 	// The ratio a target's own disk cannot skew: targets keep their
 	// Sandboxes in different places, and where a directory lands changes
 	// what creating files costs there (see the runner's scratch), so
 	// command times of create-heavy cells differ between targets on one
 	// machine for reasons that are not the platform's. LayerFS's cost
 	// over native in the same Sandbox does not.
-	{"layerfsOverNative", "LayerFS over native: command time divided by the native reference, per sample", UnitTimes, func(s *manifests.Sample) (float64, bool) {
-		if s.NativeNs == nil || *s.NativeNs <= 0 {
-			return 0, false
-		}
-		return float64(s.CommandNs) / float64(*s.NativeNs), true
-	}},
+	{
+		name: "layerfsOverNative", title: "LayerFS over native: median command time over the median native reference", unit: UnitTimes,
+		of: func(s *manifests.Sample) (float64, bool) {
+			if _, ok := nativeNs(s); !ok {
+				return 0, false
+			}
+			return float64(s.CommandNs), true
+		},
+		over:         nativeNs,
+		suspectBelow: 0.8,
+		suspectWhy: "with FUSE passthrough LayerFS cannot write a large file much faster than the directory it writes through, " +
+			"so LayerFS over native below 0.8 says the native run was slow, not LayerFS fast",
+	},
 }
 
 // InputError says the results cannot make a report; the command line
@@ -418,13 +497,14 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 	})
 
 	r.buildCounts(idx, names)
-	for _, tn := range timingNames {
-		tm, ok := r.buildTiming(idx, names, tn.metric, tn.title, tn.get, resamples)
-		if ok {
-			tm.Unit = tn.unit
+	for _, m := range metrics {
+		if tm, ok := r.buildTiming(idx, names, m, resamples); ok {
 			r.Timings = append(r.Timings, tm)
 		}
 	}
+	r.noteTransports(byTarget)
+	r.noteBarriers(byTarget)
+	r.noteSingleSamples()
 	return r, nil
 }
 
@@ -513,83 +593,357 @@ func (r *Report) kernelsExplain(key string, values []string) string {
 	return "different kernels: " + strings.Join(list, ", ") + "; the kernel decides which requests reach the daemon: readahead, caching, FUSE passthrough"
 }
 
-func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, names []string, metric, title string,
-	get func(*manifests.Sample) (float64, bool), resamples int) (Timing, bool) {
-	tm := Timing{Metric: metric, Title: title}
+// obs is one sample's value of a metric: x, or for a ratio metric x over
+// base.
+type obs struct {
+	round   int
+	x, base float64
+}
+
+func columns(obs []obs) (xs, bases []float64) {
+	for _, o := range obs {
+		xs, bases = append(xs, o.x), append(bases, o.base)
+	}
+	return xs, bases
+}
+
+func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, names []string, m metric, resamples int) (Timing, bool) {
+	tm := Timing{Metric: m.name, Title: m.title, Unit: m.unit}
 	has := false
+	bi := slices.Index(names, r.Baseline)
 	perTargetRatios := make([][]float64, len(names))
 	perTargetMedians := make([][]float64, len(names))
+	ratioSuspects, medianSuspects := make([]int, len(names)), make([]int, len(names))
+	var suspects []suspect
 	for _, c := range r.Cells {
 		row := TimingRow{Cell: c.Name, Values: make([]TimingValue, len(names))}
-		byRound := make([]map[int]float64, len(names))
+		byRound := make([]map[int]obs, len(names))
 		for i, t := range names {
-			byRound[i] = map[int]float64{}
-			var xs []float64
+			byRound[i] = map[int]obs{}
+			var got []obs
 			for _, s := range idx[c.Name][t] {
 				if s.Status != manifests.StatusOK {
 					continue
 				}
-				if v, ok := get(s); ok {
-					xs = append(xs, v)
-					byRound[i][s.Round] = v
+				o := obs{round: s.Round}
+				var ok bool
+				if o.x, ok = m.of(s); !ok {
+					continue
 				}
+				if m.over != nil {
+					if o.base, ok = m.over(s); !ok {
+						continue
+					}
+				}
+				got = append(got, o)
+				byRound[i][s.Round] = o
 			}
-			row.Values[i].N = len(xs)
-			if len(xs) > 0 {
-				has = true
-				m := stats.Median(xs)
-				row.Values[i].MedianNs = &m
-				perTargetMedians[i] = append(perTargetMedians[i], m)
-			}
-		}
-		bi := slices.Index(names, r.Baseline)
-		base := row.Values[bi].MedianNs
-		for i := range names {
 			v := &row.Values[i]
-			if v.MedianNs == nil || base == nil {
+			v.N = len(got)
+			if v.N == 0 {
 				continue
 			}
-			ratio := stats.Ratio(*v.MedianNs, *base)
+			med, ok := m.estimate(got)
+			if !ok {
+				continue
+			}
+			has = true
+			v.MedianNs = &med
+			perTargetMedians[i] = append(perTargetMedians[i], med)
+			if v.MedianCI = m.interval(got, resamples, r.Seed); v.MedianCI != nil && m.over != nil {
+				v.MedianNoDifference = boolPtr(v.MedianCI.Contains(1))
+			}
+			if m.suspect(med, v.MedianCI) {
+				v.Suspect = true
+				medianSuspects[i]++
+				suspects = append(suspects, suspect{target: t, cell: c.Name, value: tm.Format(med) + intervalText(v.MedianCI, tm.bound)})
+			}
+		}
+		base := row.Values[bi]
+		for i := range names {
+			v := &row.Values[i]
+			if v.MedianNs == nil || base.MedianNs == nil {
+				continue
+			}
+			ratio := stats.Ratio(*v.MedianNs, *base.MedianNs)
 			if math.IsNaN(ratio) || ratio <= 0 {
 				continue
 			}
 			v.Ratio = &ratio
 			perTargetRatios[i] = append(perTargetRatios[i], ratio)
+			if v.Suspect || base.Suspect {
+				v.RatioSuspect = true
+				ratioSuspects[i]++
+			}
 			if i == bi {
 				continue
 			}
-			var xs, bs []float64
-			rounds := make([]int, 0, len(byRound[i]))
+			// The rounds both have, in order.
+			var these, bases []obs
 			for round := range byRound[i] {
 				if _, ok := byRound[bi][round]; ok {
-					rounds = append(rounds, round)
+					these = append(these, byRound[i][round])
 				}
 			}
-			sort.Ints(rounds)
-			for _, round := range rounds {
-				xs, bs = append(xs, byRound[i][round]), append(bs, byRound[bi][round])
+			sort.Slice(these, func(a, b int) bool { return these[a].round < these[b].round })
+			for _, o := range these {
+				bases = append(bases, byRound[bi][o.round])
 			}
-			if len(xs) >= 2 {
-				if iv, err := stats.BootstrapRatio(xs, bs, Level, resamples, r.Seed); err == nil {
-					v.CI, v.Pairs = &iv, len(xs)
-				}
+			if v.CI = m.ratioInterval(these, bases, resamples, r.Seed); v.CI != nil {
+				v.Pairs, v.NoDifference = len(these), boolPtr(v.CI.Contains(1))
 			}
 		}
 		tm.Rows = append(tm.Rows, row)
 	}
 	for i := range names {
-		g := Summary{Cells: len(perTargetRatios[i])}
+		g := Summary{Cells: len(perTargetRatios[i]), Suspect: ratioSuspects[i]}
 		if gm := stats.GeoMean(perTargetRatios[i]); !math.IsNaN(gm) {
 			g.Value = &gm
 		}
 		tm.GeoMean = append(tm.GeoMean, g)
-		m := Summary{Cells: len(perTargetMedians[i])}
-		if md := stats.Median(perTargetMedians[i]); !math.IsNaN(md) {
-			m.Value = &md
+		md := Summary{Cells: len(perTargetMedians[i]), Suspect: medianSuspects[i]}
+		if v := stats.Median(perTargetMedians[i]); !math.IsNaN(v) {
+			md.Value = &v
 		}
-		tm.MedianOverCells = append(tm.MedianOverCells, m)
+		tm.MedianOverCells = append(tm.MedianOverCells, md)
+	}
+	if len(suspects) > 0 {
+		tm.Notes = r.suspectNotes(idx, m, suspects)
 	}
 	return tm, has
+}
+
+// estimate is m's value over one target's samples of one cell: their
+// median, or for a ratio metric the ratio of medians; false where a
+// ratio's reference median is not positive.
+func (m metric) estimate(got []obs) (float64, bool) {
+	xs, bases := columns(got)
+	if m.over == nil {
+		return stats.Median(xs), true
+	}
+	v := stats.Ratio(stats.Median(xs), stats.Median(bases))
+	return v, !math.IsNaN(v)
+}
+
+// interval is the bootstrap interval of estimate, paired within each
+// sample for a ratio metric; nil with fewer than two samples.
+func (m metric) interval(got []obs, resamples int, seed uint64) *stats.Interval {
+	if len(got) < 2 {
+		return nil
+	}
+	xs, bases := columns(got)
+	var iv stats.Interval
+	var err error
+	if m.over == nil {
+		iv, err = stats.BootstrapMedian(xs, Level, resamples, seed)
+	} else {
+		iv, err = stats.BootstrapRatio(xs, bases, Level, resamples, seed)
+	}
+	if err != nil {
+		return nil
+	}
+	return &iv
+}
+
+// ratioInterval is the bootstrap interval of one target's estimate over
+// the baseline's, from the rounds both have (these and bases, paired by
+// round): the ratio of medians, or for a ratio metric the ratio of the two
+// ratios; nil with fewer than two rounds.
+func (m metric) ratioInterval(these, bases []obs, resamples int, seed uint64) *stats.Interval {
+	if len(these) < 2 {
+		return nil
+	}
+	xs, xbase := columns(these)
+	ys, ybase := columns(bases)
+	var iv stats.Interval
+	var err error
+	if m.over == nil {
+		iv, err = stats.BootstrapRatio(xs, ys, Level, resamples, seed)
+	} else {
+		iv, err = stats.BootstrapRatioOfRatios(xs, xbase, ys, ybase, Level, resamples, seed)
+	}
+	if err != nil {
+		return nil
+	}
+	return &iv
+}
+
+// suspect reports whether a value fails m's sanity bound: its whole
+// interval below it, or, without an interval, the value itself.
+func (m metric) suspect(v float64, iv *stats.Interval) bool {
+	if m.suspectBelow == 0 {
+		return false
+	}
+	if iv != nil {
+		return iv.High < m.suspectBelow
+	}
+	return v < m.suspectBelow
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+// suspect is one suspect value, for the notes.
+type suspect struct{ target, cell, value string }
+
+// suspectNotes explains a ratio metric's suspect values, one note for the
+// check and one per target, each suspect cell with what its samples
+// recorded about the protocol: which side went first, and how many timed
+// windows started before write-back had drained.
+func (r *Report) suspectNotes(idx map[string]map[string][]*manifests.Sample, m metric, suspects []suspect) []string {
+	notes := []string{fmt.Sprintf("Suspect reference, checked in every cell: %s. A value wholly below %s (its whole interval, or a single sample) is printed marked \"%s\", "+
+		"and so is every ratio between targets that divides it. The native run may have met write-back from earlier work, a cold directory, or a different placement on disk: "+
+		"check those samples' barriers (phases[].barrier: dirty and write-back pages, drained) and which side went first (first).",
+		m.suspectWhy, strconv.FormatFloat(m.suspectBelow, 'f', -1, 64), markSuspect)}
+	byTarget := map[string][]string{}
+	for _, sus := range suspects {
+		t, cell := sus.target, sus.cell
+		var n, nativeFirst, undrained int
+		for _, s := range idx[cell][t] {
+			if s.Status != manifests.StatusOK {
+				continue
+			}
+			n++
+			if s.First == manifests.SideNative {
+				nativeFirst++
+			}
+			for _, ph := range s.Phases {
+				if ph.Kind == manifests.PhaseTimed && ph.Barrier != nil && !ph.Barrier.Drained {
+					undrained++
+				}
+			}
+		}
+		line := cell + " " + sus.value
+		if n > 0 {
+			line += fmt.Sprintf(" (native first in %d of %s; %s undrained)", nativeFirst, plural(n, "sample"), plural(undrained, "timed window"))
+		}
+		byTarget[t] = append(byTarget[t], line)
+	}
+	for _, t := range r.TargetNames() {
+		if lines := byTarget[t]; len(lines) > 0 {
+			notes = append(notes, fmt.Sprintf("%s: reference suspect in %s.", t, strings.Join(lines, "; ")))
+		}
+	}
+	return notes
+}
+
+// plural writes "1 timed window", "2 timed windows", "no timed window".
+func plural(n int, what string) string {
+	switch n {
+	case 0:
+		return "no " + what
+	case 1:
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// FUSE transports in the order the report lists them.
+var fuseTransports = []string{"uring", "dev"}
+
+// noteTransports fills each target's FUSE transports from its samples and
+// notes where they differ: between one target's samples, and between the
+// targets a ratio compares, because what a FUSE request costs depends on
+// the transport that carries it.
+func (r *Report) noteTransports(byTarget map[string][]*manifests.Sample) {
+	var seen []string // each target's transports, joined
+	var parts []string
+	for i := range r.Targets {
+		t := &r.Targets[i]
+		count := map[string]int{}
+		for _, s := range byTarget[t.Name] {
+			if s.FUSETransport != "" {
+				count[s.FUSETransport]++
+			}
+		}
+		var mix []string
+		for _, ft := range fuseTransports {
+			if count[ft] > 0 {
+				t.FUSETransports = append(t.FUSETransports, ft)
+				mix = append(mix, fmt.Sprintf("%s over %s", plural(count[ft], "sample"), ft))
+			}
+		}
+		if len(t.FUSETransports) == 0 {
+			continue
+		}
+		if len(t.FUSETransports) > 1 {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s's samples were served by both FUSE transports (%s): its medians mix two costs per FUSE request.", t.Name, strings.Join(mix, ", ")))
+		}
+		if !slices.Contains(seen, t.FUSETransportText()) {
+			seen = append(seen, t.FUSETransportText())
+		}
+		parts = append(parts, t.Name+" "+t.FUSETransportText())
+	}
+	if len(seen) > 1 {
+		r.Notes = append(r.Notes, fmt.Sprintf("The targets did not all use the same FUSE transport (%s): FUSE over io_uring and /dev/fuse differ in what each request costs, "+
+			"so the ratios between these targets include the transport, not only the platform.", strings.Join(parts, ", ")))
+	}
+}
+
+// noteBarriers counts, per target, the timed windows its samples recorded
+// and those that started before the kernel's dirty pages had drained, and
+// notes the latter: write-back from earlier work may have landed in them.
+func (r *Report) noteBarriers(byTarget map[string][]*manifests.Sample) {
+	for i := range r.Targets {
+		t := &r.Targets[i]
+		side := map[string]int{}
+		var cellsHit []string
+		for _, s := range byTarget[t.Name] { // in round order
+			if s.Status != manifests.StatusOK {
+				continue
+			}
+			for _, ph := range s.Phases {
+				if ph.Kind != manifests.PhaseTimed || ph.Barrier == nil {
+					continue
+				}
+				t.TimedWindows++
+				if !ph.Barrier.Drained {
+					t.UndrainedWindows++
+					side[ph.Side]++
+					cellsHit = append(cellsHit, s.Cell)
+				}
+			}
+		}
+		if t.UndrainedWindows == 0 {
+			continue
+		}
+		sort.Strings(cellsHit)
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: %d of %d timed windows started before the kernel's dirty pages had drained (phases[].barrier.drained false; LayerFS %d, native %d; in %s): "+
+			"write-back from earlier work may have landed in them.", t.Name, t.UndrainedWindows, t.TimedWindows, side[manifests.SideLayerFS], side[manifests.SideNative], strings.Join(slices.Compact(cellsHit), ", ")))
+	}
+}
+
+// noteSingleSamples says where a value rests on a single sample, which has
+// no interval.
+func (r *Report) noteSingleSamples() {
+	var single []string
+	values := 0
+	for _, tm := range r.Timings {
+		if tm.Metric != metrics[0].name {
+			continue
+		}
+		for _, row := range tm.Rows {
+			for i, v := range row.Values {
+				if v.N > 0 {
+					values++
+				}
+				if v.N == 1 {
+					single = append(single, r.Targets[i].Name+" "+row.Cell)
+				}
+			}
+		}
+	}
+	switch {
+	case len(single) == 0:
+	case len(single) == values:
+		r.Notes = append(r.Notes, "Every timing here rests on a single sample per cell and target, and a single sample has no interval: nothing shows which differences are noise. Run with --samples 5 or more.")
+	default:
+		sort.Strings(single)
+		verb := "rests"
+		if len(single) > 1 {
+			verb = "rest"
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("A single sample has no interval: %s %s on one sample that counts, so its values stand bare. Run with --samples 5 or more.", strings.Join(single, ", "), verb))
+	}
 }
 
 // TargetNames returns the targets' names in report order.

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +33,11 @@ const testRun = "testdata/run"
 // fixedRun makes the test run: three targets (docker the baseline, local,
 // and an emulated lima), all twelve cells, three interleaved rounds, with
 // one failed sample, one ineligible one, and one count that differs.
+// LayerFS over native is about 9 where bodies create files, and about 1
+// (no difference shown) in the large-file cells C06-C08, except local's
+// C07, whose native reference ran four times slow (suspect), one of its
+// windows undrained. docker and local ran over io_uring, local once over
+// /dev/fuse; lima over /dev/fuse.
 func fixedRun() (*manifests.RunPins, []manifests.Sample) {
 	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	pins := &manifests.RunPins{
@@ -52,12 +59,20 @@ func fixedRun() (*manifests.RunPins, []manifests.Sample) {
 	overhead := map[string]int64{"docker": 42_000_000, "local": 4_000_000, "lima": 9_000_000}
 	var samples []manifests.Sample
 	t := start.Add(time.Minute)
-	for i, slot := range stats.Interleave([]string{"docker", "local", "lima"}, cells.Names(), 3, pins.Seed) {
+	transport := map[string]string{"docker": "uring", "local": "uring", "lima": "dev"}
+	for i, slot := range stats.Interleave([]string{"docker", "local", "lima"}, cells.Names(), pins.Samples, pins.Seed) {
 		cellNo := 0
 		fmt.Sscanf(slot.Cell, "C%d", &cellNo)
 		jitter := 1 + 0.03*float64((i*7)%5-2)
 		cmd := int64(float64(10_000_000+cellNo*7_000_000) * factor[slot.Target] * jitter)
-		native := cmd / 9
+		over := 9.0
+		if cellNo >= 6 && cellNo <= 8 { // 64 MiB through FUSE passthrough
+			over = 1.01
+		}
+		if slot.Target == "local" && slot.Cell == "C07" {
+			over = 0.23 // the native reference ran slow
+		}
+		native := int64(float64(cmd) / over * (1 + 0.04*float64((i*3)%5-2)))
 		s := manifests.Sample{
 			FormatVersion: manifests.ResultsFormatVersion, RunID: pins.RunID, BundleID: pins.BundleID,
 			Target: slot.Target, Cell: slot.Cell, Round: slot.Round, Order: i,
@@ -69,7 +84,9 @@ func fixedRun() (*manifests.RunPins, []manifests.Sample) {
 			Statements:   int64(4000 + cellNo), StoreBytes: 1 << 20, OverlayBytes: int64(cellNo) * 4096,
 			Files: 1000, Bytes: 8893, Load1: 1.5 + float64(i%7)/10, LockWaitNs: int64(i%3) * 1_000_000,
 			Start: t, End: t.Add(2 * time.Second),
+			FUSETransport: transport[slot.Target],
 		}
+		s.First, s.Phases = protocol(slot.Cell, i)
 		switch {
 		case slot.Target == "lima" && slot.Cell == "C12" && slot.Round == 1:
 			s.Status, s.Reason = manifests.StatusFailed, "verifier failed"
@@ -79,11 +96,39 @@ func fixedRun() (*manifests.RunPins, []manifests.Sample) {
 		case slot.Target == "lima" && slot.Cell == "C11" && slot.Round == 2:
 			s.Status, s.Reason, s.Verifier = manifests.StatusIneligible, "the target's kernel lacks FUSE passthrough", manifests.VerifierNotRun
 			s.CommandNs, s.ExecWallNs, s.ExecOverheadNs, s.NativeNs = 0, 0, 0, nil
+			s.FUSETransport, s.First, s.Phases = "", "", nil
+		case slot.Target == "local" && slot.Cell == "C07" && slot.Round == 1:
+			for j := range s.Phases {
+				if b := s.Phases[j].Barrier; b != nil && s.Phases[j].Side == manifests.SideNative {
+					b.DirtyPages, b.WritebackPages, b.WaitNs, b.Drained = 41_000, 9_500, 5_000_000_000, false
+				}
+			}
+		case slot.Target == "local" && slot.Cell == "C02" && slot.Round == 2:
+			s.FUSETransport = "dev"
 		}
 		samples = append(samples, s)
 		t = t.Add(3 * time.Second)
 	}
 	return pins, samples
+}
+
+// protocol is a sample's cache protocol as the runner records it: each
+// side's warm-up in an earlier directory, then its timed run in a fresh
+// one after a barrier; the sides take turns going first.
+func protocol(cell string, order int) (string, []manifests.Phase) {
+	sides := []string{manifests.SideLayerFS, manifests.SideNative}
+	if order%2 == 1 {
+		sides[0], sides[1] = sides[1], sides[0]
+	}
+	var phases []manifests.Phase
+	for _, side := range sides {
+		dir := fmt.Sprintf("/var/lib/sealbench/scratch/%s-%d/%s", cell, order, side)
+		phases = append(phases,
+			manifests.Phase{Side: side, Kind: manifests.PhaseWarmUp, Dir: dir + "/warm"},
+			manifests.Phase{Side: side, Kind: manifests.PhaseTimed, Dir: dir + "/timed",
+				Barrier: &manifests.Barrier{DirtyPages: int64(12 + order%40), WritebackPages: 0, WaitNs: int64(30_000_000 + order*10_000), Drained: true}})
+	}
+	return sides[0], phases
 }
 
 // writeRun writes the fixed run into dir as a run directory.
@@ -121,7 +166,9 @@ func TestReportGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Build(inputs, Options{Resamples: 2000})
+	// The defaults, as `sealbench report` uses them: its test compares
+	// the command's output with this golden file.
+	r, err := Build(inputs, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,11 +252,212 @@ func TestRatiosAndIntervals(t *testing.T) {
 		t.Errorf("per-exec overhead medians: %+v", over)
 	}
 
+	// Every median of two samples or more carries its interval, which
+	// holds it; the interval is the bootstrap's, with the report's seed.
+	for _, tm := range r.Timings {
+		for _, row := range tm.Rows {
+			for i, v := range row.Values {
+				switch {
+				case v.N >= 2 && (v.MedianCI == nil || !v.MedianCI.Contains(*v.MedianNs)):
+					t.Errorf("%s %s %s: median %v, interval %+v", tm.Metric, row.Cell, r.Targets[i].Name, *v.MedianNs, v.MedianCI)
+				case v.N < 2 && v.MedianCI != nil:
+					t.Errorf("%s %s %s: an interval from %d samples", tm.Metric, row.Cell, r.Targets[i].Name, v.N)
+				}
+			}
+		}
+	}
+	xs := sampleValues(samples, "docker", "C01", func(s *manifests.Sample) float64 { return float64(s.CommandNs) })
+	if want, _ := stats.BootstrapMedian(xs, Level, 2000, 7); *cmd.Rows[0].Values[0].MedianCI != want {
+		t.Errorf("docker C01's interval %+v, want the bootstrap's %+v", *cmd.Rows[0].Values[0].MedianCI, want)
+	}
+
+	// LayerFS over native is the ratio of the medians, with its interval
+	// paired within each sample; between targets, the ratio of those
+	// ratios, paired by round.
+	lon := timing(r, "layerfsOverNative")
+	for _, cell := range []string{"C01", "C07"} {
+		row := lon.Rows[map[string]int{"C01": 0, "C07": 6}[cell]]
+		var want [2]float64
+		for i, target := range []string{"docker", "local"} {
+			cmds := sampleValues(samples, target, cell, func(s *manifests.Sample) float64 { return float64(s.CommandNs) })
+			natives := sampleValues(samples, target, cell, func(s *manifests.Sample) float64 { return float64(*s.NativeNs) })
+			want[i] = stats.Median(cmds) / stats.Median(natives)
+			iv, _ := stats.BootstrapRatio(cmds, natives, Level, 2000, 7)
+			if v := row.Values[i]; !near(*v.MedianNs, want[i]) || *v.MedianCI != iv {
+				t.Errorf("%s %s: LayerFS over native %v %+v, want %v %+v", target, cell, *v.MedianNs, *v.MedianCI, want[i], iv)
+			}
+		}
+		v := row.Values[1]
+		if !near(*v.Ratio, want[1]/want[0]) || v.Pairs != 3 || !v.CI.Contains(*v.Ratio) {
+			t.Errorf("local/docker %s: %v %+v, want %v", cell, *v.Ratio, v.CI, want[1]/want[0])
+		}
+	}
+
 	other, err := Build([]Input{{Source: "fixed", Pins: pins, Samples: samples}}, Options{Baseline: "local", Resamples: 2000})
 	if err != nil || other.Baseline != "local" || *other.Timings[0].GeoMean[0].Value < 1.05 {
 		t.Errorf("--baseline local: %v, %+v", err, other.Timings[0].GeoMean)
 	}
 }
+
+// TestSanityChecks: what the report states about its own numbers, on the
+// fixed run: a ratio whose interval includes 1.0 shows no difference; a
+// LayerFS over native wholly below 0.8 is a suspect reference, and so is
+// every ratio that divides it; mixed FUSE transports and an undrained
+// timed window are noted; every rendering carries all of it.
+func TestSanityChecks(t *testing.T) {
+	pins, samples := fixedRun()
+	r, err := Build([]Input{{Source: "fixed", Pins: pins, Samples: samples}}, Options{Resamples: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lon := timing(r, "layerfsOverNative")
+	docker, local := 0, 1
+	c01, c06, c07 := lon.Rows[0], lon.Rows[5], lon.Rows[6]
+	switch {
+	case isTrue(c01.Values[docker].MedianNoDifference) || c01.Values[docker].Suspect:
+		t.Errorf("docker C01, 9x native, shows no difference or is suspect: %+v", c01.Values[docker])
+	case !isTrue(c06.Values[docker].MedianNoDifference) || c06.Values[docker].Suspect:
+		t.Errorf("docker C06, about native, does not show 'no difference': %+v", c06.Values[docker])
+	case !c07.Values[local].Suspect || !(c07.Values[local].MedianCI.High < 0.8) || !c07.Values[local].RatioSuspect:
+		t.Errorf("local C07, whose native reference ran slow, is not suspect: %+v", c07.Values[local])
+	case c07.Values[docker].Suspect || c07.Values[docker].RatioSuspect:
+		t.Errorf("docker C07 is suspect: %+v", c07.Values[docker])
+	case !isTrue(c01.Values[local].NoDifference) || c01.Values[local].RatioSuspect:
+		t.Errorf("local/docker C01 of LayerFS over native: %+v", c01.Values[local])
+	case lon.GeoMean[local].Suspect != 1 || lon.GeoMean[2].Suspect != 0:
+		t.Errorf("geometric means: %+v", lon.GeoMean)
+	}
+	for _, tm := range r.Timings {
+		for _, row := range tm.Rows {
+			for i, v := range row.Values {
+				if (v.NoDifference != nil) != (v.CI != nil) || v.CI != nil && *v.NoDifference != v.CI.Contains(1) {
+					t.Errorf("%s %s %s: noDifference %v for %+v", tm.Metric, row.Cell, r.Targets[i].Name, v.NoDifference, v.CI)
+				}
+				if tm.Metric != "layerfsOverNative" && (v.Suspect || v.RatioSuspect || v.MedianNoDifference != nil) {
+					t.Errorf("%s %s %s: a duration marked as a ratio: %+v", tm.Metric, row.Cell, r.Targets[i].Name, v)
+				}
+			}
+		}
+	}
+	var transports []string
+	for _, tg := range r.Targets {
+		transports = append(transports, tg.Name+" "+tg.FUSETransportText())
+	}
+	if got := strings.Join(transports, ", "); got != "docker uring, local uring / dev, lima dev" {
+		t.Errorf("FUSE transports: %s", got)
+	}
+	if tg := r.Targets[local]; tg.TimedWindows != 72 || tg.UndrainedWindows != 1 || r.Targets[docker].UndrainedWindows != 0 {
+		t.Errorf("timed windows: %+v", r.Targets)
+	}
+
+	want := map[string][]string{
+		"md": {
+			"| local | run-20261130T100000Z | standin | 6.1.0-40-amd64 | 2 | 8 GiB | false | uring / dev | 36 |",
+			"| C07 | 0.94x [0.94, 1.01], no difference shown | 0.22x [0.21, 0.25], suspect reference | 0.23x [0.21, 0.27], suspect reference |",
+			"- local: reference suspect in C07 0.22x [0.21, 0.25] (native first in 2 of 3 samples; 1 timed window undrained).",
+			"Suspect reference, checked in every cell",
+			"The targets did not all use the same FUSE transport (docker uring, local uring / dev, lima dev)",
+			"local's samples were served by both FUSE transports (35 samples over uring, 1 sample over dev)",
+			"local: 1 of 72 timed windows started before the kernel's dirty pages had drained",
+		},
+		"html": {"<td>uring / dev</td>", "0.22x [0.21, 0.25], suspect reference", "Suspect reference, checked in every cell", `fill-opacity="0.35"`},
+		"json": {`"fuseTransports": [`, `"suspect": true`, `"ratioSuspect": true`, `"noDifference": true`, `"noDifference": false`, `"medianNoDifference": true`, `"medianCi": {`, `"undrainedWindows": 1`},
+		// local C07: value suspect, ratio suspect, no difference shown in neither.
+		"csv": {"target,,local,fuseTransport,uring / dev,36", "target,,local,undrainedWindows,1,72",
+			"timing,C07,local,layerfsOverNative,0.2192,3,0.2344,0.2109,0.2673,,docker,0.2130,0.2500,false,true,false,true\n"},
+	}
+	for _, format := range Formats {
+		var b bytes.Buffer
+		if err := Write(&b, r, format); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want[format] {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("the %s report lacks %q", format, w)
+			}
+		}
+	}
+}
+
+// TestOneSampleGolden: one sample per cell, as `--samples 1` gives: no
+// interval anywhere, a note that says so, and a LayerFS over native below
+// 0.8 marked suspect all the same.
+func TestOneSampleGolden(t *testing.T) {
+	pins, samples := fixedRun()
+	pins.Samples = 1
+	pins.Targets = pins.Targets[:2] // docker and local
+	pins.Cells = []string{"C01", "C07"}
+	var one []manifests.Sample
+	for _, s := range samples {
+		if s.Round == 0 && s.Target != "lima" && (s.Cell == "C01" || s.Cell == "C07") {
+			s.FUSETransport = "dev"
+			one = append(one, s)
+		}
+	}
+	r, err := Build([]Input{{Source: "one", Pins: pins, Samples: one}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Multi() {
+		t.Error("one sample per cell, but the report says several")
+	}
+	for _, tm := range r.Timings {
+		for _, row := range tm.Rows {
+			for _, v := range row.Values {
+				if v.MedianCI != nil || v.CI != nil || v.NoDifference != nil || v.MedianNoDifference != nil {
+					t.Errorf("%s %s: an interval from one sample: %+v", tm.Metric, row.Cell, v)
+				}
+			}
+		}
+	}
+	var b bytes.Buffer
+	if err := Write(&b, r, "md"); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, w := range []string{
+		"a single sample has no interval",
+		"Run with --samples 5 or more.",
+		"| C07 | 0.94x | 0.24x, suspect reference | 0.26x, suspect reference |",
+	} {
+		if !strings.Contains(md, w) {
+			t.Errorf("the Markdown lacks %q", w)
+		}
+	}
+	if strings.Contains(md, "The targets did not all use the same FUSE transport") || strings.Contains(md, " [") {
+		t.Error("the Markdown notes a transport difference, or prints an interval")
+	}
+	golden(t, "report.golden.one.md", b.Bytes())
+}
+
+func timing(r *Report, metric string) *Timing {
+	for i := range r.Timings {
+		if r.Timings[i].Metric == metric {
+			return &r.Timings[i]
+		}
+	}
+	panic("no timing " + metric)
+}
+
+// sampleValues returns get of target's ok samples of cell, by round.
+func sampleValues(samples []manifests.Sample, target, cell string, get func(*manifests.Sample) float64) []float64 {
+	var byRound []manifests.Sample
+	for _, s := range samples {
+		if s.Target == target && s.Cell == cell && s.Status == manifests.StatusOK {
+			byRound = append(byRound, s)
+		}
+	}
+	sort.Slice(byRound, func(i, j int) bool { return byRound[i].Round < byRound[j].Round })
+	var out []float64
+	for i := range byRound {
+		out = append(out, get(&byRound[i]))
+	}
+	return out
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9*math.Abs(b) }
 
 func TestBuildRejects(t *testing.T) {
 	pins, samples := fixedRun()

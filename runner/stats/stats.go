@@ -1,7 +1,8 @@
 // Package stats holds the few statistics the runner and the report use:
 // medians, geometric means, ratios to a baseline, seeded bootstrap
-// confidence intervals of a paired ratio of medians, and the seeded random
-// order in which a run interleaves its targets and cells.
+// confidence intervals of a median, of a paired ratio of medians and of a
+// paired ratio of two such ratios, and the seeded random order in which a
+// run interleaves its targets and cells.
 //
 // Everything random here is seeded and uses a generator whose output is
 // defined by its algorithm (PCG-DXSM, with our own bounded draws and
@@ -66,40 +67,97 @@ type Interval struct {
 	Low, High float64
 }
 
+// Contains reports whether x lies in the interval, ends included.
+func (iv Interval) Contains(x float64) bool { return iv.Low <= x && x <= iv.High }
+
+// BootstrapMedian returns the bootstrap percentile confidence interval, at
+// level (0.95 for 95%), of median(xs): each resample draws values with
+// replacement. It is deterministic given seed, from the same generator as
+// BootstrapRatio.
+func BootstrapMedian(xs []float64, level float64, resamples int, seed uint64) (Interval, error) {
+	return bootstrap([][]float64{xs}, level, resamples, seed, func(c [][]float64) float64 {
+		return medianInPlace(c[0])
+	})
+}
+
 // BootstrapRatio returns the bootstrap percentile confidence interval, at
 // level (0.95 for 95%), of median(xs)/median(base), where xs[i] and base[i]
-// are paired (taken in the same round of an interleaved run): each resample
-// draws pairs with replacement. It is deterministic given seed.
+// are paired (taken in the same round of an interleaved run, or in the same
+// sample): each resample draws pairs with replacement. It is deterministic
+// given seed.
 func BootstrapRatio(xs, base []float64, level float64, resamples int, seed uint64) (Interval, error) {
+	return bootstrap([][]float64{xs, base}, level, resamples, seed, func(c [][]float64) float64 {
+		return Ratio(medianInPlace(c[0]), medianInPlace(c[1]))
+	})
+}
+
+// BootstrapRatioOfRatios returns the bootstrap percentile confidence
+// interval, at level, of
+//
+//	(median(xs)/median(xbase)) / (median(ys)/median(ybase))
+//
+// where the i-th values of all four are paired: xs[i] and xbase[i] were
+// measured in one sample, ys[i] and ybase[i] in another of the same round
+// (one target's LayerFS over native against another's). Each resample
+// draws rounds with replacement. It is deterministic given seed.
+func BootstrapRatioOfRatios(xs, xbase, ys, ybase []float64, level float64, resamples int, seed uint64) (Interval, error) {
+	return bootstrap([][]float64{xs, xbase, ys, ybase}, level, resamples, seed, func(c [][]float64) float64 {
+		return Ratio(Ratio(medianInPlace(c[0]), medianInPlace(c[1])), Ratio(medianInPlace(c[2]), medianInPlace(c[3])))
+	})
+}
+
+// bootstrap is the percentile bootstrap of stat over the rows of cols
+// (cols[k][i] is the k-th value of row i; a row's values are paired): each
+// resample draws n rows with replacement into scratch columns that stat
+// may reorder. Resamples whose stat is NaN are left out.
+func bootstrap(cols [][]float64, level float64, resamples int, seed uint64, stat func([][]float64) float64) (Interval, error) {
+	n := len(cols[0])
+	for _, c := range cols[1:] {
+		if len(c) != n {
+			return Interval{}, fmt.Errorf("bootstrap: %d values paired with %d", n, len(c))
+		}
+	}
 	switch {
-	case len(xs) != len(base):
-		return Interval{}, fmt.Errorf("bootstrap: %d values paired with %d", len(xs), len(base))
-	case len(xs) < 2:
-		return Interval{}, errors.New("bootstrap: needs at least two pairs")
+	case n < 2:
+		return Interval{}, errors.New("bootstrap: needs at least two values (or pairs)")
 	case !(level > 0 && level < 1):
 		return Interval{}, fmt.Errorf("bootstrap: level %v is not between 0 and 1", level)
 	case resamples < 100:
 		return Interval{}, fmt.Errorf("bootstrap: %d resamples are too few", resamples)
 	}
 	rng := newRand(seed)
-	n := len(xs)
-	a, b := make([]float64, n), make([]float64, n)
-	ratios := make([]float64, 0, resamples)
+	scratch := make([][]float64, len(cols))
+	for k := range cols {
+		scratch[k] = make([]float64, n)
+	}
+	values := make([]float64, 0, resamples)
 	for range resamples {
 		for i := range n {
 			j := rng.intN(n)
-			a[i], b[i] = xs[j], base[j]
+			for k, c := range cols {
+				scratch[k][i] = c[j]
+			}
 		}
-		if r := Ratio(Median(a), Median(b)); !math.IsNaN(r) {
-			ratios = append(ratios, r)
+		if v := stat(scratch); !math.IsNaN(v) {
+			values = append(values, v)
 		}
 	}
-	if len(ratios) == 0 {
-		return Interval{}, errors.New("bootstrap: the baseline's median is never positive")
+	if len(values) == 0 {
+		return Interval{}, errors.New("bootstrap: no resample has a value: a median it divides by is never positive")
 	}
-	sort.Float64s(ratios)
+	sort.Float64s(values)
 	alpha := (1 - level) / 2
-	return Interval{Low: quantile(ratios, alpha), High: quantile(ratios, 1-alpha)}, nil
+	return Interval{Low: quantile(values, alpha), High: quantile(values, 1-alpha)}, nil
+}
+
+// medianInPlace is Median on a slice it may sort.
+func medianInPlace(s []float64) float64 {
+	sort.Float64s(s)
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	return (s[m-1] + s[m]) / 2
 }
 
 // quantile returns the q-quantile of sorted s by linear interpolation

@@ -100,6 +100,128 @@ func TestBootstrapRatio(t *testing.T) {
 
 const pinnedInterval = "1.916667 2.272727"
 
+// spread returns n values around 100 from a fixed sequence (a
+// deterministic stand-in for noisy timings): mean 100, steps of ±10%.
+func spread(n int) []float64 {
+	xs := make([]float64, n)
+	for i := range xs {
+		xs[i] = 100 + float64((i*37)%21-10)
+	}
+	return xs
+}
+
+func TestBootstrapMedian(t *testing.T) {
+	xs := []float64{275, 262.1, 290.4, 281, 268, 300, 259}
+	a, err := BootstrapMedian(xs, 0.95, DefaultResamples, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := BootstrapMedian(xs, 0.95, DefaultResamples, 7); a != b {
+		t.Errorf("same seed, different intervals: %+v, %+v", a, b)
+	}
+	if m := Median(xs); !(a.Contains(m) && a.Low < m && m < a.High) {
+		t.Errorf("interval %+v does not hold the median %v inside it", a, m)
+	}
+	if a.Low < 259 || a.High > 300 {
+		t.Errorf("interval %+v reaches outside the values", a)
+	}
+	// Pinned, so that a change to the generator or the method shows.
+	if got := fmt.Sprintf("%.6f %.6f", a.Low, a.High); got != pinnedMedianInterval {
+		t.Errorf("interval = %s, want %s", got, pinnedMedianInterval)
+	}
+
+	// More samples from the same spread: a narrower interval.
+	small, err := BootstrapMedian(spread(5), 0.95, DefaultResamples, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	large, err := BootstrapMedian(spread(60), 0.95, DefaultResamples, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(large.High-large.Low < (small.High-small.Low)/2) {
+		t.Errorf("60 samples give %+v, 5 give %+v: the interval does not narrow", large, small)
+	}
+	if !large.Contains(100) {
+		t.Errorf("60 samples around 100 give %+v", large)
+	}
+
+	// Equal values: a point.
+	if iv, err := BootstrapMedian([]float64{4, 4, 4}, 0.95, 1000, 1); err != nil || iv != (Interval{4, 4}) {
+		t.Errorf("constant values: %+v, %v", iv, err)
+	}
+	for _, bad := range []struct {
+		xs    []float64
+		level float64
+		n     int
+	}{
+		{[]float64{1}, 0.95, 1000},
+		{nil, 0.95, 1000},
+		{[]float64{1, 2}, 0, 1000},
+		{[]float64{1, 2}, 0.95, 99},
+	} {
+		if _, err := BootstrapMedian(bad.xs, bad.level, bad.n, 1); err == nil {
+			t.Errorf("BootstrapMedian(%v, %v, %d) accepted it", bad.xs, bad.level, bad.n)
+		}
+	}
+	in := fmt.Sprint(xs)
+	if _, err := BootstrapMedian(xs, 0.95, 1000, 1); err != nil || fmt.Sprint(xs) != in {
+		t.Errorf("BootstrapMedian changed its input to %v (%v)", xs, err)
+	}
+}
+
+const pinnedMedianInterval = "262.100000 290.400000"
+
+// TestBootstrapRatioOfRatios: one target's LayerFS over native against
+// another's, resampled by round.
+func TestBootstrapRatioOfRatios(t *testing.T) {
+	// Each round: x = 2*xbase exactly, y = 4*ybase exactly: the ratio of
+	// ratios is 0.5 in every resample, whatever the noise of the bases.
+	xbase := []float64{10, 13, 9, 11, 12}
+	ybase := []float64{30, 20, 25, 28, 22}
+	xs, ys := make([]float64, 5), make([]float64, 5)
+	for i := range xs {
+		xs[i], ys[i] = 2*xbase[i], 4*ybase[i]
+	}
+	iv, err := BootstrapRatioOfRatios(xs, xbase, ys, ybase, 0.95, 2000, 3)
+	if err != nil || !near(iv.Low, 0.5) || !near(iv.High, 0.5) {
+		t.Errorf("constant ratios: %+v, %v", iv, err)
+	}
+
+	// Noisy: the interval holds the point estimate and is deterministic.
+	xs = []float64{21, 25, 19, 22, 24, 20}
+	xbase = []float64{10, 11, 10, 12, 11, 9}
+	ys = []float64{40, 44, 38, 47, 41, 43}
+	ybase = []float64{21, 20, 19, 22, 23, 20}
+	a, err := BootstrapRatioOfRatios(xs, xbase, ys, ybase, 0.95, DefaultResamples, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := BootstrapRatioOfRatios(xs, xbase, ys, ybase, 0.95, DefaultResamples, 42); a != b {
+		t.Errorf("same seed, different intervals: %+v, %+v", a, b)
+	}
+	point := (Median(xs) / Median(xbase)) / (Median(ys) / Median(ybase))
+	if !(a.Contains(point) && a.Low < a.High) {
+		t.Errorf("interval %+v does not hold the point estimate %v", a, point)
+	}
+	for _, bad := range [][4][]float64{
+		{{1, 2}, {1, 2}, {1, 2}, {1}},
+		{{1}, {1}, {1}, {1}},
+		{{1, 2}, {0, 0}, {1, 2}, {1, 2}},
+	} {
+		if _, err := BootstrapRatioOfRatios(bad[0], bad[1], bad[2], bad[3], 0.95, 1000, 1); err == nil {
+			t.Errorf("BootstrapRatioOfRatios(%v) accepted it", bad)
+		}
+	}
+}
+
+func TestIntervalContains(t *testing.T) {
+	iv := Interval{Low: 0.97, High: 1.12}
+	if !iv.Contains(1) || !iv.Contains(0.97) || !iv.Contains(1.12) || iv.Contains(0.96) || iv.Contains(1.13) {
+		t.Errorf("Contains is wrong for %+v", iv)
+	}
+}
+
 func TestInterleave(t *testing.T) {
 	targets := []string{"local", "docker"}
 	cells := []string{"C01", "C02", "C03"}
