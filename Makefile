@@ -98,12 +98,12 @@ fuzz: ## Short fuzz runs of every parser (FUZZTIME=15s each)
 	$(GO) test -run '^$$' -fuzz '^FuzzImageLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./standin/
 
 .PHONY: bench-layerfs
-bench-layerfs: deps ## The twelve cells on a LayerFS workspace, a plain directory and go-fuse's loopback, each over /dev/fuse and io_uring, on disk, tmpfs and XFS: ratios and geomeans (root, FUSE; minutes)
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime 3x -timeout 30m ./layerfs/...
+bench-layerfs: deps ## The twelve cells on a LayerFS workspace, a plain directory, go-fuse's loopback and libfuse's passthrough_hp (scripts/libfuse builds it; skipped, saying so, when absent), each over /dev/fuse and io_uring, on disk, tmpfs and XFS: ratios and geomeans (root, FUSE; minutes)
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 3x -timeout 45m ./layerfs/...
 	@echo "the same cells with the overlay, the plain directory and the loopback's directory on a tmpfs:"
-	LAYERFS_BENCH_OVERLAY=/dev/shm $(GO) test -count=1 -run '^$$' -bench Cells -benchtime 3x -timeout 30m ./layerfs/
+	LAYERFS_BENCH_OVERLAY=/dev/shm $(GO) test -count=1 -run '^$$' -bench Cells -benchtime 3x -timeout 45m ./layerfs/
 	@echo "the same cells with everything on XFS, whose reflinks make copy-ups clones:"
-	scripts/with-loopfs xfs $(GO) test -count=1 -run '^$$' -bench Cells -benchtime 3x -timeout 30m ./layerfs/
+	scripts/with-loopfs xfs $(GO) test -count=1 -run '^$$' -bench Cells -benchtime 3x -timeout 45m ./layerfs/
 
 .PHONY: bench-uring
 bench-uring: deps ## FUSE over io_uring against /dev/fuse: 1,000 creates through go-fuse's loopback over each, in process and as C01's shell (root; turns enable_uring on for the run and restores it)
