@@ -26,6 +26,7 @@ import (
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runner"
 	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/vmimages"
 )
@@ -212,63 +213,23 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 
 // checkProtocol checks, from the phases each sample recorded (never from
 // timings), that LayerFS and the native reference followed one cache
-// protocol: on each side an untimed warm-up, then the timed run in a
-// fresh directory of its own, a write-back barrier before every timed
-// window, and the two sides taking turns going first: each cell's rounds
-// alternate, and both orders occur in the run.
+// protocol (runner.CheckProtocol: on each side a warm-up, then a barrier
+// and the timed run in a fresh directory; each cell's rounds alternating
+// which side goes first), and that both orders occur in the run.
 func checkProtocol(t *testing.T, samples []manifests.Sample) {
 	t.Helper()
-	firsts := map[string][]string{} // target/cell: first side, by round
-	seen := map[string]bool{}
+	if err := runner.CheckProtocol(samples); err != nil {
+		t.Error(err)
+	}
+	seen := map[string]int{}
 	for _, s := range samples {
-		where := fmt.Sprintf("%s %s round %d", s.Target, s.Cell, s.Round)
-		if len(s.Phases) != 4 {
-			t.Errorf("%s: %d phases, want a warm-up and a timed run on each side: %+v", where, len(s.Phases), s.Phases)
-			continue
+		if len(s.Phases) != 4 || s.First == "" {
+			t.Errorf("%s %s round %d: first %q, phases %+v: want both sides' warm-up and timed run", s.Target, s.Cell, s.Round, s.First, s.Phases)
 		}
-		dirs := map[string]bool{}
-		warmed := map[string]bool{}
-		var timedOrder []string
-		for i, ph := range s.Phases {
-			switch ph.Kind {
-			case manifests.PhaseWarmUp:
-				if warmed[ph.Side] || ph.Barrier != nil {
-					t.Errorf("%s: phase %d: a second warm-up of %s, or one with a barrier: %+v", where, i, ph.Side, ph)
-				}
-				warmed[ph.Side] = true
-			case manifests.PhaseTimed:
-				if !warmed[ph.Side] {
-					t.Errorf("%s: phase %d: %s's timed run came before its warm-up", where, i, ph.Side)
-				}
-				if ph.Barrier == nil {
-					t.Errorf("%s: phase %d: %s's timed run had no barrier", where, i, ph.Side)
-				}
-				timedOrder = append(timedOrder, ph.Side)
-			}
-			if dirs[ph.Dir] {
-				t.Errorf("%s: phase %d ran in %s, where an earlier phase ran: not a fresh directory", where, i, ph.Dir)
-			}
-			dirs[ph.Dir] = true
-		}
-		if len(timedOrder) != 2 || timedOrder[0] == timedOrder[1] || s.First != timedOrder[0] || s.Phases[0].Side != s.First {
-			t.Errorf("%s: first %q, timed runs in the order %v, phases %+v", where, s.First, timedOrder, s.Phases)
-		}
-		key := s.Target + "/" + s.Cell
-		for len(firsts[key]) <= s.Round {
-			firsts[key] = append(firsts[key], "")
-		}
-		firsts[key][s.Round] = s.First
-		seen[s.First] = true
+		seen[s.First]++
 	}
-	for key, fs := range firsts {
-		for r := 1; r < len(fs); r++ {
-			if fs[r] == fs[r-1] {
-				t.Errorf("%s: rounds %d and %d both went %s first: the sides do not take turns", key, r-1, r, fs[r])
-			}
-		}
-	}
-	if !seen[manifests.SideLayerFS] || !seen[manifests.SideNative] {
-		t.Errorf("the run's samples all went the same side first: %v", seen)
+	if seen[manifests.SideLayerFS] == 0 || seen[manifests.SideNative] == 0 {
+		t.Errorf("went first: %v: the sides do not take turns", seen)
 	}
 }
 
