@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,10 +29,17 @@ const (
 	// the container was granted (CAP_SYS_ADMIN, for layerfsd) reaches them,
 	// on dockerd and on the stand-in alike.
 	BodyUser = "65534:65534"
-	// DefaultLockPath is the host-wide lock that keeps samples from
-	// overlapping, whichever run takes them.
-	DefaultLockPath = "/run/lock/sealbench.lock"
 )
+
+// DefaultLockPath is the host-wide lock that keeps samples from
+// overlapping, whichever run takes them: under /run/lock on Linux, under
+// /var/run on macOS, whose root filesystem is read-only.
+var DefaultLockPath = func() string {
+	if runtime.GOOS == "linux" {
+		return "/run/lock/sealbench.lock"
+	}
+	return "/var/run/sealbench.lock"
+}()
 
 // EngineOptions says what RunEngine runs, where, and where results go.
 type EngineOptions struct {
