@@ -75,15 +75,12 @@ func Seal(ctx context.Context, opts SealOptions) (res *SealResult, err error) {
 	if goBin == "" {
 		goBin = "go"
 	}
-	root := opts.Source
-	if root == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, err
-		}
-		if root, err = FindModuleRoot(wd); err != nil {
-			return nil, err
-		}
+	root, err := SourceRoot(opts.Source)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(opts.OutDir); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("%w: the output directory %s is a file", ErrUnusable, opts.OutDir)
 	}
 	src, err := ReadSource(ctx, root)
 	if err != nil {
@@ -102,9 +99,15 @@ func Seal(ctx context.Context, opts SealOptions) (res *SealResult, err error) {
 	}
 	logf("sealing %s, version %s, with %s", root, ver, gover)
 
-	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
+	made, err := mkdirAll(opts.OutDir)
+	if err != nil {
 		return nil, fmt.Errorf("creating output directory: %w", err)
 	}
+	defer func() {
+		if err != nil && made != "" {
+			removeEmpty(made, opts.OutDir)
+		}
+	}()
 	tmp, err := os.MkdirTemp(opts.OutDir, ".seal-")
 	if err != nil {
 		return nil, fmt.Errorf("creating staging directory: %w", err)
@@ -137,7 +140,7 @@ func Seal(ctx context.Context, opts SealOptions) (res *SealResult, err error) {
 	if err := copyCells(filepath.Join(root, CellsSourceDir), filepath.Join(tmp, CellsDir)); err != nil {
 		return nil, err
 	}
-	res, err = assemble(tmp, opts.OutDir, source, opts.Signer, logf)
+	res, err = Assemble(tmp, opts.OutDir, source, opts.Signer, logf)
 	if err != nil {
 		return nil, err
 	}
@@ -147,11 +150,12 @@ func Seal(ctx context.Context, opts SealOptions) (res *SealResult, err error) {
 	return res, nil
 }
 
-// assemble turns a staged directory in outDir (bin/ and cells/ in place)
+// Assemble turns a staged directory in outDir (bin/ and cells/ in place)
 // into a bundle: fixed modes, the manifest, its signature, SHA256SUMS and
 // fixed mtimes; then writes the tar and moves both into place. The staged
-// directory is gone afterwards, whatever happens.
-func assemble(staged, outDir string, source manifests.BundleSource, signer ManifestSigner, logf func(string, ...any)) (res *SealResult, err error) {
+// directory is gone afterwards, whatever happens. Seal calls it after its
+// builds; tests make small bundles with it.
+func Assemble(staged, outDir string, source manifests.BundleSource, signer ManifestSigner, logf func(string, ...any)) (res *SealResult, err error) {
 	defer func() {
 		if err != nil {
 			os.RemoveAll(staged)
@@ -353,4 +357,37 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// mkdirAll is os.MkdirAll that returns the topmost directory it created
+// ("" when dir was there), so that a failure can take them away again.
+func mkdirAll(dir string) (made string, err error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		made = d
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	return made, os.MkdirAll(abs, 0o755)
+}
+
+// removeEmpty removes dir and its parents up to top, as long as they are
+// empty (os.Remove refuses the others).
+func removeEmpty(top, dir string) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if os.Remove(d) != nil || d == top || d == filepath.Dir(d) {
+			return
+		}
+	}
 }

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -29,6 +31,10 @@ type Source struct {
 	DirtyFiles []string
 }
 
+// ErrNotSource marks a directory that is not a sealbench source tree (no
+// go.mod of the sealbench module, or no cell bodies).
+var ErrNotSource = errors.New("not a sealbench source tree")
+
 // FindModuleRoot walks up from dir to the directory whose go.mod declares
 // the sealbench module.
 func FindModuleRoot(dir string) (string, error) {
@@ -42,12 +48,43 @@ func FindModuleRoot(dir string) (string, error) {
 			if modulePath(b) == Module {
 				return d, nil
 			}
-			return "", fmt.Errorf("%s/go.mod is module %q, not %s: run seal from a sealbench source tree, or pass --source", d, modulePath(b), Module)
+			return "", fmt.Errorf("%w: %s/go.mod is module %q, not %s", ErrNotSource, d, modulePath(b), Module)
 		}
 		if d == filepath.Dir(d) {
-			return "", fmt.Errorf("no go.mod found above %s: run seal from a sealbench source tree, or pass --source", dir)
+			return "", fmt.Errorf("%w: no go.mod found above %s", ErrNotSource, dir)
 		}
 	}
+}
+
+// SourceRoot is the source tree Seal would seal: dir itself when given
+// (its go.mod must declare the sealbench module, and it must hold the cell
+// bodies), or else the tree around the working directory. It reads and
+// builds nothing, so commands call it to refuse a wrong tree up front.
+func SourceRoot(dir string) (string, error) {
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		return FindModuleRoot(wd)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(filepath.Join(abs, "go.mod"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		return "", fmt.Errorf("%w: %s has no go.mod", ErrNotSource, dir)
+	case err != nil:
+		return "", fmt.Errorf("%w: %v", ErrNotSource, err)
+	case modulePath(b) != Module:
+		return "", fmt.Errorf("%w: %s/go.mod is module %q, not %s", ErrNotSource, dir, modulePath(b), Module)
+	}
+	if fi, err := os.Stat(filepath.Join(abs, CellsSourceDir)); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%w: %s has no %s/ with the cell bodies", ErrNotSource, dir, CellsSourceDir)
+	}
+	return abs, nil
 }
 
 func modulePath(gomod []byte) string {

@@ -31,6 +31,20 @@ var (
 	ErrNotPinned = errors.New("not the pinned bundle")
 )
 
+// TarError is a bundle tar that is not whole: compressed, cut short, or
+// with data after its end. It wraps ErrUnusable and says what to do.
+type TarError struct {
+	Path    string
+	Problem string
+	Next    string
+}
+
+func (e *TarError) Error() string { return fmt.Sprintf("%s: %s", e.Path, e.Problem) }
+func (e *TarError) Unwrap() error { return ErrUnusable }
+
+// Hint is the next step for the user.
+func (e *TarError) Hint() string { return e.Next }
+
 // SignatureVerifier checks a manifest.sig file's contents against the manifest.
 type SignatureVerifier interface {
 	VerifyManifest(manifest, sig []byte) error
@@ -415,6 +429,14 @@ func VerifyTar(ctx context.Context, tarPath string, opts VerifyOptions) (*Verify
 	}
 	defer f.Close()
 
+	if fi, err := f.Stat(); err == nil && fi.Size() == 0 {
+		return nil, &TarError{Path: tarPath, Problem: "the file is empty",
+			Next: "copy the tar again from where it was sealed (or verify the bundle directory)"}
+	}
+	if err := checkNotCompressed(f, tarPath); err != nil {
+		return nil, err
+	}
+
 	// Pass 1: the top directory, the manifest and the signature.
 	var top string
 	var mb, sig []byte
@@ -424,6 +446,9 @@ func VerifyTar(ctx context.Context, tarPath string, opts VerifyOptions) (*Verify
 		h, err := tr.Next()
 		if err == io.EOF {
 			break
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, truncated(tarPath, "it ends inside an entry")
 		}
 		if err != nil {
 			return nil, unusablef("%s is not a readable tar: %v", tarPath, err)
@@ -444,19 +469,30 @@ func VerifyTar(ctx context.Context, tarPath string, opts VerifyOptions) (*Verify
 		switch h.Name {
 		case top + "/" + manifests.ManifestFile:
 			if !haveManifest {
-				if mb, err = readAtMost(tr, manifests.ManifestFile, manifests.MaxManifestSize); err != nil {
+				if mb, err = readAtMost(tr, manifests.ManifestFile, manifests.MaxManifestSize); errors.Is(err, io.ErrUnexpectedEOF) {
+					return nil, truncated(tarPath, "it ends inside "+manifests.ManifestFile)
+				} else if err != nil {
 					return nil, unusablef("%v", err)
 				}
 				haveManifest = true
 			}
 		case top + "/" + manifests.SignatureFile:
 			if !haveSig {
-				if sig, err = readAtMost(tr, manifests.SignatureFile, maxSignatureFile); err != nil {
+				if sig, err = readAtMost(tr, manifests.SignatureFile, maxSignatureFile); errors.Is(err, io.ErrUnexpectedEOF) {
+					return nil, truncated(tarPath, "it ends inside "+manifests.SignatureFile)
+				} else if err != nil {
 					return nil, fmt.Errorf("%w: %v", ErrSignature, err)
 				}
 				haveSig = true
 			}
 		}
+	}
+	// Go's tar reader takes a file that stops between entries for a whole
+	// one; a cut copy would then look unsigned, or verify with files
+	// missing. And it stops at the end marker, so an archive appended
+	// after it would go unseen by us but not by tar -x.
+	if err := checkTarEnd(f, tarPath); err != nil {
+		return nil, err
 	}
 	if !haveManifest {
 		return nil, unusablef("%s is not a bundle: no %s/%s", tarPath, top, manifests.ManifestFile)
@@ -486,6 +522,9 @@ func VerifyTar(ctx context.Context, tarPath string, opts VerifyOptions) (*Verify
 		h, err := tr.Next()
 		if err == io.EOF {
 			break
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, truncated(tarPath, "it ends inside an entry")
 		}
 		if err != nil {
 			return nil, unusablef("%s is not a readable tar: %v", tarPath, err)
@@ -561,4 +600,87 @@ func VerifyTar(ctx context.Context, tarPath string, opts VerifyOptions) (*Verify
 		problems = append(problems, Problem{Path: manifests.SumsFile, Kind: "missing", Detail: "not present"})
 	}
 	return finish(tarPath, m, mb, problems)
+}
+
+// compressions are the magic numbers of what a bundle tar may have been
+// packed with, and the command that unpacks each.
+var compressions = []struct {
+	magic      string
+	name, undo string
+}{
+	{"\x1f\x8b", "gzip", "gunzip"},
+	{"\xfd7zXZ\x00", "xz", "unxz"},
+	{"\x28\xb5\x2f\xfd", "zstd", "unzstd"},
+	{"BZh", "bzip2", "bunzip2"},
+}
+
+// checkNotCompressed refuses a compressed tar by name: the bundle's
+// signature covers the tar's contents, and verify reads it as it is.
+func checkNotCompressed(f *os.File, tarPath string) error {
+	head := make([]byte, 8)
+	n, _ := f.ReadAt(head, 0)
+	for _, c := range compressions {
+		if bytes.HasPrefix(head[:n], []byte(c.magic)) {
+			return &TarError{Path: tarPath, Problem: fmt.Sprintf("the tar is %s-compressed", c.name),
+				Next: fmt.Sprintf("decompress it first: %s -k %s, and pass the .tar", c.undo, tarPath)}
+		}
+	}
+	return nil
+}
+
+func truncated(tarPath, why string) error {
+	return &TarError{Path: tarPath, Problem: "the tar is truncated: " + why,
+		Next: "the copy was cut short: copy the tar again from where it was sealed (or verify the bundle directory)"}
+}
+
+// checkTarEnd is called when a tar reader reading f has returned io.EOF:
+// the two zero blocks that end a tar must be what it read last, and only
+// zeros (a tar's record padding) may follow them.
+func checkTarEnd(f *os.File, tarPath string) error {
+	pos, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return unusablef("reading %s: %v", tarPath, err)
+	}
+	const block = 512
+	end := make([]byte, 2*block)
+	if pos < int64(len(end)) {
+		return truncated(tarPath, "it has no end-of-archive marker")
+	}
+	if _, err := f.ReadAt(end, pos-int64(len(end))); err != nil {
+		return unusablef("reading %s: %v", tarPath, err)
+	}
+	if !allZero(end) {
+		return truncated(tarPath, fmt.Sprintf("it stops after %d bytes, between two entries, with no end-of-archive marker", pos))
+	}
+	buf := make([]byte, 64<<10)
+	for off := pos; ; {
+		n, err := f.ReadAt(buf, off)
+		if !allZero(buf[:n]) {
+			fi, _ := f.Stat()
+			extra := int64(0)
+			if fi != nil {
+				extra = fi.Size() - pos
+			}
+			return &TarError{Path: tarPath, Problem: fmt.Sprintf("%d bytes of data follow the end-of-archive marker (another archive appended?)", extra),
+				Next: "a bundle tar ends at its end-of-archive marker: use the tar as seal wrote it (its digest is in seal's output)"}
+		}
+		off += int64(n)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return unusablef("reading %s: %v", tarPath, err)
+		}
+	}
+	_, err = f.Seek(pos, io.SeekStart)
+	return err
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

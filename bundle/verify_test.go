@@ -3,6 +3,7 @@ package bundle
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"io/fs"
@@ -75,7 +76,7 @@ func makeBundle(t testing.TB, k keys, files map[string]string) *SealResult {
 			t.Fatal(err)
 		}
 	}
-	res, err := assemble(staged, out, testSource, k.signer, t.Logf)
+	res, err := Assemble(staged, out, testSource, k.signer, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,5 +403,57 @@ func TestVerifyPinnedName(t *testing.T) {
 	}
 	if _, err := Verify(context.Background(), cur.Tar, VerifyOptions{Verifier: k.verifier, Expect: cur.Name}); err != nil {
 		t.Errorf("the pinned bundle itself: %v", err)
+	}
+}
+
+// TestVerifyRefusesDamagedTar: a tar cut short (between two entries, as an
+// interrupted copy leaves it, or inside one), a second archive appended
+// after the end marker, and a compressed tar are each refused as
+// unusable, named for what they are, before any signature is looked at.
+func TestVerifyRefusesDamagedTar(t *testing.T) {
+	k := newKeys(t)
+	b := makeBundle(t, k, testFiles)
+	whole, err := os.ReadFile(b.Tar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A cut at the last entry's header (manifest.sig's, which starts with
+	// its name) leaves whole entries only, and no end marker.
+	lastHeader := bytes.Index(whole, []byte(b.Name+"/"+manifests.SignatureFile+"\x00"))
+	other := makeBundle(t, k, map[string]string{"cells/C99.sh": "echo appended\n"})
+	appended, _ := os.ReadFile(other.Tar)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(whole)
+	zw.Close()
+	padded := append(bytes.Clone(whole), make([]byte, 10240)...) // GNU tar pads records with zeros: fine
+	tests := []struct {
+		name string
+		data []byte
+		want string // "" verifies
+	}{
+		{"cut between entries", whole[:lastHeader], "truncated"},
+		{"cut at a 4 KiB boundary", whole[:len(whole)/4096*4096], "truncated"},
+		{"cut inside an entry", whole[:lastHeader+600], "truncated"},
+		{"second archive appended", append(bytes.Clone(whole), appended...), "follow the end-of-archive marker"},
+		{"gzipped", gz.Bytes(), "gzip-compressed"},
+		{"zero padding after the end", padded, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), b.Name+".tar")
+			if err := os.WriteFile(p, tt.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := VerifyTar(context.Background(), p, VerifyOptions{Verifier: k.verifier})
+			var te *TarError
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("VerifyTar = %v, want success", err)
+			case tt.want == "":
+			case !errors.As(err, &te) || !errors.Is(err, ErrUnusable) || !strings.Contains(err.Error(), tt.want) || te.Hint() == "":
+				t.Errorf("VerifyTar = %v, want a TarError (ErrUnusable) saying %q, with a hint", err, tt.want)
+			}
+		})
 	}
 }
