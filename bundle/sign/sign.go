@@ -114,8 +114,8 @@ func ParsePrivateKey(pemBytes, password []byte) (*Signer, error) {
 	}
 	switch k := key.(type) {
 	case *ecdsa.PrivateKey:
-		if k.Curve != elliptic.P256() && k.Curve != elliptic.P384() && k.Curve != elliptic.P521() {
-			return nil, keyErrorf("ECDSA curve %s is not supported", k.Curve.Params().Name)
+		if err := checkCurve(k.Curve); err != nil {
+			return nil, err
 		}
 		return &Signer{priv: k}, nil
 	case ed25519.PrivateKey:
@@ -182,6 +182,16 @@ func (s *Signer) SignManifest(manifest []byte) ([]byte, error) {
 	return sig, nil
 }
 
+// checkCurve refuses every ECDSA curve but P-256: signatures are over
+// SHA-256, and a P-256 signature checked with another curve's key would
+// only ever say "does not verify".
+func checkCurve(c elliptic.Curve) error {
+	if c != elliptic.P256() {
+		return keyErrorf("unsupported curve %s: sealbench keys are ECDSA P-256 (or Ed25519); make a pair with `sealbench keygen`", c.Params().Name)
+	}
+	return nil
+}
+
 // Verifier checks manifest signatures against one public key.
 type Verifier struct {
 	v   signature.Verifier
@@ -192,6 +202,9 @@ type Verifier struct {
 func NewVerifier(pub crypto.PublicKey) (*Verifier, error) {
 	switch k := pub.(type) {
 	case *ecdsa.PublicKey:
+		if err := checkCurve(k.Curve); err != nil {
+			return nil, err
+		}
 	case ed25519.PublicKey:
 	case *rsa.PublicKey:
 		return nil, keyErrorf("RSA public keys are not supported: sealbench signs with ECDSA (P-256) or Ed25519")

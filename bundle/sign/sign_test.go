@@ -204,3 +204,22 @@ func TestKeyErrors(t *testing.T) {
 		t.Errorf("absent key file: %v", err)
 	}
 }
+
+// TestOtherCurvesRefused: a P-384 or P-521 key, public or private, is
+// refused as an unsupported curve, not left to fail as "does not verify".
+func TestOtherCurvesRefused(t *testing.T) {
+	for _, c := range []elliptic.Curve{elliptic.P384(), elliptic.P521()} {
+		k, err := ecdsa.GenerateKey(c, rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, _ := cryptoutils.MarshalPublicKeyToPEM(k.Public())
+		if _, err := ParsePublicKey(pub); !errors.Is(err, ErrKey) || !strings.Contains(err.Error(), "unsupported curve") {
+			t.Errorf("%s public key: %v, want an unsupported curve", c.Params().Name, err)
+		}
+		priv, _ := cryptoutils.MarshalPrivateKeyToEncryptedDER(k, cryptoutils.StaticPasswordFunc([]byte("pw")))
+		if _, err := ParsePrivateKey(pem.EncodeToMemory(&pem.Block{Type: string(cryptoutils.EncryptedSigstorePrivateKeyPEMType), Bytes: priv}), []byte("pw")); !errors.Is(err, ErrKey) || !strings.Contains(err.Error(), "unsupported curve") {
+			t.Errorf("%s private key: %v, want an unsupported curve", c.Params().Name, err)
+		}
+	}
+}
