@@ -26,6 +26,29 @@ func NewClient(endpoint string) (*client.Client, error) {
 	return c, nil
 }
 
+// CheckEndpoint says whether s is an Engine endpoint NewClient can dial:
+// unix:///an/absolute/socket, or tcp://, http:// or https://host:port. It
+// dials nothing, so commands can refuse a bad one before doing any work.
+func CheckEndpoint(s string) error {
+	u, err := client.ParseHostURL(s)
+	if err != nil {
+		return fmt.Errorf("%q is not an Engine URL (scheme://address)", s)
+	}
+	switch u.Scheme {
+	case "unix":
+		if !strings.HasPrefix(u.Host, "/") {
+			return fmt.Errorf("%q: a unix socket's path must be absolute (unix:///path/to/socket)", s)
+		}
+	case "tcp", "http", "https":
+		if u.Host == "" {
+			return fmt.Errorf("%q names no host", s)
+		}
+	default:
+		return fmt.Errorf("%q: scheme %q is not one of unix, tcp, http, https", s, u.Scheme)
+	}
+	return nil
+}
+
 // DefaultDockerHost is the endpoint of the user's dockerd: DOCKER_HOST, or
 // the default socket.
 func DefaultDockerHost() string {

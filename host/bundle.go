@@ -64,8 +64,8 @@ type Bundle struct {
 // --id must be a bundle name, and --bundle a directory (a command that
 // runs the bundle's binaries cannot take its tar).
 func CheckBundleArgs(dir, expect, why string) error {
-	if expect != "" && !strings.HasPrefix(expect, manifests.BundleNamePrefix) {
-		return usagef("--id takes a bundle name such as build-linux-0123456789ab", "--id %q is not a bundle name", expect)
+	if expect != "" && manifests.ValidateBundleID(expect) != nil {
+		return usagef("--id takes a bundle name such as build-linux-0123456789ab (seal prints it)", "--id %.80q is not a bundle name", expect)
 	}
 	if dir == "" {
 		return nil

@@ -210,6 +210,13 @@ func mdEscape(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
+// mdInline escapes text from the results for a line of Markdown: no line
+// break, HTML, emphasis, code, link or heading of its own.
+func mdInline(s string) string {
+	return strings.NewReplacer("\n", " ", "\r", " ", "<", "&lt;", ">", "&gt;", "\\", `\\`, "`", "\\`", "*", `\*`, "_", `\_`,
+		"[", `\[`, "]", `\]`, "#", `\#`, "|", `\|`, "!", `\!`).Replace(s)
+}
+
 func writeMarkdown(w *bufio.Writer, r *Report) error {
 	names := r.TargetNames()
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
@@ -245,7 +252,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 	}
 	for _, run := range r.Runs {
 		if len(run.Tools) > 0 {
-			p("\nTools (%s): %s\n", run.RunID, toolList(run.Tools))
+			p("\nTools (%s): %s\n", mdInline(run.RunID), mdInline(toolList(run.Tools)))
 		}
 	}
 

@@ -4,6 +4,8 @@ package cmd
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -30,7 +32,9 @@ directory, and directories under runs/ without a ledger (a run stopped before it
 could record anything). A target left up by ` + "`sealbench provision`" + ` counts: audit is
 the check that nothing is.
 
-Exit codes for audit: 0 nothing left; 1 something is left (each listed).
+Exit codes for audit: 0 nothing left; 1 something is left (each listed);
+3 bad input, such as a --run that names no run this host knows (no run
+directory, nothing left of it anywhere).
 --fix tears down what it finds (every run through its ledger, then what no
 ledger names) and exits 0 only if nothing is left afterwards.`,
 		Example: `  sealbench audit
@@ -69,6 +73,10 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 			if res.Leftovers == nil {
 				res.Leftovers = []provision.Resource{}
 			}
+			if runID != "" && len(res.Leftovers) == 0 && fixErr == nil && !runKnown(opts.StateDir, runID) {
+				return usageErrorf("check the id (provision and run print it; `ls "+provision.RunsDir(opts.StateDir)+"` lists the runs here), or run `sealbench audit` for every run",
+					"no run %s in %s, and nothing of it is left anywhere: it never existed here, or was torn down completely", runID, provision.RunsDir(opts.StateDir))
+			}
 			if g.json && len(res.Leftovers) == 0 && fixErr == nil {
 				return writeJSON(g.stdout, res)
 			}
@@ -101,6 +109,12 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 	c.Flags().BoolVar(&fix, "fix", false, "tear down what is found")
 	c.Flags().StringVar(&runID, "run", "", "audit (and fix) only this run")
 	return c
+}
+
+// runKnown says whether the state directory has a directory for the run.
+func runKnown(stateDir, runID string) bool {
+	_, err := os.Lstat(filepath.Join(provision.RunsDir(stateDir), runID))
+	return err == nil
 }
 
 // detailError adds one field to the --json error output (the leftovers

@@ -28,9 +28,14 @@ func hostCommands(g *global) []*cobra.Command {
 func classifyHost(err error) (int, string, bool) {
 	var ce *bundle.ContentError
 	var ie *provision.InputError
+	var te *bundle.TarError
 	switch {
 	case errors.As(err, &ie):
 		return ExitUnusable, ie.Hint, true
+	case errors.As(err, &te):
+		return ExitUnusable, te.Hint(), true
+	case errors.Is(err, bundle.ErrNotSource):
+		return ExitUnusable, "run seal inside a sealbench checkout, or pass --source DIR (the directory holding its go.mod)", true
 	case errors.As(err, &ce):
 		return ExitMismatch, "the bundle was changed after it was sealed: do not use it; seal again or fetch a clean copy", true
 	case errors.Is(err, bundle.ErrNotPinned):
@@ -38,9 +43,9 @@ func classifyHost(err error) (int, string, bool) {
 	case errors.Is(err, bundle.ErrSignature):
 		return ExitSignature, "check --key names the public key of whoever sealed the bundle", true
 	case errors.Is(err, sign.ErrKey):
-		return ExitUnusable, "", true
+		return ExitUnusable, "check --key: seal takes the private key (sealbench.key), the others the public key (sealbench.pub); `sealbench keygen` makes a pair", true
 	case errors.Is(err, bundle.ErrUnusable):
-		return ExitUnusable, "--bundle takes a bundle directory (build-linux-<hash>) or its .tar", true
+		return ExitUnusable, "--bundle takes a bundle directory (build-linux-<hash>), as seal wrote it; only verify also takes its .tar", true
 	}
 	return 0, "", false
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -44,7 +46,11 @@ is cached by hash. Building twice, on two machines, gives the same image id.
 When a locked package is in no source (Debian's archive keeps only current
 versions), the image is built from a fresh lock, kept in the cache, with a
 notice naming the packages that moved: its id then differs from the committed
-one. --no-relock fails instead, naming every package and each source's answer.`,
+one. --no-relock fails instead, naming every package and each source's answer.
+
+An --out that is a file or lies inside the bundle, a --bundle that is a tar
+(extract it first), and an --arch with no lock are refused (exit 3) before the
+bundle is verified or a package fetched.`,
 		Example: `  sealbench image --bundle out/build-linux-0123456789ab --out out/image
   sealbench image --bundle out/build-linux-0123456789ab --arch arm64 --json
   sealbench image --bundle out/build-linux-0123456789ab --deb-source /mnt/old-debs --no-relock
@@ -60,6 +66,9 @@ one. --no-relock fails instead, naming every package and each source's answer.`,
 			}
 			if out == "" {
 				out = filepath.Clean(bundlePath) + ".image"
+			}
+			if err := checkImageArgs(bundlePath, out, arch, lockFile); err != nil {
+				return err
 			}
 			p := newProgress(g.stderr, "image")
 			defer p.Close()
@@ -84,6 +93,32 @@ one. --no-relock fails instead, naming every package and each source's answer.`,
 	debs.flags(c.Flags())
 	c.AddCommand(newImageLockCmd(g), newImageVMCmd(g), newExportDebsCmd(g))
 	return c
+}
+
+// checkImageArgs refuses, before the bundle is verified or a package
+// fetched: a bundle that is not a directory, an --out that is a file or
+// lies inside the bundle (the image's files would change the bundle), a
+// --lock that is one of the files the image writes, an unknown --arch.
+func checkImageArgs(bundlePath, out, arch, lockFile string) error {
+	if err := host.CheckBundleArgs(bundlePath, "", "the image holds the bundle's files"); err != nil {
+		return err
+	}
+	if err := checkOutDir("--out", out, "pass a directory (default: the bundle's path + .image)"); err != nil {
+		return err
+	}
+	if within(out, bundlePath) {
+		return usageErrorf("pass an --out outside the bundle (default: the bundle's path + .image)", "--out %s is inside the bundle %s: the image's files would change the bundle it verifies", out, bundlePath)
+	}
+	if lockFile != "" {
+		for _, n := range []string{vmimages.SandboxLock, vmimages.SandboxInfo, vmimages.SandboxTar} {
+			if sameFile(lockFile, filepath.Join(out, n)) {
+				return usageErrorf("copy the lock elsewhere, or pass another --out", "--lock %s is %s, which the image build writes", lockFile, n)
+			}
+		}
+	} else if !slices.Contains(vmimages.Arches, arch) {
+		return usageErrorf("--arch takes "+strings.Join(vmimages.Arches, " or ")+", or pass --lock", "no Sandbox image for architecture %q", arch)
+	}
+	return nil
 }
 
 // buildImage verifies the bundle, then builds its image from the manifest

@@ -27,6 +27,9 @@ never overwritten unless --force is given.`,
   SEALBENCH_PASSWORD= sealbench keygen --out ./keys --json`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := checkOutDir("--out", out, "pass the directory to write sealbench.key and sealbench.pub into"); err != nil {
+				return err
+			}
 			pw, err := readPassword(g, true)
 			if err != nil {
 				return err

@@ -69,6 +69,9 @@ down; ` + "`sealbench audit`" + ` proves nothing is left.`,
 			if err := debs.check(); err != nil {
 				return err
 			}
+			if err := vm.check(); err != nil {
+				return err
+			}
 			p := newProgress(g.stderr, "provision")
 			defer p.Close()
 			b, err := host.OpenBundle(c.Context(), host.BundleOptions{Dir: bundlePath, Key: key, Expect: expect, Debs: debs.host(), Log: p.Logf})

@@ -6,12 +6,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/runner/report"
 )
 
@@ -40,7 +43,9 @@ different bundles are refused; each target may come from one run only.
 
 Formats: md (Markdown, the default), html (one self-contained page with
 inline SVG charts), json, csv (one tidy row per count and per timing value).
---json writes the JSON report to stdout, or, with --out, a JSON summary.`,
+--json writes the JSON report to stdout, or, with --out, a JSON summary.
+--out is written atomically, and never over the files the report reads
+(samples.jsonl, pins.json): that is refused (exit 3) before anything is read.`,
 		Example: `  # The comparison of one run, in Markdown, baseline the run's first target
   sealbench report out/runs/run-20261130T100000Z
 
@@ -62,6 +67,11 @@ inline SVG charts), json, csv (one tidy row per count and per timing value).
 			}
 			if g.json && out == "" && format != "json" {
 				return usageErrorf("drop --json, or use --out to write the "+format+" report to a file", "--json prints JSON, but --format is %s", format)
+			}
+			if out != "" {
+				if err := checkOutFile("--out", out, "write the report beside the results instead, e.g. --out RUN/report."+format, reportInputs(args)...); err != nil {
+					return err
+				}
 			}
 			inputs, err := report.Load(args)
 			if err != nil {
@@ -98,6 +108,22 @@ inline SVG charts), json, csv (one tidy row per count and per timing value).
 	c.Flags().StringVar(&out, "out", "", "write the report to this file (atomically) instead of stdout")
 	c.Flags().Uint64Var(&seed, "seed", 0, "bootstrap seed (default: the run's own seed)")
 	return c
+}
+
+// reportInputs are the files report.Load reads for args: each run
+// directory's samples.jsonl and pins.json, each samples file and the
+// pins.json beside it.
+func reportInputs(args []string) []string {
+	var files []string
+	for _, a := range args {
+		dir := filepath.Dir(a)
+		if fi, err := os.Stat(a); err == nil && fi.IsDir() {
+			dir = a
+			a = filepath.Join(a, manifests.SamplesFile)
+		}
+		files = append(files, a, filepath.Join(dir, manifests.PinsFile))
+	}
+	return files
 }
 
 // inputError marks results the report cannot use as unusable input (exit 3).

@@ -30,7 +30,9 @@ const exitCodesHelp = `Exit codes:
   1    verification failed: the bundle's contents differ from its signed manifest;
        audit: something a run created is still there; run: a sample failed
   2    signature missing or untrusted (no key, wrong key, bad signature)
-  3    unusable input: bad flags or arguments, not a bundle, a bad key or password
+  3    unusable input, refused before anything is done: bad flags or arguments
+       (out of range, an output that is an input), not a (whole) bundle, a bad
+       key or password
   4    the operation failed for another reason (a build, I/O, the environment)
   130  interrupted`
 

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
@@ -21,6 +22,9 @@ import (
 // defaultSamples is how many samples run takes per cell and target: the
 // fewest for which a paired bootstrap 95% interval means something.
 const defaultSamples = 5
+
+// maxSamples bounds --samples: more is a typo, not a run.
+const maxSamples = 1000
 
 // runFlags are the flags of `sealbench run`.
 type runFlags struct {
@@ -113,7 +117,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 	fl.StringVar(&f.out, "out", "", "results directory (default out/runs/<run id>)")
 	fl.StringVar(&f.cells, "cells", "", "cells to run, e.g. C01,C06 (default all twelve)")
 	fl.BoolVar(&f.native, "native", false, "also run each body on a plain directory in the same Sandbox")
-	fl.BoolVar(&f.keep, "keep", false, "leave the targets up after the run (take them down with `sealbench teardown --run ID`)")
+	fl.BoolVar(&f.keep, "keep", false, "leave the targets up after the run (take them down with sealbench teardown --run ID)")
 	fl.IntVar(&f.samples, "samples", defaultSamples, "samples per cell and target, interleaved in a seeded random order (1: a quick look, no intervals)")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the interleaving (0: one from the clock; recorded in pins.json)")
 	f.vm.flags(fl)
@@ -134,16 +138,27 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 			return err
 		}
 	default:
+		if err := engine.CheckEndpoint(f.engine); err != nil {
+			return usageErrorf("--engine takes unix:///path/to/docker.sock or tcp://host:port", "--engine: %v", err)
+		}
 		if !manifests.ValidTargetName(f.name) {
 			return usageErrorf("a name such as docker or my-engine", "--name %q is not a target name (lowercase letters, digits, '-')", f.name)
+		}
+	}
+	if err := f.vm.check(); err != nil {
+		return err
+	}
+	if f.out != "" {
+		if err := checkOutDir("--out", f.out, "pass a directory for the results (default out/runs/<run id>)"); err != nil {
+			return err
 		}
 	}
 	cellList, err := cells.Parse(f.cells)
 	if err != nil {
 		return usageErrorf("cells are C01 to C12, comma-separated", "%v", err)
 	}
-	if f.samples < 1 {
-		return usageErrorf("", "--samples must be at least 1")
+	if f.samples < 1 || f.samples > maxSamples {
+		return usageErrorf(fmt.Sprintf("--samples takes 1 to %d (default %d)", maxSamples, defaultSamples), "--samples %d is out of range", f.samples)
 	}
 	if err := f.debs.check(); err != nil {
 		return err

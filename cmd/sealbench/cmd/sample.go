@@ -48,7 +48,7 @@ directory); 130 interrupted (the samples so far are on disk).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return takeSamples(c.Context(), g, plan) },
 	}
-	c.Flags().StringVar(&plan, "plan", "", "the run plan (JSON, written by `sealbench run`)")
+	c.Flags().StringVar(&plan, "plan", "", "the run plan (JSON, written by sealbench run)")
 	return c
 }
 

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -33,12 +35,20 @@ build-linux-<hash>.image/, unless --no-image. Every mtime is SOURCE_DATE_EPOCH, 
 commit twice gives a byte-identical bundle with the same name.
 
 A dirty tree (uncommitted changes or untracked files) is sealed too, but marked
-dirty in the manifest, and warned about.`,
+dirty in the manifest, and warned about.
+
+A --source that is not a sealbench tree (its go.mod another module's, or no
+go.mod), an --out that is a file or inside the cell bodies, and an
+--image-arch with no lock are refused (exit 3) before anything is built or
+created.`,
 		Example: `  SEALBENCH_PASSWORD= sealbench seal --out out
   SEALBENCH_PASSWORD= sealbench seal --key ./keys/sealbench.key --out /tmp/bundles --json
   SOURCE_DATE_EPOCH=1700000000 SEALBENCH_PASSWORD= sealbench seal --source ~/src/sealbench`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := checkSealArgs(source, out, imageArch, noImage); err != nil {
+				return err
+			}
 			if err := debs.check(); err != nil {
 				return err
 			}
@@ -98,6 +108,26 @@ dirty in the manifest, and warned about.`,
 	c.Flags().StringVar(&imageArch, "image-arch", "amd64", "Debian architecture of the Sandbox image: amd64 or arm64")
 	c.Flags().StringVar(&source, "source", "", "sealbench source tree to seal (default: the one around the working directory)")
 	return c
+}
+
+// checkSealArgs refuses, before anything is built, a source that is not
+// a sealbench tree, an --out that is a file or inside the cell bodies
+// seal reads, and an image architecture no lock exists for.
+func checkSealArgs(source, out, imageArch string, noImage bool) error {
+	root, err := bundle.SourceRoot(source)
+	if err != nil {
+		return err
+	}
+	if err := checkOutDir("--out", out, "pass the directory to write the bundle into (default out)"); err != nil {
+		return err
+	}
+	if cells := filepath.Join(root, bundle.CellsSourceDir); within(out, cells) {
+		return usageErrorf("pass an --out outside the source's "+bundle.CellsSourceDir+"/ (default out)", "--out %s is inside %s, whose files seal puts in the bundle", out, cells)
+	}
+	if !noImage && !slices.Contains(vmimages.Arches, imageArch) {
+		return usageErrorf("--image-arch takes "+strings.Join(vmimages.Arches, " or ")+"; or pass --no-image", "no Sandbox image for architecture %q", imageArch)
+	}
+	return nil
 }
 
 func humanBytes(n int64) string { return host.HumanBytes(n) }

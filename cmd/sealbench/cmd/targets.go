@@ -3,6 +3,8 @@
 package cmd
 
 import (
+	"fmt"
+
 	"github.com/spf13/pflag"
 
 	"github.com/sealbench/sealbench/host"
@@ -18,6 +20,25 @@ type vmSettings struct {
 func (v *vmSettings) flags(fl *pflag.FlagSet) {
 	fl.IntVar(&v.cpus, "vm-cpus", 0, "CPUs of a VM target (default: the provisioner's: 2 for lima, 4 for apple and microsandbox)")
 	fl.Int64Var(&v.memoryMiB, "vm-memory", 0, "memory of a VM target in MiB (default: the provisioner's: 2048 for lima, 4096 for apple and microsandbox)")
+}
+
+// Bounds of the VM flags: zero is the provisioner's default; anything
+// else must be a size a VM can have.
+const (
+	maxVMCPUs      = 1024
+	minVMMemoryMiB = 256
+	maxVMMemoryMiB = 16 << 20 // 16 TiB
+)
+
+// check refuses VM sizes no VM can have, before anything is made.
+func (v vmSettings) check() error {
+	if v.cpus < 0 || v.cpus > maxVMCPUs {
+		return usageErrorf(fmt.Sprintf("--vm-cpus takes 1 to %d (0: the provisioner's default)", maxVMCPUs), "--vm-cpus %d is out of range", v.cpus)
+	}
+	if v.memoryMiB != 0 && (v.memoryMiB < minVMMemoryMiB || v.memoryMiB > maxVMMemoryMiB) {
+		return usageErrorf(fmt.Sprintf("--vm-memory takes MiB, %d to %d (0: the provisioner's default)", minVMMemoryMiB, maxVMMemoryMiB), "--vm-memory %d is out of range", v.memoryMiB)
+	}
+	return nil
 }
 
 func (v vmSettings) host() host.VM { return host.VM{CPUs: v.cpus, MemoryMiB: v.memoryMiB} }

@@ -17,20 +17,28 @@ import (
 func newVerifyCmd(g *global) *cobra.Command {
 	var bundlePath, key, expect string
 	c := &cobra.Command{
-		Use:   "verify",
+		Use:   "verify --bundle DIR|TAR",
 		Short: "Check a bundle's signature, then every file",
 		Long: `Check the signature of the bundle's manifest with --key first, trusting nothing
 in the manifest before it verifies; then every file: present, a regular file,
 the same size, mode and SHA-256, read no further than its declared size; and no
 file, symlink, device or directory that the manifest does not list. Works on a
 bundle directory and on its tar. Every difference is listed, each naming the
-file and what differs.`,
+file and what differs. The bundle may also be given as the one argument
+(verify BUNDLE).`,
 		Example: `  sealbench verify --bundle out/build-linux-0123456789ab
   sealbench verify --bundle out/build-linux-0123456789ab.tar --key ./keys/sealbench.pub
   sealbench verify --bundle out/build-linux-0123456789ab --json; echo "exit $?"
   sealbench verify --bundle /mnt/usb/bundle.tar --id build-linux-0123456789ab   # refuse any other bundle`,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				// As a user types it: verify BUNDLE.
+				if bundlePath != "" && bundlePath != args[0] {
+					return usageErrorf("pass the bundle once: verify BUNDLE, or verify --bundle BUNDLE", "two bundles given: --bundle %s and %s", bundlePath, args[0])
+				}
+				bundlePath = args[0]
+			}
 			if bundlePath == "" {
 				return usageErrorf("pass --bundle out/build-linux-<hash> (or its .tar)", "--bundle is required")
 			}
