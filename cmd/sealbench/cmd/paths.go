@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sealbench/sealbench/manifests"
 )
 
 // What a command writes must never be what it reads: these checks run
@@ -80,4 +82,24 @@ func checkOutDir(flag, out, hint string) error {
 			return nil
 		}
 	}
+}
+
+// checkRunOut refuses a results directory that is a file, lies inside the
+// bundle the run executes (the results would change it), or already holds
+// a run's results: the runner appends to samples.jsonl and rewrites
+// pins.json, which would mix two runs into one and lose the first's pins.
+func checkRunOut(out, bundleDir string) error {
+	const hint = "pass a new directory, or leave --out out for out/runs/<run id>"
+	if err := checkOutDir("--out", out, hint); err != nil {
+		return err
+	}
+	if bundleDir != "" && within(out, bundleDir) {
+		return usageErrorf(hint, "--out %s is inside the bundle %s: the results would change the bundle", out, bundleDir)
+	}
+	for _, n := range []string{manifests.SamplesFile, manifests.PinsFile} {
+		if _, err := os.Lstat(filepath.Join(out, n)); err == nil {
+			return usageErrorf(hint, "--out %s already holds a run's results (%s): a run never writes over another's", out, n)
+		}
+	}
+	return nil
 }

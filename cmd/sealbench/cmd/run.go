@@ -149,7 +149,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 		return err
 	}
 	if f.out != "" {
-		if err := checkOutDir("--out", f.out, "pass a directory for the results (default out/runs/<run id>)"); err != nil {
+		if err := checkRunOut(f.out, f.bundle); err != nil {
 			return err
 		}
 	}
