@@ -255,6 +255,12 @@ func TestBadInput(t *testing.T) {
 			want: []string{"no such file", "bundle directory"}, not: []string{"or its .tar"}},
 		{name: "image --arch out of range", args: []string{"image", "--bundle", fx.Bundle, "--key", fx.Pub, "--arch", "sparc"}, code: ExitUnusable, want: []string{`"sparc"`, "--arch takes"}},
 
+		{name: "image vm --size out of range", args: []string{"image", "vm", "--size", "-1G"}, code: ExitUnusable, want: []string{"--size", "4G"}},
+		{name: "image vm --size too small", args: []string{"image", "vm", "--size", "10M"}, code: ExitUnusable, want: []string{"out of range", "2G to 4T"}},
+		{name: "image vm --size not a size", args: []string{"image", "vm", "--size", "lots"}, code: ExitUnusable, want: []string{"not a size"}},
+		{name: "image lock --out a file", args: []string{"image", "lock", "--out", fx.File}, code: ExitUnusable, want: []string{"is a file"}},
+		{name: "image export-debs --out a file", args: []string{"image", "export-debs", "--out", fx.File}, code: ExitUnusable, want: []string{"is a file"}},
+
 		// run (fast paths only: every one is refused before a bundle is opened)
 		{name: "run --engine not a URL", args: []string{"run", "--engine", "notaurl", "--bundle", fx.Bundle, "--key", fx.Pub}, code: ExitUnusable,
 			want: []string{"not an Engine URL", "unix:///"}},
@@ -390,5 +396,18 @@ func TestHelpFlagValues(t *testing.T) {
 	_, stdout, _ := run(t, "run", "--help")
 	if !strings.Contains(stdout, "--keep   ") {
 		t.Errorf("run --help does not show --keep as a bool:\n%s", stdout)
+	}
+}
+
+func TestCheckDiskSize(t *testing.T) {
+	for _, ok := range []string{"4G", "2G", "2048M", "1T", "4T", "3221225472"} {
+		if err := checkDiskSize(ok); err != nil {
+			t.Errorf("--size %s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "G", "1G", "5T", "-4G", "4GG", "4g", "4.5G", "99999999999999999999T"} {
+		if checkDiskSize(bad) == nil {
+			t.Errorf("--size %q accepted", bad)
+		}
 	}
 }

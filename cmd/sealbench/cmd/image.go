@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -155,7 +156,11 @@ kernel, fuse3, git). Building never resolves versions; this does.`,
 			if arch == "all" {
 				arches = vmimages.Arches
 			}
-			if out == "" {
+			if out != "" {
+				if err := checkOutDir("--out", out, "pass the directory for the lock files"); err != nil {
+					return err
+				}
+			} else {
 				root, err := bundle.FindModuleRoot(".")
 				if err != nil {
 					return usageErrorf("pass --out", "%v", err)
@@ -263,6 +268,9 @@ with a loud notice, and the lima target finds it there; --no-relock fails instea
 			if err := debs.check(); err != nil {
 				return err
 			}
+			if err := checkDiskSize(size); err != nil {
+				return err
+			}
 			var lock *manifests.PackageLock
 			var lb []byte
 			var err error
@@ -299,8 +307,34 @@ with a loud notice, and the lima target finds it there; --no-relock fails instea
 	c.Flags().StringVar(&arch, "arch", "amd64", "Debian architecture: amd64 or arm64")
 	c.Flags().StringVar(&lockFile, "lock", "", "package lock to build from (default: the one built into sealbench)")
 	debs.flags(c.Flags())
-	c.Flags().StringVar(&size, "size", "4G", "the disk's virtual size")
+	c.Flags().StringVar(&size, "size", "4G", "the disk's virtual size, 2G to 4T (K, M, G or T)")
 	return c
+}
+
+// Bounds of image vm --size: a Debian root with systemd and a kernel
+// needs about a GiB; more than a few TiB is a typo.
+const (
+	minDiskSize = 2 << 30
+	maxDiskSize = 4 << 40
+)
+
+// checkDiskSize refuses a --size mkfs.ext4 would refuse, or one too small
+// for the image, before minutes of mmdebstrap.
+func checkDiskSize(size string) error {
+	hint := "--size takes a size such as 4G (K, M, G or T; 2G to 4T)"
+	num := strings.TrimRight(size, "KMGT")
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || len(size)-len(num) > 1 || n <= 0 {
+		return usageErrorf(hint, "--size %q is not a size", size)
+	}
+	mult := int64(1)
+	if len(num) < len(size) {
+		mult = int64(1) << (10 * (strings.IndexByte("KMGT", size[len(size)-1]) + 1))
+	}
+	if n > maxDiskSize/mult || n*mult < minDiskSize {
+		return usageErrorf(hint, "--size %s is out of range", size)
+	}
+	return nil
 }
 
 func newExportDebsCmd(g *global) *cobra.Command {
