@@ -278,6 +278,9 @@ func TestBadInput(t *testing.T) {
 			want: []string{"already holds a run's results", "a new directory"}},
 		{name: "run --out inside the bundle", args: []string{"run", "--target", "docker", "--out", filepath.Join(fx.Bundle, "results"), "--bundle", fx.Bundle, "--key", fx.Pub}, code: ExitUnusable,
 			want: []string{"inside the bundle"}},
+		{name: "run --name too long", args: []string{"run", "--engine", "unix:///x.sock", "--name", strings.Repeat("a", 300)}, code: ExitUnusable, want: []string{"is not a target name"}},
+		{name: "run --target empty", args: []string{"run", "--target", ","}, code: ExitUnusable, want: []string{`no target named ""`, "targets:"}},
+		{name: "run --cells out of range", args: []string{"run", "--target", "docker", "--cells", "C13"}, code: ExitUnusable, want: []string{"C13", "C01 to C12"}},
 		{name: "run --target and --engine", args: []string{"run", "--target", "docker", "--engine", "unix:///x.sock"}, code: ExitUnusable, want: []string{"not both"}},
 		{name: "run --bundle a tar", args: []string{"run", "--target", "docker", "--bundle", fx.Tar, "--key", fx.Pub}, code: ExitUnusable,
 			want: []string{"is a file", "extract it"}, not: []string{"or its .tar"}},
@@ -303,6 +306,8 @@ func TestBadInput(t *testing.T) {
 		// audit, teardown
 		{name: "audit an unknown run", args: []string{"audit", "--run", "20200101T000000-abcdef", "--target", "local"}, code: ExitUnusable,
 			want: []string{"no run 20200101T000000-abcdef", "check the id"}, not: []string{"nothing left"}},
+		{name: "audit a run id too long", args: []string{"audit", "--run", strings.Repeat("2", 300)}, code: ExitUnusable, want: []string{"--run", "run ids look like"}},
+		{name: "report a hostile path", args: []string{"report", "../../../../../../../../../etc"}, code: ExitUnusable, want: []string{"has no samples.jsonl", "RESULTS are"}},
 		{name: "audit a hostile run id", args: []string{"audit", "--run", "../../etc"}, code: ExitUnusable, want: []string{"--run", "run ids look like"}},
 		{name: "teardown a hostile run id", args: []string{"teardown", "--run", "../../etc"}, code: ExitUnusable, want: []string{"--run", "run ids look like"}},
 		{name: "teardown --run and --all", args: []string{"teardown", "--run", "20200101T000000-abcdef", "--all"}, code: ExitUnusable, want: []string{"exactly one"}},
