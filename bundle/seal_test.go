@@ -3,6 +3,7 @@ package bundle
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -163,5 +164,34 @@ func TestSealReproducible(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "dirty") {
 		t.Errorf("no warning about the dirty tree in the log:\n%s", log.String())
+	}
+}
+
+// TestSealFailureLeavesNoOutDir: a seal that fails after creating --out
+// (here, a build) takes away the directories it made, and a source that is
+// not sealbench's is refused before anything is made.
+func TestSealFailureLeavesNoOutDir(t *testing.T) {
+	root := testenv.ModuleRoot(t)
+	k := newKeys(t)
+	goBin := filepath.Join(t.TempDir(), "go")
+	script := "#!/bin/sh\nif [ \"$1\" = env ]; then echo go1.26.8; exit 0; fi\necho 'build failed' >&2; exit 1\n"
+	if err := os.WriteFile(goBin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	parent := t.TempDir()
+	out := filepath.Join(parent, "a", "b")
+	if _, err := Seal(context.Background(), SealOptions{Source: root, OutDir: out, Signer: k.signer, GoBinary: goBin}); err == nil {
+		t.Fatal("Seal with a failing build succeeded")
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 0 {
+		t.Errorf("a failed seal left %v in %s", ents, parent)
+	}
+	other := t.TempDir()
+	os.WriteFile(filepath.Join(other, "go.mod"), []byte("module example.com/other\n"), 0o644)
+	if _, err := Seal(context.Background(), SealOptions{Source: other, OutDir: out, Signer: k.signer, GoBinary: goBin}); !errors.Is(err, ErrNotSource) {
+		t.Errorf("Seal of another module: %v, want ErrNotSource", err)
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 0 {
+		t.Errorf("a refused seal left %v in %s", ents, parent)
 	}
 }
