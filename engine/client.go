@@ -76,6 +76,10 @@ type Identity struct {
 	// Transport is how Endpoint reaches the Engine: "socket" (the
 	// default) or "msb-exec" (a proxy through `msb exec`).
 	Transport string `json:"transport,omitempty"`
+	// FUSEURing is the host's enable_uring as the run found or set it
+	// (manifests.FUSEURingOn, Off, or NA for a target on another kernel):
+	// the host fills it in; the Engine does not know it.
+	FUSEURing string `json:"fuseURing,omitempty"`
 }
 
 // Pins is what a sample's pins.json says of the target.
@@ -85,7 +89,7 @@ func (id *Identity) Pins() manifests.TargetPins {
 		tr = "socket"
 	}
 	return manifests.TargetPins{Name: id.Target, Engine: id.Engine, Kernel: id.Kernel,
-		CPUs: id.CPUs, MemoryBytes: id.MemoryBytes, Emulated: id.Emulated, Transport: tr}
+		CPUs: id.CPUs, MemoryBytes: id.MemoryBytes, Emulated: id.Emulated, Transport: tr, FUSEURing: id.FUSEURing}
 }
 
 // PlanTarget is the target as a run plan carries it to the runner.
@@ -96,7 +100,7 @@ func (id *Identity) PlanTarget() manifests.PlanTarget {
 // IdentityOf is the Identity a run plan's target carries.
 func IdentityOf(t manifests.PlanTarget) *Identity {
 	return &Identity{Target: t.Name, Engine: t.Engine, EngineVersion: t.EngineVersion, Endpoint: t.Endpoint,
-		Kernel: t.Kernel, OS: t.OS, Arch: t.Arch, CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, Emulated: t.Emulated, Transport: t.Transport}
+		Kernel: t.Kernel, OS: t.OS, Arch: t.Arch, CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, Emulated: t.Emulated, Transport: t.Transport, FUSEURing: t.FUSEURing}
 }
 
 // Identify asks the Engine at endpoint what it is (/version: the stand-in

@@ -73,6 +73,10 @@ type ProvisionOptions struct {
 	VM       VM
 	StateDir string // empty: provision.DefaultStateDir
 	Log      func(string, ...any)
+
+	// FUSEURing turns the host's enable_uring on for the run (recorded in
+	// the ledger first, put back by teardown).
+	FUSEURing bool
 }
 
 // Provisioned is a target left up: what `provision --json` prints.
@@ -105,10 +109,15 @@ func Provision(ctx context.Context, o ProvisionOptions) (_ *Provisioned, err err
 			err = multierror.Append(err, fmt.Errorf("and tearing the failed run down: %w (run `sealbench teardown --run %s`)", terr, run.ID))
 		}
 	}()
+	uring, err := setupFUSEURing(run, o.FUSEURing, []string{o.Target}, "", logf)
+	if err != nil {
+		return nil, err
+	}
 	t, id, err := bringUp(ctx, o.Target, run, o.Bundle, o.VM, logf)
 	if err != nil {
 		return nil, err
 	}
+	pinFUSEURing(id, onHostKernel(o.Target, ""), uring)
 	return &Provisioned{Run: run.ID, RunDir: run.Dir, Target: o.Target, Endpoint: t.Endpoint(), Identity: id, Bundle: o.Bundle.Verified.Name, Image: o.Bundle.Image}, nil
 }
 

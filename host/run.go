@@ -44,6 +44,11 @@ type RunOptions struct {
 	// Report, when set, hears the report (Markdown) as soon as it is
 	// written, before teardown.
 	Report func(markdown string)
+
+	// FUSEURing turns the host's enable_uring on for the run (recorded in
+	// the ledger first, put back by teardown); every target's pins say
+	// whether it was on, either way.
+	FUSEURing bool
 }
 
 // RunOutcome is what a run did: what `run --json` prints.
@@ -85,6 +90,10 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 	logf("run %s: ledger in %s, results in %s", run.ID, run.Dir, out)
 	outcome = &RunOutcome{Run: run.ID, Dir: out, RunDir: run.Dir, Bundle: b.Verified.Name, Targets: map[string]*engine.Identity{}, Leftovers: []provision.Resource{}}
 	defer func() { err = finish(ctx, run, o.Keep, outcome, err, logf, status) }()
+	uring, err := setupFUSEURing(run, o.FUSEURing, o.Targets, o.Engine, logf)
+	if err != nil {
+		return outcome, err
+	}
 
 	// Bring every target up, or drive the Engine we were given.
 	var ids []*engine.Identity
@@ -102,6 +111,7 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 		if err != nil {
 			return outcome, err
 		}
+		pinFUSEURing(id, onHostKernel("", o.Engine), uring)
 		ids = append(ids, id)
 	}
 	for _, name := range o.Targets {
@@ -110,6 +120,7 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 		if err != nil {
 			return outcome, err
 		}
+		pinFUSEURing(id, onHostKernel(name, ""), uring)
 		outcome.Targets[name] = id
 		logf("%s: %s, kernel %s, %d CPUs, %s", name, id.Engine, id.Kernel, id.CPUs, HumanBytes(id.MemoryBytes))
 		ids = append(ids, id)

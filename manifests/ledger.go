@@ -50,12 +50,20 @@ const (
 	// target's own tool manages (limactl, Apple's container, msb); key: its
 	// name; exe: the tool. Only the target's provisioner removes it.
 	ResourceVM ResourceKind = "vm"
+	// ResourceKernelParam is a kernel parameter the run changed (the fuse
+	// module's enable_uring, with --fuse-uring); key: its path,
+	// /sys/module/<module>/parameters/<name>; value: what the run writes;
+	// previous: what it read before. It is the host's, not a target's
+	// (no target), and is recorded before the parameter is written;
+	// teardown writes previous back while the parameter still reads value.
+	ResourceKernelParam ResourceKind = "kernelParam"
 )
 
 // ResourceKinds lists every kind, in the order of the constants.
 var ResourceKinds = []ResourceKind{
 	ResourceDir, ResourceStateDir, ResourceSocket, ResourceStore, ResourceMount,
 	ResourceProcess, ResourceContainer, ResourceImage, ResourceVolume, ResourceVM,
+	ResourceKernelParam,
 }
 
 // IsPath reports whether the kind's key is a filesystem path.
@@ -103,11 +111,26 @@ type LedgerEntry struct {
 	// Labels are the labels the resource is created with, where the
 	// backend has labels; they include RunLabel.
 	Labels map[string]string `json:"labels,omitempty"`
-	Detail string            `json:"detail,omitempty"` // what it is for, in words
+	// Value and Previous are, for a kernel parameter only, what the run
+	// writes and what the parameter read before: both recorded, even when
+	// equal (the change is then a no-op, recorded so that the pins are
+	// honest and teardown has nothing to put back).
+	Value    string `json:"value,omitempty"`
+	Previous string `json:"previous,omitempty"`
+	Detail   string `json:"detail,omitempty"` // what it is for, in words
 }
 
 // Name is how messages name the entry's resource: "process <key>".
 func (e *LedgerEntry) Name() string { return string(e.Kind) + " " + e.Key }
+
+// kernelParamPattern is the only kind of kernel parameter a ledger may
+// name: a module parameter in sysfs. Teardown writes to it as root, so a
+// ledger cannot point that write anywhere else.
+var kernelParamPattern = regexp.MustCompile(`^/sys/module/[A-Za-z0-9_]+/parameters/[A-Za-z0-9_]+$`)
+
+// kernelParamValuePattern is what a recorded kernel parameter value may
+// be: one short word (Y, N, 1, 0, a number), as sysfs prints it trimmed.
+var kernelParamValuePattern = regexp.MustCompile(`^[A-Za-z0-9_.,:-]{1,64}$`)
 
 var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
@@ -169,6 +192,25 @@ func (e *LedgerEntry) validate(p *problems) {
 		}
 	case e.Kind == ResourceProcess && len(e.Key) < 8:
 		p.addf("key", "%q: a process marker must be unique on the host (8 characters or more)", e.Key)
+	case e.Kind == ResourceKernelParam && !kernelParamPattern.MatchString(e.Key):
+		p.addf("key", "%q: a kernel parameter is named by its path, /sys/module/<module>/parameters/<name>", e.Key)
+	}
+	if e.Kind == ResourceKernelParam {
+		if e.Target != "" {
+			p.addf("target", "%q set on a kernel parameter, which is the host's, not one target's", e.Target)
+		}
+		for _, f := range []struct{ name, v string }{{"value", e.Value}, {"previous", e.Previous}} {
+			if !kernelParamValuePattern.MatchString(f.v) {
+				p.addf(f.name, "%q: a kernel parameter's %s is one word of letters, digits and _.,:- (1 to 64), as sysfs prints it", f.v, f.name)
+			}
+		}
+	} else {
+		if e.Value != "" {
+			p.addf("value", "set on a %s; only a kernel parameter has one", e.Kind)
+		}
+		if e.Previous != "" {
+			p.addf("previous", "set on a %s; only a kernel parameter has one", e.Kind)
+		}
 	}
 	// Where the resource lives: an Engine (containers, images, volumes),
 	// or a target's own tool (Exe: VMs, and the images and volumes such a

@@ -25,6 +25,7 @@ func sampleLedger() []LedgerEntry {
 		{RunID: run, Seq: 9, Time: at(6), Target: "apple", Kind: ResourceImage, Key: "sealbench/sandbox:build-linux-0123456789ab", Exe: "/usr/local/bin/container", Detail: "loaded with container image load"},
 		{RunID: run, Seq: 10, Time: at(7), Target: "apple", Kind: ResourceVM, Key: "sealbench-" + run + "-vm", Exe: "/usr/local/bin/container", Labels: map[string]string{RunLabel: run}},
 		{RunID: run, Seq: 11, Time: at(8), Target: "apple", Kind: ResourceVolume, Key: "0f3c1a2b", Exe: "/usr/local/bin/container", Detail: "the VM's anonymous volume"},
+		{RunID: run, Seq: 12, Time: at(9), Kind: ResourceKernelParam, Key: "/sys/module/fuse/parameters/enable_uring", Value: "Y", Previous: "N", Detail: "--fuse-uring"},
 	}
 }
 
@@ -71,20 +72,7 @@ func TestLedgerTruncatedLastLineIsAWarning(t *testing.T) {
 
 func TestLedgerValidateNamesEveryField(t *testing.T) {
 	e := LedgerEntry{FormatVersion: 7, RunID: "bad id", Kind: "teapot", Engine: "http://x", Exe: "rel"}
-	err := e.Validate()
-	var ve *ValidationError
-	if !errors.As(err, &ve) {
-		t.Fatalf("Validate: %v", err)
-	}
-	fields := map[string]bool{}
-	for _, p := range ve.Problems {
-		fields[p.Field] = true
-	}
-	for _, f := range []string{"formatVersion", "runId", "seq", "time", "kind", "key", "engine", "exe"} {
-		if !fields[f] {
-			t.Errorf("no problem named %s in:\n%v", f, err)
-		}
-	}
+	wantProblems(t, e.Validate(), "formatVersion", "runId", "seq", "time", "kind", "key", "engine", "exe")
 
 	for name, bad := range map[string]LedgerEntry{
 		"relative path":       {Kind: ResourceDir, Key: "runs/x"},
@@ -99,6 +87,16 @@ func TestLedgerValidateNamesEveryField(t *testing.T) {
 		"vm in an engine":     {Kind: ResourceVM, Key: "v", Exe: "/usr/bin/msb", Engine: "unix:///s"},
 		"engine and tool":     {Kind: ResourceImage, Key: "sha256:" + strings.Repeat("ab", 32), Engine: "unix:///s", Exe: "/usr/bin/container"},
 		"tool on a directory": {Kind: ResourceDir, Key: "/var/x", Exe: "/usr/bin/container"},
+		"param outside sysfs": {Kind: ResourceKernelParam, Key: "/etc/passwd", Value: "Y", Previous: "N"},
+		"param escaping":      {Kind: ResourceKernelParam, Key: "/sys/module/fuse/parameters/../../../../etc/x", Value: "Y", Previous: "N"},
+		"param not a module":  {Kind: ResourceKernelParam, Key: "/sys/kernel/mm/transparent_hugepage/enabled", Value: "Y", Previous: "N"},
+		"param no previous":   {Kind: ResourceKernelParam, Key: "/sys/module/fuse/parameters/enable_uring", Value: "Y"},
+		"param no value":      {Kind: ResourceKernelParam, Key: "/sys/module/fuse/parameters/enable_uring", Previous: "N"},
+		"param two words":     {Kind: ResourceKernelParam, Key: "/sys/module/fuse/parameters/enable_uring", Value: "Y\nN", Previous: "N"},
+		"param of a target":   {Kind: ResourceKernelParam, Key: "/sys/module/fuse/parameters/enable_uring", Value: "Y", Previous: "N", Target: "local"},
+		"param with a tool":   {Kind: ResourceKernelParam, Key: "/sys/module/fuse/parameters/enable_uring", Value: "Y", Previous: "N", Exe: "/bin/sh"},
+		"value on a dir":      {Kind: ResourceDir, Key: "/var/x", Value: "Y"},
+		"previous on a mount": {Kind: ResourceMount, Key: "/var/x", Previous: "N"},
 	} {
 		bad.RunID, bad.Seq, bad.Time = "r1", 1, time.Unix(1, 0)
 		bad.FillDefaults()
@@ -106,6 +104,32 @@ func TestLedgerValidateNamesEveryField(t *testing.T) {
 			t.Errorf("%s: Validate accepted %+v", name, bad)
 		}
 	}
+}
+
+// TestLedgerKernelParam: a kernel parameter the run changes is named by
+// its sysfs path and carries what the run set and what it was, both
+// always (also when equal); each problem names its field.
+func TestLedgerKernelParam(t *testing.T) {
+	good := LedgerEntry{RunID: "r1", Seq: 2, Time: time.Unix(1, 0), Kind: ResourceKernelParam,
+		Key: "/sys/module/fuse/parameters/enable_uring", Value: "Y", Previous: "Y"}
+	good.FillDefaults()
+	if err := good.Validate(); err != nil {
+		t.Fatalf("a no-op change (Y over Y) is recorded all the same: %v", err)
+	}
+	if good.Kind.IsPath() || good.Kind.OnEngine() {
+		t.Error("a kernel parameter is neither a path in the run directory nor on an Engine")
+	}
+	line, err := good.MarshalLine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseLedgerLine(bytes.TrimSuffix(line, []byte("\n")))
+	if err != nil || back.Value != "Y" || back.Previous != "Y" {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	bad := good
+	bad.Key, bad.Value, bad.Previous, bad.Target = "/proc/sys/kernel/x", "", "a b", "local"
+	wantProblems(t, bad.Validate(), "key", "value", "previous", "target")
 }
 
 func TestLedgerReadRejects(t *testing.T) {

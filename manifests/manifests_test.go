@@ -19,6 +19,24 @@ func golden(t *testing.T, name string, got []byte) {
 	testenv.Golden(t, name, got, *update)
 }
 
+// wantProblems checks that err is a *ValidationError naming each field.
+func wantProblems(t *testing.T, err error, fields ...string) {
+	t.Helper()
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Validate: %v, want a *ValidationError", err)
+	}
+	named := map[string]bool{}
+	for _, p := range ve.Problems {
+		named[p.Field] = true
+	}
+	for _, f := range fields {
+		if !named[f] {
+			t.Errorf("no problem named %s in:\n%v", f, err)
+		}
+	}
+}
+
 func sampleManifest() *BundleManifest {
 	return &BundleManifest{
 		SchemaVersion: BundleSchemaVersion,
@@ -124,20 +142,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	m.Files[0].Path = "../a"
 	m.Files[1].Size = -1
 	m.Files = append(m.Files, BundleFile{Path: "cells/C01.sh", Size: 1, Mode: 0o644, Digest: DigestOf(nil)})
-	err := m.Validate()
-	var ve *ValidationError
-	if !errors.As(err, &ve) {
-		t.Fatalf("Validate = %v, want a *ValidationError", err)
-	}
-	fields := map[string]bool{}
-	for _, p := range ve.Problems {
-		fields[p.Field] = true
-	}
-	for _, f := range []string{"schemaVersion", "source.module", "source.commit", "files[0].path", "files[1].size", "files[3].path"} {
-		if !fields[f] {
-			t.Errorf("Validate did not name %s; it said:\n%v", f, err)
-		}
-	}
+	wantProblems(t, m.Validate(), "schemaVersion", "source.module", "source.commit", "files[0].path", "files[1].size", "files[3].path")
 }
 
 func TestValidateFileAndDirectoryConflict(t *testing.T) {

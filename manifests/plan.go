@@ -112,6 +112,9 @@ func (p *RunPlan) Validate() error {
 		if t.Engine != EngineDockerd && t.Engine != EngineStandin {
 			ps.addf(f+".engine", "%q is not %s or %s", t.Engine, EngineDockerd, EngineStandin)
 		}
+		if !validFUSEURing(t.FUSEURing) {
+			ps.addf(f+".fuseURing", "%q is not %s, %s or %s", t.FUSEURing, FUSEURingOn, FUSEURingOff, FUSEURingNA)
+		}
 	}
 	if err := p.Image.ID.Validate(); err != nil {
 		ps.addf("image.id", "%v", err)

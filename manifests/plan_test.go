@@ -43,6 +43,7 @@ func TestRunPlanRefusesBadPlans(t *testing.T) {
 		{func(p *RunPlan) { p.Samples = 0 }, "samples"},
 		{func(p *RunPlan) { p.RunnerSHA256 = Digest{} }, "runnerSha256"},
 		{func(p *RunPlan) { p.Targets[0].Engine = "podman" }, "engine"},
+		{func(p *RunPlan) { p.Targets[0].FUSEURing = "yes" }, "targets[0].fuseURing"},
 	} {
 		p := validPlan()
 		tc.edit(p)

@@ -492,6 +492,35 @@ type TargetPins struct {
 	// socket, forwarded or not) or "msb-exec" (every connection through
 	// `msb exec`, which adds its cost to every exec's overhead).
 	Transport string `json:"transport,omitempty"`
+	// FUSEURing is the host's enable_uring (the fuse module's switch for
+	// FUSE over io_uring, kernel-wide) as the run found or set it, for a
+	// target on the host's kernel: FUSEURingOn, FUSEURingOff; or
+	// FUSEURingNA for a target on a kernel of its own. Empty in results
+	// written before it was recorded. Whether a sample was served over
+	// io_uring is the sample's FUSETransport.
+	FUSEURing string `json:"fuseURing,omitempty"`
+}
+
+// The values of TargetPins.FUSEURing.
+const (
+	// FUSEURingOn: enable_uring was on (the run turned it on with
+	// --fuse-uring, or it already was), so LayerFS could negotiate io_uring.
+	FUSEURingOn = "on"
+	// FUSEURingOff: it was off, or the kernel has no FUSE over io_uring.
+	FUSEURingOff = "off"
+	// FUSEURingNA: the target runs on another kernel (a VM's guest, a
+	// dockerd elsewhere), which the host's parameter does not reach.
+	FUSEURingNA = "n/a"
+)
+
+// validFUSEURing reports whether v is a TargetPins.FUSEURing value (or
+// empty: not recorded).
+func validFUSEURing(v string) bool {
+	switch v {
+	case "", FUSEURingOn, FUSEURingOff, FUSEURingNA:
+		return true
+	}
+	return false
 }
 
 // ReadRunPins reads a pins file: Load (strictly, bounded), FillDefaults,
@@ -583,6 +612,9 @@ func (p *RunPins) Validate() error {
 		}
 		if t.MemoryBytes <= 0 {
 			ps.addf(f+".memoryBytes", "must be positive")
+		}
+		if !validFUSEURing(t.FUSEURing) {
+			ps.addf(f+".fuseURing", "%q is not %s, %s or %s", t.FUSEURing, FUSEURingOn, FUSEURingOff, FUSEURingNA)
 		}
 	}
 	switch p.StoreProfile {

@@ -18,8 +18,8 @@ func testPins() *RunPins {
 		RunnerSHA256:  DigestOf([]byte("runner")),
 		StandinSHA256: DigestOf([]byte("standin")),
 		Targets: []TargetPins{
-			{Name: "docker", Engine: EngineDockerd, Kernel: "6.1.0-40-amd64", CPUs: 2, MemoryBytes: 8 << 30},
-			{Name: "lima", Engine: EngineStandin, Kernel: "6.1.0-41-amd64", CPUs: 2, MemoryBytes: 4 << 30, Emulated: true},
+			{Name: "docker", Engine: EngineDockerd, Kernel: "6.1.0-40-amd64", CPUs: 2, MemoryBytes: 8 << 30, FUSEURing: FUSEURingOn},
+			{Name: "lima", Engine: EngineStandin, Kernel: "6.1.0-41-amd64", CPUs: 2, MemoryBytes: 4 << 30, Emulated: true, FUSEURing: FUSEURingNA},
 		},
 		StoreProfile:        StoreDisposable,
 		ConstructionWorkers: 1,
@@ -166,21 +166,8 @@ func TestSampleValidateNamesEveryField(t *testing.T) {
 	s.FUSETransport = "io_uring"
 	s.Load1 = -1
 	s.End = s.Start.Add(-time.Second)
-	err := s.Validate()
-	var ve *ValidationError
-	if !errors.As(err, &ve) {
-		t.Fatalf("Validate = %v", err)
-	}
-	fields := map[string]bool{}
-	for _, p := range ve.Problems {
-		fields[p.Field] = true
-	}
-	for _, f := range []string{"formatVersion", "runId", "bundleId", "target", "cell", "round", "order", "reason", "verifier",
-		"commandNs", "mountNs", "execOverheadNs", "fuseRequests", "fuseRequests.READ", "fuseTransport", "load1", "end"} {
-		if !fields[f] {
-			t.Errorf("Validate did not name %s; it said:\n%v", f, err)
-		}
-	}
+	wantProblems(t, s.Validate(), "formatVersion", "runId", "bundleId", "target", "cell", "round", "order", "reason", "verifier",
+		"commandNs", "mountNs", "execOverheadNs", "fuseRequests", "fuseRequests.READ", "fuseTransport", "load1", "end")
 
 	bad := testSample("docker", "C01", 0)
 	bad.Status, bad.Verifier = StatusIneligible, VerifierNotRun
@@ -193,28 +180,15 @@ func TestRunPinsValidateNamesEveryField(t *testing.T) {
 	p := testPins()
 	p.FormatVersion, p.Kind, p.RunID, p.BundleID = 0, "x", "", "nope"
 	p.ImageID = Digest{}
-	p.Targets = append(p.Targets, TargetPins{Name: "docker", Engine: "podman"})
+	p.Targets = append(p.Targets, TargetPins{Name: "docker", Engine: "podman", FUSEURing: "Y"})
 	p.StoreProfile, p.ConstructionWorkers = "fastest", 0
 	p.Tools = map[string]string{"git": ""}
 	p.Cells = []string{"C01", "C01", "c2"}
 	p.Samples = -1
 	p.End = p.Start.Add(-time.Hour)
-	err := p.Validate()
-	var ve *ValidationError
-	if !errors.As(err, &ve) {
-		t.Fatalf("Validate = %v", err)
-	}
-	fields := map[string]bool{}
-	for _, pr := range ve.Problems {
-		fields[pr.Field] = true
-	}
-	for _, f := range []string{"formatVersion", "kind", "runId", "bundleId", "imageId", "targets[2].name", "targets[2].engine",
-		"targets[2].kernel", "targets[2].cpus", "targets[2].memoryBytes", "storeProfile", "constructionWorkers", "tools",
-		"cells[1]", "cells[2]", "samples", "end"} {
-		if !fields[f] {
-			t.Errorf("Validate did not name %s; it said:\n%v", f, err)
-		}
-	}
+	wantProblems(t, p.Validate(), "formatVersion", "kind", "runId", "bundleId", "imageId", "targets[2].name", "targets[2].engine",
+		"targets[2].kernel", "targets[2].cpus", "targets[2].memoryBytes", "targets[2].fuseURing", "storeProfile", "constructionWorkers", "tools",
+		"cells[1]", "cells[2]", "samples", "end")
 }
 
 func TestReadRunPinsRejects(t *testing.T) {

@@ -82,7 +82,8 @@ func (a *auditor) add(r Resource) {
 }
 
 // Audit asks every source it knows for what sealbench left: each run's
-// ledger (every entry whose resource still exists), directories under runs/
+// ledger (every entry whose resource still exists, and every kernel
+// parameter whose change is still in effect), directories under runs/
 // that are not runs with a ledger, stand-in state directories
 // (inventory.Read), mounts under runs/ (/proc/self/mountinfo),
 // processes whose argv names a path under runs/, and every registered
@@ -181,9 +182,9 @@ func (a *auditor) run(ctx context.Context, id, dir string) {
 			a.add(Resource{Target: e.Target, Run: id, Kind: e.Kind, Key: e.Key, Detail: detail})
 		}
 	}
-	// The run's own entries (its directory) count whenever the run is in
-	// scope: with no --target, or when one of its targets still holds
-	// something.
+	// The run's own entries (its directory, a kernel parameter it
+	// changed) count whenever the run is in scope: with no --target, or
+	// when one of its targets still holds something.
 	for _, e := range entries {
 		if e.Target != "" || (len(a.opts.Targets) > 0 && !held) {
 			continue
@@ -252,6 +253,8 @@ func Exists(ctx context.Context, runDir string, e manifests.LedgerEntry) (bool, 
 			pids = append(pids, strconv.Itoa(p.Pid))
 		}
 		return true, "running as pid " + strings.Join(pids, ", "), nil
+	case manifests.ResourceKernelParam:
+		return kernelParamInEffect(e)
 	case manifests.ResourceContainer, manifests.ResourceImage, manifests.ResourceVolume:
 		sock, local := runLocalEngine(runDir, e.Engine)
 		if local {

@@ -158,18 +158,13 @@ func fusePassthrough() Check {
 	return c
 }
 
-// fuseURingParam is the fuse module's switch for FUSE over io_uring
-// (layerfs/uring.ParamPath: provision links no LayerFS, and builds for
-// macOS, where that package does not).
-const fuseURingParam = "/sys/module/fuse/parameters/enable_uring"
-
 // fuseURing says whether LayerFS can serve its requests over FUSE over
 // io_uring here (layerfsd mount --fuse-transport auto uses it where it
 // can), and how to turn it on. No target needs it: without it LayerFS
 // serves over /dev/fuse.
 func fuseURing() Check {
 	c := Check{Name: "fuse-uring"}
-	b, err := os.ReadFile(fuseURingParam)
+	v, err := ReadKernelParam(FUSEURingParam)
 	if err != nil {
 		var uts unix.Utsname
 		unix.Uname(&uts)
@@ -177,12 +172,13 @@ func fuseURing() Check {
 		c.Fix = "optional: a kernel 6.14 or newer built with CONFIG_FUSE_IO_URING=y lets LayerFS serve its requests over io_uring (faster on create-heavy cells); without it they go over /dev/fuse"
 		return c
 	}
-	if v := strings.TrimSpace(string(b)); v == "Y" || v == "1" {
-		c.OK, c.Detail = true, fuseURingParam+" is on: LayerFS serves its requests over io_uring"
+	if v == "Y" || v == "1" {
+		c.OK, c.Detail = true, FUSEURingParam+" is on: LayerFS serves its requests over io_uring"
 		return c
 	}
-	c.Detail = fuseURingParam + " is off (the kernel's default): LayerFS serves its requests over /dev/fuse"
-	c.Fix = "optional, faster on create-heavy cells: echo Y > " + fuseURingParam + " as root (kernel-wide, until reboot; sealbench does not change it)"
+	c.Detail = FUSEURingParam + " is off (the kernel's default): LayerFS serves its requests over /dev/fuse"
+	c.Fix = "optional, faster on create-heavy cells: `sealbench run --fuse-uring` (or `provision --fuse-uring`) turns it on for the run, records it, and teardown puts it back; " +
+		"or as root: echo Y > " + FUSEURingParam + " (kernel-wide, until reboot)"
 	return c
 }
 

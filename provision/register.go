@@ -21,6 +21,10 @@ type Registration struct {
 	Order int
 	// Root says the target needs root on this host.
 	Root bool
+	// HostKernel says the target's Sandboxes run on this host's kernel
+	// (local; docker, when its dockerd is this host's), so that what the
+	// host's kernel parameters say (enable_uring) holds for them too.
+	HostKernel bool
 	// New makes the target's provisioner for a run, from a verified bundle
 	// and its Sandbox image. It creates nothing.
 	New func(NewOptions) (Target, error)

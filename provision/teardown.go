@@ -45,8 +45,10 @@ type TeardownResult struct {
 // ProcessGrace is how long a process of ours has to exit after SIGTERM.
 const ProcessGrace = 10 * time.Second
 
-// Teardown removes every resource runDir's ledger names, newest first.
-// It keeps going past failures and returns them all together
+// Teardown removes every resource runDir's ledger names, newest first
+// (a kernel parameter the run changed is put back as it was, after the
+// Sandboxes and targets recorded after it are gone). It keeps going past
+// failures and returns them all together
 // (*multierror.Error), each naming its resource. The run directory, which
 // holds the ledger, goes last and only when everything else went, so a
 // failed teardown can be run again. A run directory that does not exist is
@@ -96,7 +98,11 @@ func Teardown(ctx context.Context, runDir string, opts TeardownOptions) (*Teardo
 			errs = multierror.Append(errs, err)
 			break
 		}
-		if err := remove(ctx, runDir, e); err != nil {
+		if err := remove(ctx, runDir, e); errors.Is(err, ErrLeftAsIs) {
+			res.Warnings = append(res.Warnings, err.Error())
+			logf("warning: %v", err)
+			continue
+		} else if err != nil {
 			errs = multierror.Append(errs, fmt.Errorf("%s (%s, ledger seq %d): %w", e.Name(), targetName(e.Target), e.Seq, err))
 			logf("FAILED %s: %v", e.Name(), err)
 			continue
@@ -158,6 +164,8 @@ func RemoveResource(ctx context.Context, runDir string, e manifests.LedgerEntry,
 		return errs.ErrorOrNil()
 	case manifests.ResourceContainer, manifests.ResourceImage, manifests.ResourceVolume:
 		return removeOnEngine(ctx, runDir, e)
+	case manifests.ResourceKernelParam:
+		return restoreKernelParam(e)
 	}
 	return fmt.Errorf("unknown resource kind %q", e.Kind)
 }

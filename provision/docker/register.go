@@ -12,7 +12,7 @@ import (
 
 func init() {
 	provision.Register(provision.Registration{
-		Name: Name, What: "the dockerd you have (DOCKER_HOST or the default socket)", Order: 20,
+		Name: Name, What: "the dockerd you have (DOCKER_HOST or the default socket)", Order: 20, HostKernel: true,
 		New: func(o provision.NewOptions) (provision.Target, error) {
 			return New(Options{Run: o.Run, Log: o.Log})
 		},

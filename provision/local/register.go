@@ -8,7 +8,7 @@ import (
 
 func init() {
 	provision.Register(provision.Registration{
-		Name: Name, What: "the Engine API stand-in on this host", Order: 10, Root: true,
+		Name: Name, What: "the Engine API stand-in on this host", Order: 10, Root: true, HostKernel: true,
 		New:   fromBundle,
 		Needs: []string{"root", "fuse"},
 	})

@@ -16,6 +16,7 @@ import (
 
 func newProvisionCmd(g *global) *cobra.Command {
 	var bundlePath, key, expect string
+	var fuseURing bool
 	var vm vmSettings
 	var debs debSettings
 	c := &cobra.Command{
@@ -45,11 +46,21 @@ identity: kernel, CPUs, memory, engine.
 Every resource is recorded in the run's ledger before it is created, in the
 run directory under $SEALBENCH_STATE_DIR (default /var/lib/sealbench as root,
 ~/.local/state/sealbench otherwise). ` + "`sealbench teardown --run ID`" + ` takes it all
-down; ` + "`sealbench audit`" + ` proves nothing is left.`,
+down; ` + "`sealbench audit`" + ` proves nothing is left.
+
+--fuse-uring turns the host's FUSE over io_uring on (the fuse module's
+enable_uring, kernel-wide, off by default) for as long as the run is up: the
+change is recorded in the ledger before it is made, the target's identity says
+fuseURing "on", and teardown puts the old value back. A VM target (lima) runs
+its own kernel: for it the flag changes nothing, and says so ("n/a"). It needs
+root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
 		Example: `  sudo sealbench provision local --bundle out/build-linux-0123456789ab
   sealbench provision docker --bundle out/build-linux-0123456789ab --key keys/sealbench.pub --json
   sealbench provision local --bundle /mnt/usb/build-linux-0123456789ab --id build-linux-0123456789ab
   sealbench provision apple --bundle out/build-linux-0123456789ab --vm-cpus 4 --vm-memory 4096   # on a Mac
+
+  # With FUSE over io_uring on until teardown (enable_uring, recorded, then put back):
+  sudo sealbench provision local --bundle out/build-linux-0123456789ab --fuse-uring
 
   # Then drive its Engine with the docker CLI, and take it down:
   DOCKER_HOST=unix:///var/lib/sealbench/runs/<run>/local/sock/standin.sock docker images
@@ -72,6 +83,11 @@ down; ` + "`sealbench audit`" + ` proves nothing is left.`,
 			if err := vm.check(); err != nil {
 				return err
 			}
+			if fuseURing {
+				if err := host.CheckFUSEURing([]string{target}, ""); err != nil {
+					return err
+				}
+			}
 			p := newProgress(g.stderr, "provision")
 			defer p.Close()
 			b, err := host.OpenBundle(c.Context(), host.BundleOptions{Dir: bundlePath, Key: key, Expect: expect, Debs: debs.host(), Log: p.Logf})
@@ -82,7 +98,7 @@ down; ` + "`sealbench audit`" + ` proves nothing is left.`,
 			if err != nil {
 				return err
 			}
-			out, err := host.Provision(c.Context(), host.ProvisionOptions{Target: target, Bundle: b, VM: vm.host(), Log: p.Logf})
+			out, err := host.Provision(c.Context(), host.ProvisionOptions{Target: target, Bundle: b, VM: vm.host(), FUSEURing: fuseURing, Log: p.Logf})
 			p.Close()
 			if err != nil {
 				return err
@@ -91,15 +107,16 @@ down; ` + "`sealbench audit`" + ` proves nothing is left.`,
 				return writeJSON(g.stdout, out)
 			}
 			id := out.Identity
-			fmt.Fprintf(g.stdout, "%s is up (run %s)\n  endpoint  %s\n  engine    %s %s\n  kernel    %s (%s)\n  cpus      %d\n  memory    %s\n  image     %s %s\n  run dir   %s\n\n  export DOCKER_HOST=%s\n  sealbench teardown --run %s   # when done\n",
+			fmt.Fprintf(g.stdout, "%s is up (run %s)\n  endpoint  %s\n  engine    %s %s\n  kernel    %s (%s)\n  cpus      %d\n  memory    %s\n  io_uring  %s\n  image     %s %s\n  run dir   %s\n\n  export DOCKER_HOST=%s\n  sealbench teardown --run %s   # when done\n",
 				target, out.Run, out.Endpoint, id.Engine, id.EngineVersion, id.Kernel, id.Arch, id.CPUs, humanBytes(id.MemoryBytes),
-				out.Image.Ref, out.Image.ID, out.RunDir, out.Endpoint, out.Run)
+				id.FUSEURing, out.Image.Ref, out.Image.ID, out.RunDir, out.Endpoint, out.Run)
 			return nil
 		},
 	}
 	c.Flags().StringVar(&bundlePath, "bundle", "", "verified bundle directory (required)")
 	c.Flags().StringVar(&expect, "id", "", "pin the bundle: refuse a validly signed bundle with another name (build-linux-<hash>)")
 	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to check the bundle's signature with")
+	c.Flags().BoolVar(&fuseURing, "fuse-uring", false, "turn the host's enable_uring (FUSE over io_uring, kernel-wide) on until teardown; recorded, and put back then")
 	vm.flags(c.Flags())
 	debs.flags(c.Flags())
 	return c

@@ -32,6 +32,7 @@ type runFlags struct {
 	bundle, key, expect   string
 	out, cells            string
 	native, keep          bool
+	fuseURing             bool
 	samples               int
 	seed                  uint64
 	source                string
@@ -82,6 +83,17 @@ samples from overlapping. Every Sandbox is recorded in the run's ledger before
 it is created. The results directory gets samples.jsonl (each sample fsync'd
 as it completes), pins.json and report.md.
 
+--fuse-uring turns the host's FUSE over io_uring on for the run (the fuse
+module's enable_uring, off by default): it is recorded in the run's ledger
+before it is written, and teardown puts it back as it was (unless someone
+changed it again meanwhile: then it is left, with a warning). The parameter is
+kernel-wide, so docker's Sandboxes on this host get it too; a VM target (lima)
+runs its own kernel, which it does not reach. Without the flag the parameter is
+left alone. Either way every target's pins say what it was: fuseURing "on",
+"off", or "n/a" for a target on another kernel; each sample says which
+transport served it. It needs root and a kernel with FUSE over io_uring (6.14+,
+CONFIG_FUSE_IO_URING), and is refused otherwise (exit 3).
+
 --samples defaults to 5 per cell and target, interleaved in the seeded random
 order: enough for a paired bootstrap 95% interval on every ratio (with 5 pairs
 the interval can exclude 1.0 when every pair agrees on a direction; fewer
@@ -99,6 +111,9 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 
   # The large-file cells against the plain directory, five samples, intervals.
   sudo sealbench run --target local,docker --native --cells C06,C07,C08,C11
+
+  # LayerFS over FUSE over io_uring for this run: enable_uring on, then back as it was.
+  sudo sealbench run --target local,docker --native --fuse-uring
 
   # An Engine that is already up: a target left by provision, or a dockerd.
   sealbench run --engine unix:///run/sealbench-dockerd/docker.sock --name docker \
@@ -118,6 +133,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 	fl.StringVar(&f.cells, "cells", "", "cells to run, e.g. C01,C06 (default all twelve)")
 	fl.BoolVar(&f.native, "native", false, "also run each body on a plain directory in the same Sandbox")
 	fl.BoolVar(&f.keep, "keep", false, "leave the targets up after the run (take them down with sealbench teardown --run ID)")
+	fl.BoolVar(&f.fuseURing, "fuse-uring", false, "turn the host's enable_uring (FUSE over io_uring, kernel-wide) on for the run; recorded, and put back at teardown")
 	fl.IntVar(&f.samples, "samples", defaultSamples, "samples per cell and target, interleaved in a seeded random order (1: a quick look, no intervals)")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the interleaving (0: one from the clock; recorded in pins.json)")
 	f.vm.flags(fl)
@@ -160,6 +176,11 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	if f.samples < 1 || f.samples > maxSamples {
 		return usageErrorf(fmt.Sprintf("--samples takes 1 to %d (default %d)", maxSamples, defaultSamples), "--samples %d is out of range", f.samples)
 	}
+	if f.fuseURing {
+		if err := host.CheckFUSEURing(names, f.engine); err != nil {
+			return err
+		}
+	}
 	if err := f.debs.check(); err != nil {
 		return err
 	}
@@ -177,7 +198,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	}
 	o, err := host.Run(ctx, host.RunOptions{
 		Bundle: b, Targets: names, Engine: f.engine, Name: f.name, VM: f.vm.host(),
-		Cells: cellList, Samples: f.samples, Seed: f.seed, Native: f.native, Out: f.out, Keep: f.keep,
+		Cells: cellList, Samples: f.samples, Seed: f.seed, Native: f.native, Out: f.out, Keep: f.keep, FUSEURing: f.fuseURing,
 		Log: p.Logf, Status: p.Status,
 		Report: func(md string) {
 			if !g.json {
