@@ -4,14 +4,20 @@ package cmd
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/ledger"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 )
 
@@ -131,4 +137,182 @@ func TestProvisionHelpHasExamples(t *testing.T) {
 			t.Errorf("%s --help: exit %d\n%s", c, code, stdout)
 		}
 	}
+}
+
+// fuseURingCrashEnv makes TestProvisionFUSEURing, in a child process of
+// itself, the provision that crashes: it names the bundle (dir, key, name,
+// separated by newlines) to provision from.
+const fuseURingCrashEnv = "SEALBENCH_TEST_FUSE_URING_CRASH"
+
+// TestProvisionFUSEURing is the one test of sealbench's own code that
+// changes the real enable_uring (kernel-wide): under the machine-wide lock
+// that layerfs's and layerfs/uring's tests take for their io_uring mounts,
+// never in parallel with this package's other tests, and it puts the value
+// back as it found it. It starts from N, so that --fuse-uring makes a real
+// change:
+//   - provision local --fuse-uring records the change in the ledger
+//     (what it was: N) before the target's resources, turns it on, and pins
+//     "on"; the audit lists it while it is in effect; teardown puts N back
+//     and the audit is clean;
+//   - a provision --fuse-uring killed (SIGKILL) right after the change
+//     leaves it in effect: the audit lists it, teardown puts N back.
+func TestProvisionFUSEURing(t *testing.T) {
+	if spec := os.Getenv(fuseURingCrashEnv); spec != "" {
+		provisionAndDie(t, strings.Split(spec, "\n"))
+		return
+	}
+	testenv.NeedRoot(t)
+	if _, err := os.Stat(provision.FUSEURingParam); err != nil {
+		testenv.Skip(t, "kernel %s has no FUSE over io_uring: %v", provision.HostKernel(), err)
+	}
+	b := provisiontest.GetBundle(t)
+	unlock, err := testenv.LockFUSEURing()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	param := func() string {
+		v, err := provision.ReadKernelParam(provision.FUSEURingParam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	setParam := func(v string) {
+		if err := os.WriteFile(provision.FUSEURingParam, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orig := param()
+	defer setParam(orig) // deferred after unlock's defer: runs first, under the lock
+	setParam("N")
+	newState := func() string {
+		state, err := os.MkdirTemp("", "sbu-") // short: the stand-in's socket lives under it
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(state) })
+		t.Setenv(provision.StateDirEnv, state)
+		return state
+	}
+	// audit audits the run id (one that still has a run directory), or,
+	// with no id, every run of this test's state directory on this host.
+	audit := func(id string) (code int, kinds []string, out string) {
+		args := []string{"audit", "--json", "--target", "local"}
+		if id != "" {
+			args = []string{"audit", "--json", "--run", id}
+		}
+		code, stdout, stderr := run(t, args...)
+		var a struct{ Leftovers []provision.Resource }
+		if err := json.Unmarshal([]byte(stdout), &a); err != nil {
+			t.Fatalf("audit --json printed %s%s: %v", stdout, stderr, err)
+		}
+		for _, r := range a.Leftovers {
+			kinds = append(kinds, string(r.Kind))
+		}
+		return code, kinds, stdout
+	}
+
+	t.Run("provision", func(t *testing.T) {
+		state := newState()
+		code, stdout, stderr := run(t, "provision", "local", "--bundle", b.Dir, "--key", b.PubKey, "--id", b.Name, "--fuse-uring", "--json")
+		if code != ExitOK {
+			t.Fatalf("provision local --fuse-uring: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		var p struct {
+			Run      string
+			Identity struct{ FUSEURing string }
+		}
+		if err := json.Unmarshal([]byte(stdout), &p); err != nil || p.Identity.FUSEURing != manifests.FUSEURingOn {
+			t.Fatalf("provision --json printed %s (%v), want identity.fuseURing %q", stdout, err, manifests.FUSEURingOn)
+		}
+		t.Cleanup(func() { run(t, "teardown", "--run", p.Run) })
+		if v := param(); v != "Y" {
+			t.Fatalf("enable_uring reads %s with the target up, want Y", v)
+		}
+		entries, _, err := ledger.Read(filepath.Join(provision.RunsDir(state), p.Run))
+		if err != nil {
+			t.Fatal(err)
+		}
+		change, first := -1, -1
+		for i, e := range entries {
+			switch {
+			case e.Kind == manifests.ResourceKernelParam:
+				change = i
+				if e.Key != provision.FUSEURingParam || e.Value != "Y" || e.Previous != "N" || e.Target != "" {
+					t.Errorf("ledger entry: %+v", e)
+				}
+			case e.Target == "local" && first < 0:
+				first = i
+			}
+		}
+		if change < 0 || first < 0 || change > first {
+			t.Fatalf("the change is not recorded before the target's resources (entry %d, first of local %d):\n%+v", change, first, entries)
+		}
+		if code, kinds, out := audit(p.Run); code != ExitLeftovers || !slices.Contains(kinds, string(manifests.ResourceKernelParam)) {
+			t.Errorf("audit with the target up: exit %d, want the change listed:\n%s", code, out)
+		}
+		if code, stdout, stderr := run(t, "teardown", "--run", p.Run); code != ExitOK {
+			t.Fatalf("teardown: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		if v := param(); v != "N" {
+			t.Errorf("after teardown enable_uring reads %s, want N (as it was)", v)
+		}
+		if code, kinds, out := audit(""); code != ExitOK || len(kinds) != 0 {
+			t.Errorf("audit after teardown: exit %d\n%s", code, out)
+		}
+	})
+
+	t.Run("crash", func(t *testing.T) {
+		state := newState()
+		c := exec.Command(os.Args[0], "-test.run=^TestProvisionFUSEURing$", "-test.v")
+		c.Env = append(os.Environ(), fuseURingCrashEnv+"="+strings.Join([]string{b.Dir, b.PubKey, b.Name}, "\n"))
+		out, err := c.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("the provision was to die of SIGKILL: %v\n%s", err, out)
+		}
+		ids, err := provision.ListRuns(state)
+		if err != nil || len(ids) != 1 {
+			t.Fatalf("runs: %v %v\n%s", ids, err, out)
+		}
+		t.Cleanup(func() { run(t, "teardown", "--run", ids[0]) })
+		if v := param(); v != "Y" {
+			t.Fatalf("enable_uring reads %s after the crash, want Y (the change in effect)\n%s", v, out)
+		}
+		if code, kinds, out := audit(ids[0]); code != ExitLeftovers || !slices.Contains(kinds, string(manifests.ResourceKernelParam)) {
+			t.Errorf("audit after the crash: exit %d, want the change listed:\n%s", code, out)
+		}
+		if code, stdout, stderr := run(t, "teardown", "--run", ids[0]); code != ExitOK {
+			t.Fatalf("teardown: exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		if v := param(); v != "N" {
+			t.Errorf("after teardown enable_uring reads %s, want N", v)
+		}
+		if code, kinds, out := audit(""); code != ExitOK || len(kinds) != 0 {
+			t.Errorf("audit after teardown: exit %d\n%s", code, out)
+		}
+	})
+}
+
+// provisionAndDie is TestProvisionFUSEURing's crashing child: it runs
+// provision local --fuse-uring and kills itself with SIGKILL as soon as
+// enable_uring reads Y, wherever the provision then is (the ledger has the
+// change, by then, and whatever of the target was recorded).
+func provisionAndDie(t *testing.T, spec []string) {
+	if len(spec) != 3 {
+		t.Fatalf("%s: %q", fuseURingCrashEnv, spec)
+	}
+	go func() {
+		for {
+			if v, _ := provision.ReadKernelParam(provision.FUSEURingParam); v == "Y" {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	code, stdout, stderr := run(t, "provision", "local", "--bundle", spec[0], "--key", spec[1], "--id", spec[2], "--fuse-uring")
+	t.Logf("provision: exit %d\n%s\n%s", code, stdout, stderr)
+	time.Sleep(time.Second) // the poll above sees Y by now, if it ever will
+	t.Fatal("enable_uring never read Y")
 }
