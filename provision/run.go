@@ -74,6 +74,9 @@ func NewRun(stateDir string) (*Run, error) {
 		if _, err := os.Lstat(final); err == nil {
 			continue
 		}
+		if err := recordRun(abs, id); err != nil {
+			return nil, err
+		}
 		tmp := filepath.Join(runs, ".new-"+id)
 		if err := os.Mkdir(tmp, 0o700); err != nil {
 			return nil, fmt.Errorf("making run directory: %w", err)

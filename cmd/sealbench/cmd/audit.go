@@ -4,7 +4,6 @@ package cmd
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -33,8 +32,8 @@ could record anything). A target left up by ` + "`sealbench provision`" + ` coun
 the check that nothing is.
 
 Exit codes for audit: 0 nothing left; 1 something is left (each listed);
-3 bad input, such as a --run that names no run this host knows (no run
-directory, nothing left of it anywhere).
+3 bad input, such as a --run that names no run made here (the state
+directory's runs.history lists every run made in it, torn down or not).
 --fix tears down what it finds (every run through its ledger, then what no
 ledger names) and exits 0 only if nothing is left afterwards.`,
 		Example: `  sealbench audit
@@ -73,9 +72,9 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 			if res.Leftovers == nil {
 				res.Leftovers = []provision.Resource{}
 			}
-			if runID != "" && len(res.Leftovers) == 0 && fixErr == nil && !runKnown(opts.StateDir, runID) {
-				return usageErrorf("check the id (provision and run print it; `ls "+provision.RunsDir(opts.StateDir)+"` lists the runs here), or run `sealbench audit` for every run",
-					"no run %s in %s, and nothing of it is left anywhere: it never existed here, or was torn down completely", runID, provision.RunsDir(opts.StateDir))
+			if runID != "" && len(res.Leftovers) == 0 && fixErr == nil && !provision.RunKnown(opts.StateDir, runID) {
+				return usageErrorf("check the id: provision and run print it, and "+filepath.Join(opts.StateDir, provision.HistoryFile)+" lists every run made here; or run `sealbench audit` for all of them",
+					"run %s is unknown: no run of that id was made in %s, and nothing of it is left", runID, opts.StateDir)
 			}
 			if g.json && len(res.Leftovers) == 0 && fixErr == nil {
 				return writeJSON(g.stdout, res)
@@ -109,12 +108,6 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 	c.Flags().BoolVar(&fix, "fix", false, "tear down what is found")
 	c.Flags().StringVar(&runID, "run", "", "audit (and fix) only this run")
 	return c
-}
-
-// runKnown says whether the state directory has a directory for the run.
-func runKnown(stateDir, runID string) bool {
-	_, err := os.Lstat(filepath.Join(provision.RunsDir(stateDir), runID))
-	return err == nil
 }
 
 // detailError adds one field to the --json error output (the leftovers

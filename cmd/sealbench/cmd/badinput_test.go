@@ -29,6 +29,7 @@ import (
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
 )
 
 // badFixture is what the bad-input table works on, all under Root: a key
@@ -199,6 +200,12 @@ func TestBadInput(t *testing.T) {
 	fx := newBadFixture(t)
 	src := fx.Source
 	long := "build-linux-" + strings.Repeat("a", 300)
+	// A run made here and torn down: its directory is gone, the history
+	// names it.
+	const tornDown = "20200101T000000-aaaaaa"
+	if err := os.WriteFile(filepath.Join(fx.State, provision.HistoryFile), []byte(tornDown+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	type tc struct {
 		name   string
 		args   []string
@@ -305,7 +312,8 @@ func TestBadInput(t *testing.T) {
 
 		// audit, teardown
 		{name: "audit an unknown run", args: []string{"audit", "--run", "20200101T000000-abcdef", "--target", "local"}, code: ExitUnusable,
-			want: []string{"no run 20200101T000000-abcdef", "check the id"}, not: []string{"nothing left"}},
+			want: []string{"run 20200101T000000-abcdef is unknown", "check the id"}, not: []string{"nothing left"}},
+		{name: "audit a run torn down", args: []string{"audit", "--run", tornDown, "--target", "local"}, code: ExitOK},
 		{name: "audit a run id too long", args: []string{"audit", "--run", strings.Repeat("2", 300)}, code: ExitUnusable, want: []string{"--run", "run ids look like"}},
 		{name: "report a hostile path", args: []string{"report", "../../../../../../../../../etc"}, code: ExitUnusable, want: []string{"has no samples.jsonl", "RESULTS are"}},
 		{name: "audit a hostile run id", args: []string{"audit", "--run", "../../etc"}, code: ExitUnusable, want: []string{"--run", "run ids look like"}},
