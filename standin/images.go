@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distribution/reference"
 	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -115,6 +116,24 @@ func (s *imageStore) layerDir(d manifests.Digest) string {
 	return filepath.Join(s.root, "layers", d.Hex)
 }
 
+// ErrInvalidTag says an image tar names an image with a tag dockerd's
+// reference grammar refuses (github.com/distribution/reference: lower-case
+// path components, a tag of [\w][\w.-]{0,127}, a name of at most 255
+// characters). dockerd reports it inside the load's answer (status 200,
+// an "errorDetail" line), and so does the stand-in; unlike dockerd, it
+// refuses before it stores any layer.
+var ErrInvalidTag = errors.New("invalid tag")
+
+// checkTag checks one of an image tar's tags against dockerd's reference
+// grammar, with its words. (A name without a tag is kept as name:latest,
+// as before; dockerd refuses one in a docker-save manifest.)
+func checkTag(tag string) error {
+	if _, err := reference.ParseNormalizedNamed(tag); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidTag, err)
+	}
+	return nil
+}
+
 // normalizeRef turns a user's image reference into the form tags are kept
 // in: "busybox" and "docker.io/library/busybox" are "busybox:latest".
 func normalizeRef(ref string) string {
@@ -143,6 +162,11 @@ func (s *imageStore) resolveLocked(ref string) (*imageRecord, error) {
 			return rec, nil
 		}
 		return nil, fmt.Errorf("%w: No such image: %s", ErrNotFound, ref)
+	}
+	// dockerd answers a reference its grammar refuses with 400 and the
+	// grammar's words, before looking for it.
+	if _, err := reference.ParseAnyReference(ref); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
 	}
 	tag := normalizeRef(ref)
 	for _, rec := range s.images {
@@ -466,6 +490,14 @@ func (s *imageStore) load(r io.Reader) ([]loadedImage, error) {
 		return nil, fmt.Errorf("%w: the image tar holds no image", ErrBadInput)
 	}
 
+	// Every tag is checked before any layer is stored.
+	for _, t := range todos {
+		for _, tag := range t.tags {
+			if err := checkTag(tag); err != nil {
+				return nil, err
+			}
+		}
+	}
 	var out []loadedImage
 	for _, t := range todos {
 		var cfg dockerspec.DockerOCIImage

@@ -4,8 +4,10 @@ package standin
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -18,6 +20,14 @@ import (
 
 func (s *Server) imageLoad(w http.ResponseWriter, r *http.Request) {
 	loaded, err := s.images.load(r.Body)
+	if errors.Is(err, ErrInvalidTag) {
+		// As dockerd: 200, and the error as the stream's last line
+		// (its message without "invalid tag: " where the grammar
+		// refused the name).
+		msg := strings.TrimPrefix(err.Error(), ErrInvalidTag.Error()+": ")
+		writeJSON(w, http.StatusOK, map[string]any{"errorDetail": map[string]string{"message": msg}, "error": msg})
+		return
+	}
 	if err != nil {
 		s.fail(w, fmt.Errorf("loading image: %w", err))
 		return

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -271,4 +272,34 @@ func rawConfig(t *testing.T, layer []byte) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestImageLoadRefusesTagsDockerdRefuses loads tars whose tags dockerd's
+// reference grammar refuses: the answer is dockerd's (200, the grammar's
+// words in an errorDetail line), and nothing is stored. Inspecting such a
+// name is dockerd's 400.
+func TestImageLoadRefusesTagsDockerdRefuses(t *testing.T) {
+	s := newTestServer(t)
+	layer := layerTar(t, []entry{{name: "a", body: "a"}})
+	for _, tc := range []struct{ tag, msg string }{
+		{"../../../../evil:latest", "invalid reference format"},
+		{"Evil:latest", "invalid reference format: repository name (library/Evil) must be lowercase"},
+		{strings.Repeat("a", 300) + ":latest", "repository name must not be more than 255 characters"},
+		{"ok:" + strings.Repeat("t", 129), "invalid reference format"},
+		{"", "invalid reference format"},
+	} {
+		resp, body := s.raw(t, http.MethodPost, "/images/load", bytes.NewReader(rawSaveTar(t, tc.tag, layer, "")))
+		var line struct {
+			ErrorDetail struct{ Message string } `json:"errorDetail"`
+			Error       string
+		}
+		if err := json.Unmarshal(body, &line); err != nil || resp.StatusCode != http.StatusOK || line.Error != tc.msg || line.ErrorDetail.Message != tc.msg {
+			t.Errorf("load with tag %.40q: status %d, answer %s; want 200 and %q", tc.tag, resp.StatusCode, body, tc.msg)
+		}
+		assertEmptyStore(t, s)
+	}
+	resp, body := s.raw(t, http.MethodGet, "/images/Evil:latest/json", nil)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "must be lowercase") {
+		t.Errorf("inspect Evil:latest: status %d, %s; want 400 as dockerd", resp.StatusCode, body)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sealbench/sealbench/internal/sockpath"
 )
 
 // ErrUnsafeSocketDir is returned when the socket's directory could let
@@ -32,26 +35,18 @@ func Listen(path string) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckSocket(path); err != nil {
+		return nil, err
+	}
 	dir := filepath.Dir(path)
 	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
 		return nil, fmt.Errorf("creating socket directory %q: %w", dir, err)
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return nil, fmt.Errorf("checking socket directory %q: %w", dir, err)
+	// Checked again now that it exists: it may have been made meanwhile.
+	if err := checkSocketDir(dir, path); err != nil {
+		return nil, err
 	}
-	if int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
-		return nil, fmt.Errorf("%w: %q has mode %#o and owner uid %d; the stand-in's socket needs a directory of its own with mode 0700 (e.g. %s)",
-			ErrUnsafeSocketDir, dir, st.Mode&0o7777, st.Uid, filepath.Join(dir, "standin", filepath.Base(path)))
-	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("%w: %q exists and is not a socket", ErrBadInput, path)
-		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("%w: another server is listening on %q", ErrConflict, path)
-		}
+	if _, err := os.Lstat(path); err == nil {
 		if err := os.Remove(path); err != nil {
 			return nil, fmt.Errorf("removing stale socket %q: %w", path, err)
 		}
@@ -66,6 +61,63 @@ func Listen(path string) (*Listener, error) {
 		return nil, fmt.Errorf("restricting socket %q to its owner: %w", path, err)
 	}
 	return &Listener{UnixListener: ul, Path: path, UID: os.Geteuid()}, nil
+}
+
+// CheckSocket says whether Listen would take path, creating nothing: the
+// path fits in sun_path; its directory exists, owned by this user and
+// closed to everyone else, or is missing and its parent exists (Listen
+// makes it, 0700); nothing but a stale socket is at path; and nobody
+// answers there. Serve checks it before it creates the state directory.
+func CheckSocket(path string) error {
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	if err := sockpath.Check("socket", path); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		parent := filepath.Dir(dir)
+		if st, err := os.Stat(parent); err != nil || !st.IsDir() {
+			return fmt.Errorf("%w: the socket's directory %q is missing and so is its parent %q; create %q (mode 0700), or give --socket a path in an existing directory",
+				ErrUnsafeSocketDir, dir, parent, dir)
+		}
+		return nil
+	}
+	if err := checkSocketDir(dir, path); err != nil {
+		return err
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return fmt.Errorf("%w: %q exists and is not a socket; remove it, or give --socket another path", ErrBadInput, path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return fmt.Errorf("%w: another server is listening on %q", ErrConflict, path)
+		}
+	}
+	return nil
+}
+
+// checkSocketDir insists on a directory owned by this user, closed to
+// everyone else.
+func checkSocketDir(dir, path string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		if errors.Is(err, unix.ENOTDIR) {
+			return fmt.Errorf("%w: %q is not a directory; give --socket a path in a directory of its own", ErrUnsafeSocketDir, dir)
+		}
+		return fmt.Errorf("checking socket directory %q: %w", dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("%w: %q is not a directory; give --socket a path in a directory of its own", ErrUnsafeSocketDir, dir)
+	}
+	if int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
+		return fmt.Errorf("%w: %q has mode %#o and owner uid %d; the stand-in's socket needs a directory of its own with mode 0700 (e.g. %s)",
+			ErrUnsafeSocketDir, dir, st.Mode&0o7777, st.Uid, filepath.Join(dir, "standin", filepath.Base(path)))
+	}
+	return nil
 }
 
 // Listener is a unix listener that accepts only connections from UID.
@@ -126,6 +178,13 @@ type ServeOptions struct {
 // mounts and namespaces go with them), container files removed, the
 // socket removed. It returns nil after a clean stop.
 func Serve(ctx context.Context, opts ServeOptions) error {
+	// Every argument is checked before the state directory is created.
+	if err := CheckSocket(opts.Socket); err != nil {
+		return err
+	}
+	if err := CheckStateDir(opts.StateDir); err != nil {
+		return err
+	}
 	srv, err := New(opts.Options)
 	if err != nil {
 		return err

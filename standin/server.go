@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -69,15 +70,12 @@ var _ http.Handler = (*Server)(nil)
 // Server. Containers are not kept across restarts: whatever a previous
 // stand-in left under containers/ is removed; images are kept.
 func New(opts Options) (*Server, error) {
-	if opts.StateDir == "" {
-		return nil, fmt.Errorf("%w: no state directory given", ErrBadInput)
+	if err := CheckStateDir(opts.StateDir); err != nil {
+		return nil, err
 	}
 	dir, err := filepath.Abs(opts.StateDir)
 	if err != nil {
 		return nil, err
-	}
-	if strings.ContainsAny(dir, ",:\n") {
-		return nil, fmt.Errorf("%w: state directory %q contains ',' or ':', which overlayfs mount options cannot carry", ErrBadInput, dir)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating state directory %q: %w", dir, err)
@@ -115,6 +113,40 @@ func New(opts Options) (*Server, error) {
 		state: dir, logf: logf, images: images, id: stateID(dir), start: time.Now(), lock: lock,
 		containers: map[string]*containerRec{}, execs: map[string]*execRec{}, hijacked: map[net.Conn]struct{}{},
 	}, nil
+}
+
+// CheckStateDir says whether New can use dir as the state directory,
+// creating nothing: a path overlayfs mount options can carry, and a
+// directory or nothing yet (a missing one is created, parents included).
+func CheckStateDir(dir string) error {
+	if dir == "" {
+		return fmt.Errorf("%w: no state directory given", ErrBadInput)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if strings.ContainsAny(abs, ",:\n") {
+		return fmt.Errorf("%w: state directory %q contains ',', ':' or a newline, which overlayfs mount options cannot carry; give --state another path", ErrBadInput, abs)
+	}
+	// The path, or its nearest existing ancestor, must be a directory.
+	for p := abs; ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if (errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR)) && p != filepath.Dir(p) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("checking state directory %q: %w", abs, err)
+		}
+		if !st.IsDir() {
+			what := "is a file"
+			if p != abs {
+				what = fmt.Sprintf("is under %q, which is a file", p)
+			}
+			return fmt.Errorf("%w: state directory %q %s; give --state a directory, or a path to create one at", ErrBadInput, abs, what)
+		}
+		return nil
+	}
 }
 
 // stateID is the engine's ID, kept in the state directory so it survives restarts.

@@ -33,7 +33,10 @@ const (
 const exitCodesHelp = `Exit codes:
   0    success (serve: stopped cleanly by SIGTERM or SIGINT)
   1    inventory: leftovers found (containers, mounts, processes, or a running stand-in)
-  3    unusable input: bad flags, an unsafe socket directory, a state directory in use
+  3    unusable input: bad flags; an unsafe or missing socket directory, or a
+       socket path over 107 bytes; a state path that is a file, or holds ','
+       or ':'; a state directory in use (serve refuses each before it
+       creates anything)
   4    the operation failed for another reason`
 
 type global struct {
@@ -55,7 +58,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func classify(err error) (int, string, bool) {
 	switch {
 	case errors.Is(err, standin.ErrUnsafeSocketDir):
-		return ExitUnusable, "give --socket a path in a directory of its own (it is created with mode 0700 when missing)", true
+		return ExitUnusable, "give --socket a path in a directory of its own (it is created with mode 0700 when missing, under an existing parent)", true
 	case errors.Is(err, standin.ErrConflict):
 		return ExitUnusable, "another stand-in is using this state directory or socket; stop it, or pick other paths", true
 	case errors.Is(err, standin.ErrBadInput):
@@ -132,6 +135,13 @@ func newInventory(g *global) *cobra.Command {
 		Short: "List what a state directory holds, and fail if a stopped stand-in left anything behind",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if st, err := os.Stat(state); err != nil || !st.IsDir() {
+				why := "it is not a directory"
+				if err != nil {
+					why = err.Error()
+				}
+				return cliutil.Usagef("give --state the directory `standin serve --state` was given", "state directory %q: %s", state, why)
+			}
 			inv, err := inventory.Read(state)
 			if err != nil {
 				return err

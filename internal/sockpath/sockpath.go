@@ -1,0 +1,32 @@
+// Package sockpath checks a unix socket's path against the kernel's limit
+// before anything binds or dials it, so that a path too long is refused
+// with its length and the limit instead of bind(2)'s "invalid argument".
+// Standard library only.
+package sockpath
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+)
+
+// Max is the longest socket path, in bytes: sun_path holds 108 bytes,
+// the terminating NUL among them.
+const Max = 107
+
+// ErrTooLong says a socket path is longer than Max.
+var ErrTooLong = errors.New("unix socket path too long")
+
+// Check returns an error wrapping ErrTooLong when path, made absolute as
+// binding it would, is longer than Max bytes.
+func Check(what, path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", what, path, err)
+	}
+	if len(abs) > Max {
+		return fmt.Errorf("%s %q: %w: it is %d bytes, and a unix socket path holds at most %d (sun_path is 108 bytes with its NUL); use a shorter path",
+			what, abs, ErrTooLong, len(abs), Max)
+	}
+	return nil
+}
