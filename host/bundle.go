@@ -127,14 +127,10 @@ func LoadVerifier(key string) (*sign.Verifier, error) {
 // public key. Its Sandbox image is built next to it on first use, and
 // reused while the source does not change.
 func SealThrowaway(ctx context.Context, source string, logf func(string, ...any)) (bundleDir, pubKey string, err error) {
-	if source == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", "", err
-		}
-		if source, err = bundle.FindModuleRoot(wd); err != nil {
-			return "", "", usagef("run it inside a sealbench checkout, or pass --bundle (or --source)", "no --bundle, and no source tree to seal: %v", err)
-		}
+	// The tree is checked before the throw-away keys are made.
+	source, err = bundle.SourceRoot(source)
+	if err != nil {
+		return "", "", usagef("run it inside a sealbench checkout, or pass --bundle (or --source)", "no --bundle, and no source tree to seal: %v", err)
 	}
 	dir := filepath.Join("out", "throwaway")
 	privKey, pubKey := filepath.Join(dir, sign.PrivateKeyFile), filepath.Join(dir, sign.PublicKeyFile)
