@@ -129,7 +129,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 	fl.StringVar(&f.key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to verify the bundle with")
 	fl.StringVar(&f.expect, "id", "", "pin the bundle: refuse any other (build-linux-<hash>)")
 	fl.StringVar(&f.source, "source", "", "with no --bundle: the source tree to seal (default: the one around the working directory)")
-	fl.StringVar(&f.out, "out", "", "results directory (default out/runs/<run id>)")
+	fl.StringVar(&f.out, "out", "", "results directory, a new one: never an earlier run's nor inside the bundle (default out/runs/<run id>)")
 	fl.StringVar(&f.cells, "cells", "", "cells to run, e.g. C01,C06 (default all twelve)")
 	fl.BoolVar(&f.native, "native", false, "also run each body on a plain directory in the same Sandbox")
 	fl.BoolVar(&f.keep, "keep", false, "leave the targets up after the run (take them down with sealbench teardown --run ID)")
