@@ -18,8 +18,8 @@ type vmSettings struct {
 }
 
 func (v *vmSettings) flags(fl *pflag.FlagSet) {
-	fl.IntVar(&v.cpus, "vm-cpus", 0, "CPUs of a VM target, 1 to 1024 (default: the provisioner's: 2 for lima, 4 for apple and microsandbox)")
-	fl.Int64Var(&v.memoryMiB, "vm-memory", 0, "memory of a VM target in MiB, 256 to 16777216 (default: the provisioner's: 2048 for lima, 4096 for apple and microsandbox)")
+	fl.IntVar(&v.cpus, "vm-cpus", 0, fmt.Sprintf("CPUs of a VM target, 1 to %d (default: the provisioner's: 2 for lima, 4 for apple and microsandbox)", maxVMCPUs))
+	fl.Int64Var(&v.memoryMiB, "vm-memory", 0, fmt.Sprintf("memory of a VM target in MiB, %d to %d (default: the provisioner's: 2048 for lima, 4096 for apple and microsandbox)", minVMMemoryMiB, maxVMMemoryMiB))
 }
 
 // Bounds of the VM flags: zero is the provisioner's default; anything
