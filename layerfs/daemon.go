@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sealbench/sealbench/internal/mountinfo"
+	"github.com/sealbench/sealbench/internal/sockpath"
 	"github.com/sealbench/sealbench/layerfs/daemonapi"
 )
 
@@ -32,6 +35,9 @@ type ServeConfig struct {
 	// UnmountWait bounds how long unmount waits for open files before
 	// it unmounts lazily.
 	UnmountWait time.Duration
+	// Check is how the Store is checked when it is opened, before the
+	// mount (and so outside the mount's timed window).
+	Check CheckLevel
 }
 
 // ReadyInfo is what a daemon says once its Workspace is mounted.
@@ -43,6 +49,35 @@ type mountRecord struct {
 	Workspace string `json:"workspace"`
 	Control   string `json:"control"`
 	Overlay   string `json:"overlay,omitempty"`
+}
+
+// ErrBadControl says a control socket path names something that is not a
+// socket: Serve would otherwise remove it to listen there.
+var ErrBadControl = errors.New("control socket path is taken by something that is not a socket")
+
+// CheckControl says whether Serve may listen at path: it fits in sun_path
+// (sockpath.ErrTooLong otherwise), and holds nothing, or a socket (a stale
+// one is replaced).
+func CheckControl(path string) error {
+	if err := sockpath.Check("control socket", path); err != nil {
+		return err
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("control socket %q: %w (a %s); give --control a path where nothing is yet", path, ErrBadControl, fileKind(fi.Mode()))
+	}
+	return nil
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeSymlink != 0:
+		return "symbolic link"
+	case m.IsRegular():
+		return "regular file"
+	}
+	return "special file"
 }
 
 // ErrStoreBusy says another daemon has the Store mounted.
@@ -156,7 +191,16 @@ func Serve(ctx context.Context, cfg ServeConfig, ready func(ReadyInfo)) (err err
 			return err
 		}
 	}
-	s, err := Open(ctx, cfg.Store)
+	if err := CheckControl(cfg.Control); err != nil {
+		return err
+	}
+	// What the daemon logs (every I/O error it answers the kernel with,
+	// once per cause) goes to its stderr, which mount points at
+	// daemon.log.
+	if cfg.Mount.Logger == nil {
+		cfg.Mount.Logger = log.New(os.Stderr, fmt.Sprintf("layerfsd[%d]: ", os.Getpid()), log.LstdFlags|log.Lmicroseconds)
+	}
+	s, err := OpenWith(ctx, cfg.Store, OpenOptions{Check: cfg.Check})
 	if err != nil {
 		return err
 	}
@@ -201,6 +245,12 @@ func Serve(ctx context.Context, cfg ServeConfig, ready func(ReadyInfo)) (err err
 	}
 	cu.add(func() { os.Remove(filepath.Join(cfg.Store, mountInfoNam)) })
 
+	// A check read the whole database through the pure-Go SQLite: its
+	// garbage is collected, and the memory given back, now, not by the
+	// collector and the scavenger inside the mount's timed window.
+	if cfg.Check != CheckHeader {
+		debug.FreeOSMemory()
+	}
 	ws, err := Mount(ctx, s, cfg.Workspace, cfg.Mount)
 	if err != nil {
 		return err

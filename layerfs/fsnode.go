@@ -4,6 +4,7 @@ package layerfs
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"sort"
@@ -79,8 +80,7 @@ func (ws *Workspace) loadDir(ctx context.Context, in *inode) syscall.Errno {
 	}
 	entries, err := ws.store.loadTree(context.WithoutCancel(ctx), in.tree)
 	if err != nil {
-		ws.logf("loading directory inode %d: %v", in.ino, err)
-		return syscall.EIO
+		return ws.failed(fmt.Errorf("loading directory inode %d: %w", in.ino, err))
 	}
 	in.children = make(map[string]*inode, len(entries))
 	for i := range entries {
@@ -205,14 +205,12 @@ func (ws *Workspace) copyUpWith(in *inode, truncate, cloneOnly bool) syscall.Err
 	p := ws.upperPath(in)
 	dst, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		ws.logf("copy-up of inode %d: %v", in.ino, err)
-		return errno(err)
+		return ws.failed(fmt.Errorf("copy-up of inode %d: %w", in.ino, err))
 	}
 	fail := func(err error) syscall.Errno {
 		dst.Close()
 		os.Remove(p)
-		ws.logf("copy-up of inode %d: %v", in.ino, err)
-		return errno(err)
+		return ws.failed(fmt.Errorf("copy-up of inode %d: %w", in.ino, err))
 	}
 	if !truncate && in.size > 0 {
 		src, err := os.Open(ws.store.blobPath(in.blob))
@@ -265,7 +263,7 @@ func (ws *Workspace) copyUpWith(in *inode, truncate, cloneOnly bool) syscall.Err
 	}
 	if err := dst.Close(); err != nil {
 		os.Remove(p)
-		return errno(err)
+		return ws.errno(err)
 	}
 	in.upper = true
 	ws.tel.copyUps.Add(1)
@@ -386,8 +384,7 @@ func (ws *Workspace) openData(in *inode, flags uint32) (fs.FileHandle, syscall.E
 		f, err = os.OpenFile(ws.store.blobPath(in.blob), syscall.O_RDONLY|syscall.O_CLOEXEC|int(flags&syscall.O_DIRECT), 0)
 	}
 	if err != nil {
-		ws.logf("opening data of inode %d: %v", in.ino, err)
-		return nil, errno(err)
+		return nil, ws.failed(fmt.Errorf("opening data of inode %d: %w", in.ino, err))
 	}
 	h.LoopbackFile = fs.NewLoopbackFileFromOS(f)
 	if h.onBlob {
@@ -456,12 +453,12 @@ func (ws *Workspace) createData(in *inode, flags uint32) (*os.File, syscall.Errn
 	perm := in.mode & 07777
 	fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|acc|int(flags&syscall.O_DIRECT), perm)
 	if err != nil {
-		return nil, errno(err)
+		return nil, ws.errno(err)
 	}
 	fail := func(err error) (*os.File, syscall.Errno) {
 		unix.Close(fd)
 		os.Remove(p)
-		return nil, errno(err)
+		return nil, ws.errno(err)
 	}
 	if in.uid != ws.euid || in.gid != ws.egid {
 		if err := unix.Fchown(fd, int(in.uid), int(in.gid)); err != nil {
@@ -788,7 +785,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, sa *fuse.SetAttrIn,
 			return e
 		}
 		if err := unix.Truncate(ws.upperPath(in), int64(sz)); err != nil {
-			return errno(err)
+			return n.ws.errno(err)
 		}
 	}
 	now := nowNs()
@@ -796,7 +793,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, sa *fuse.SetAttrIn,
 		in.mode = in.mode&syscall.S_IFMT | m&07777
 		if in.upper {
 			if err := unix.Chmod(ws.upperPath(in), m&07777); err != nil {
-				return errno(err)
+				return n.ws.errno(err)
 			}
 		}
 	}
@@ -811,7 +808,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, sa *fuse.SetAttrIn,
 		}
 		if in.upper {
 			if err := unix.Lchown(ws.upperPath(in), int(in.uid), int(in.gid)); err != nil {
-				return errno(err)
+				return n.ws.errno(err)
 			}
 			// chown clears set-ID bits on the data file; in.mode is
 			// what privsOnSetattr kept.
@@ -832,7 +829,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, sa *fuse.SetAttrIn,
 		}
 		if in.upper {
 			if err := unix.UtimesNanoAt(unix.AT_FDCWD, ws.upperPath(in), ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				return errno(err)
+				return n.ws.errno(err)
 			}
 		}
 	}
@@ -870,7 +867,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(n.ws.upperDir, &st); err != nil {
-		return errno(err)
+		return n.ws.errno(err)
 	}
 	out.FromStatfsT(&st)
 	return 0
@@ -958,13 +955,13 @@ func (h *handle) copyRange(o *handle, offIn, offOut int64, length, flags int) (u
 	}
 	if flags != 0 {
 		n, err := unix.CopyFileRange(in, &offIn, out, &offOut, length, flags)
-		return uint32(n), errno(err)
+		return uint32(n), h.ws.errno(err)
 	}
 	n, err := copyRange(in, offIn, out, offOut, length)
 	if n > 0 {
 		err = nil // a short copy is a success
 	}
-	return uint32(n), errno(err)
+	return uint32(n), h.ws.errno(err)
 }
 
 // fd returns the handle's descriptor (valid until Release).

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -133,16 +134,32 @@ func (n *importNode) entry() Entry {
 	}
 }
 
+// ErrBadSource says an import was given something other than an existing
+// directory to import.
+var ErrBadSource = errors.New("the import source must be an existing directory")
+
+// CheckImportSource says whether dir can be imported: an existing
+// directory. Import checks it too; a command line checks it before it
+// opens the Store.
+func CheckImportSource(dir string) error {
+	st, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("importing %q: %w (it does not exist); give --from the directory to import", dir, ErrBadSource)
+	} else if err != nil {
+		return fmt.Errorf("importing %q: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("importing %q: %w (it is a file); give --from the directory to import", dir, ErrBadSource)
+	}
+	return nil
+}
+
 // Import commits the directory tree at dir as a new Layer: every file is
 // copied into the Store (identical content once), with hashing spread over
 // workers, and the Layer is written in one transaction.
 func (s *Store) Import(ctx context.Context, dir string, opts ImportOptions) (*Layer, error) {
-	st, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("importing %q: %w", dir, err)
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("importing %q: not a directory", dir)
+	if err := CheckImportSource(dir); err != nil {
+		return nil, err
 	}
 	if !opts.Parent.IsZero() {
 		if _, err := s.Layer(ctx, opts.Parent); err != nil {
@@ -161,7 +178,7 @@ func (s *Store) Import(ctx context.Context, dir string, opts ImportOptions) (*La
 	}
 	nl := &newLayer{blobs: map[Digest]int64{}, trees: map[Digest][]byte{}}
 	sizes := make([]int64, len(files))
-	err = parallel(len(files), workers, func(i int) error {
+	err := parallel(len(files), workers, func(i int) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

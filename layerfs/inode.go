@@ -114,7 +114,7 @@ func (ws *Workspace) inodeFromEntry(dir *inode, e *Entry) *inode {
 func (ws *Workspace) refreshUpper(in *inode) syscall.Errno {
 	var st unix.Stat_t
 	if err := unix.Lstat(ws.upperPath(in), &st); err != nil {
-		return errno(err)
+		return ws.errno(err)
 	}
 	in.mode = in.mode&syscall.S_IFMT | st.Mode&07777
 	in.uid, in.gid = st.Uid, st.Gid

@@ -139,7 +139,7 @@ func (ws *Workspace) clearPrivs(in *inode, bits uint32, caps bool) syscall.Errno
 	in.ctime = nowNs()
 	if in.upper {
 		if err := unix.Chmod(ws.upperPath(in), in.mode&07777); err != nil {
-			return errno(err)
+			return ws.errno(err)
 		}
 	}
 	return 0

@@ -4,6 +4,7 @@ package layerfs
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sort"
 	"syscall"
@@ -78,12 +79,12 @@ func (ws *Workspace) startLazy(in *inode) syscall.Errno {
 	p := ws.upperPath(in)
 	fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return errno(err)
+		return ws.errno(err)
 	}
 	fail := func(err error) syscall.Errno {
 		unix.Close(fd)
 		os.Remove(p)
-		return errno(err)
+		return ws.errno(err)
 	}
 	// Allocate the blocks now (as unwritten extents, one cheap metadata
 	// operation) rather than one page at a time under the writes.
@@ -128,24 +129,23 @@ func (ws *Workspace) finishLazy(in *inode) syscall.Errno {
 	p := ws.upperPath(in)
 	var st unix.Stat_t
 	if err := unix.Lstat(p, &st); err != nil {
-		return errno(err)
+		return ws.errno(err)
 	}
 	src, err := os.Open(ws.store.blobPath(in.blob))
 	if err != nil {
-		return errno(err)
+		return ws.errno(err)
 	}
 	defer src.Close()
 	dst, err := os.OpenFile(p, os.O_WRONLY, 0)
 	if err != nil {
-		return errno(err)
+		return ws.errno(err)
 	}
 	defer dst.Close()
 	for _, g := range gaps {
 		n, err := copyRange(int(src.Fd()), g.start, int(dst.Fd()), g.start, int(g.end-g.start))
 		ws.tel.copyUpBytes.Add(int64(n))
 		if err != nil {
-			ws.logf("finishing copy-up of inode %d: %v", in.ino, err)
-			return errno(err)
+			return ws.failed(fmt.Errorf("finishing copy-up of inode %d: %w", in.ino, err))
 		}
 	}
 	unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{{Nsec: unix.UTIME_OMIT}, st.Mtim}, 0)
@@ -178,7 +178,7 @@ func (h *lazyHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	if n > 0 && h.in.lazy != nil {
 		h.in.lazy.add(off, off+int64(n))
 	}
-	return uint32(n), errno(err)
+	return uint32(n), h.ws.errno(err)
 }
 
 func (h *lazyHandle) Flush(ctx context.Context) syscall.Errno { return syscall.ENOSYS }
@@ -190,7 +190,7 @@ func (h *lazyHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if e != 0 {
 		return e
 	}
-	return errno(h.f.Sync())
+	return h.ws.errno(h.f.Sync())
 }
 
 func (h *lazyHandle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
@@ -202,7 +202,7 @@ func (h *lazyHandle) Allocate(ctx context.Context, off uint64, size uint64, mode
 	if e := h.ws.finishLazy(h.in); e != 0 {
 		return e
 	}
-	return errno(unix.Fallocate(int(h.f.Fd()), mode, int64(off), int64(size)))
+	return h.ws.errno(unix.Fallocate(int(h.f.Fd()), mode, int64(off), int64(size)))
 }
 
 func (h *lazyHandle) Release(ctx context.Context) syscall.Errno {
@@ -231,7 +231,7 @@ func (ws *Workspace) openLazy(in *inode, flags uint32) (fs.FileHandle, uint32, s
 	}
 	f, err := os.OpenFile(ws.upperPath(in), int(flags&^openFlagsDropped&^syscall.O_DIRECT)|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, 0, errno(err)
+		return nil, 0, ws.errno(err)
 	}
 	in.lazy.writers++
 	in.upperOpens++

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,9 @@ var (
 	ErrNewerSchema = errors.New("store schema is newer than this layerfsd supports")
 	// ErrNotFound says a Layer does not exist.
 	ErrNotFound = errors.New("not found")
+	// ErrBadStoreDir says Init was given a directory it may not use: one
+	// that is not empty, or a path that is not a directory.
+	ErrBadStoreDir = errors.New("a new store needs a directory that does not exist or is empty")
 )
 
 const schema = `
@@ -117,15 +121,26 @@ func Init(ctx context.Context, dir string, profile Profile) (*Store, error) {
 	if _, err := ParseProfile(string(profile)); err != nil {
 		return nil, err
 	}
+	// Refused before anything is created.
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		return nil, fmt.Errorf("initializing store in %q: %w (it is a file)", dir, ErrBadStoreDir)
+	} else if err == nil {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("reading store directory %q: %w", dir, err)
+		}
+		if len(ents) != 0 {
+			what := "a Store already"
+			if _, err := os.Stat(filepath.Join(dir, dbName)); err != nil {
+				what = fmt.Sprintf("%d entries, %s among them", len(ents), ents[0].Name())
+			}
+			return nil, fmt.Errorf("initializing store in %q: %w (it is not empty: it holds %s); give --store a new or empty directory", dir, ErrBadStoreDir, what)
+		}
+	} else if errors.Is(err, unix.ENOTDIR) {
+		return nil, fmt.Errorf("initializing store in %q: %w (a parent is a file)", dir, ErrBadStoreDir)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating store directory %q: %w", dir, err)
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("reading store directory %q: %w", dir, err)
-	}
-	if len(ents) != 0 {
-		return nil, fmt.Errorf("initializing store in %q: directory is not empty", dir)
 	}
 	for _, d := range []string{tmpDir, overlaysDir} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
@@ -174,21 +189,48 @@ func Init(ctx context.Context, dir string, profile Profile) (*Store, error) {
 	return Open(ctx, dir)
 }
 
-// Open opens an existing Store. It refuses a directory that is not a Store
-// (ErrNotStore) and a Store with a newer schema (ErrNewerSchema).
+// OpenOptions say how Open checks a Store.
+type OpenOptions struct {
+	// Check is how much of the database is checked before the Store is
+	// used: CheckQuick (the default) or CheckFull.
+	Check CheckLevel
+}
+
+// Open opens an existing Store after a quick check of its database
+// (CheckQuick). It refuses a directory that is not a Store (ErrNotStore),
+// a Store with a newer schema (ErrNewerSchema) and a damaged one
+// (ErrDamaged, a *DamageError).
 func Open(ctx context.Context, dir string) (*Store, error) {
+	return OpenWith(ctx, dir, OpenOptions{})
+}
+
+// OpenWith opens an existing Store, checking it as opts say.
+func OpenWith(ctx context.Context, dir string, opts OpenOptions) (*Store, error) {
 	path := filepath.Join(dir, dbName)
 	if st, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("opening store %q: %w (the directory does not exist; create one with `layerfsd init`)", dir, ErrNotStore)
 	} else if err != nil {
 		return nil, fmt.Errorf("opening store %q: %w", dir, err)
 	} else if !st.IsDir() {
-		return nil, fmt.Errorf("opening store %q: %w (not a directory)", dir, ErrNotStore)
+		return nil, fmt.Errorf("opening store %q: %w (not a directory; give --store a Store's directory, or create one with `layerfsd init`)", dir, ErrNotStore)
 	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("opening store %q: %w (no %s; create one with `layerfsd init`)", dir, ErrNotStore, dbName)
 	} else if err != nil {
 		return nil, fmt.Errorf("opening store %q: %w", dir, err)
+	}
+	// A database file that is not SQLite at all is a damaged Store where
+	// the directory has a Store's layout, and something else otherwise.
+	problems, isSQLite, err := checkHeader(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening store %q: %w", dir, err)
+	}
+	_, blobsErr := os.Stat(filepath.Join(dir, blobsDir))
+	if !isSQLite && blobsErr != nil {
+		return nil, fmt.Errorf("opening store %q: %w (%s)", dir, ErrNotStore, strings.Join(problems, "; "))
+	}
+	if len(problems) > 0 {
+		return nil, &DamageError{Store: dir, Check: "header", Problems: problems}
 	}
 	// First look with a plain connection: the profile is in the database.
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
@@ -208,10 +250,32 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 	if err == nil {
 		err = db.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'profile'").Scan(&profile)
 	}
-	db.Close()
+	if isCorrupt(err) {
+		db.Close()
+		return nil, &DamageError{Store: dir, Check: "reading", Problems: []string{err.Error()}}
+	}
 	if err != nil || format != storeFormat || version < 1 {
+		db.Close()
 		return nil, fmt.Errorf("opening store %q: %w (database %s has no LayerFS format marker: %v)", dir, ErrNotStore, dbName, err)
 	}
+	// The check, before the Store is used (and so before any mount's
+	// timed window): quick_check where the database is small enough for
+	// it to cost little, integrity_check when asked.
+	if opts.Check == CheckFull || opts.Check == CheckQuick && dbBytes(path) <= QuickCheckMaxBytes {
+		problems, err := pragmaCheck(ctx, db, opts.Check)
+		if err != nil && !isCorrupt(err) {
+			db.Close()
+			return nil, fmt.Errorf("opening store %q: %s: %w", dir, opts.Check, err)
+		}
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		if len(problems) > 0 {
+			db.Close()
+			return nil, &DamageError{Store: dir, Check: opts.Check.String(), Problems: problems}
+		}
+	}
+	db.Close()
 	p, err := ParseProfile(profile)
 	if err != nil {
 		return nil, fmt.Errorf("opening store %q: %w", dir, err)

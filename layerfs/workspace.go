@@ -95,11 +95,70 @@ type Workspace struct {
 	commits    int64
 	unmountDur time.Duration
 	closed     bool
+
+	causesMu sync.Mutex
+	causes   map[string]int // errors answered to the kernel, by cause (see failed)
 }
 
 func (ws *Workspace) logf(format string, args ...any) {
 	if ws.logger != nil {
 		ws.logger.Printf(format, args...)
+	}
+}
+
+// errno is the errno that answers the kernel for err; an EIO, which says
+// nothing of its cause to whoever gets it, is logged once per cause.
+func (ws *Workspace) errno(err error) syscall.Errno {
+	e := errno(err)
+	if e == syscall.EIO {
+		ws.logCause(e, err)
+	}
+	return e
+}
+
+// failed is errno for errors worth a line in the log whatever errno they
+// become (a copy-up or an open of a blob that failed): once per cause.
+func (ws *Workspace) failed(err error) syscall.Errno {
+	e := errno(err)
+	if e != 0 {
+		ws.logCause(e, err)
+	}
+	return e
+}
+
+// logCause logs err the first time its cause (the innermost error's text)
+// is answered, and counts the others; Unmount logs the counts. A damaged
+// Store fails every access the same way: one line says why, not
+// thousands.
+func (ws *Workspace) logCause(e syscall.Errno, err error) {
+	cause := err
+	for u := errors.Unwrap(cause); u != nil; u = errors.Unwrap(cause) {
+		cause = u
+	}
+	key := unix.ErrnoName(e) + ": " + cause.Error()
+	ws.causesMu.Lock()
+	if ws.causes == nil {
+		ws.causes = map[string]int{}
+	}
+	n := ws.causes[key]
+	ws.causes[key] = n + 1
+	ws.causesMu.Unlock()
+	if n == 0 {
+		ws.logf("answered the kernel %s: %v (logged once per cause; unmount logs how often)", unix.ErrnoName(e), err)
+	}
+}
+
+// logCauseCounts logs how often each logged cause was answered.
+func (ws *Workspace) logCauseCounts() {
+	ws.causesMu.Lock()
+	defer ws.causesMu.Unlock()
+	keys := make([]string, 0, len(ws.causes))
+	for k := range ws.causes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ws.logf("answered the kernel %d times: %s", ws.causes[k], k)
 	}
 }
 
@@ -115,6 +174,17 @@ func (ws *Workspace) Base() *Layer {
 
 // ErrBadMountpoint says a mount point is not an empty directory.
 var ErrBadMountpoint = errors.New("mount point must be an empty directory")
+
+// CheckMountpoint says whether dir can be a Workspace's mount point: an
+// existing, empty directory where nothing is mounted (ErrBadMountpoint).
+// A dead daemon's mount passes: the next daemon unmounts it, under the
+// Store's lock, before it checks again.
+func CheckMountpoint(dir string) error {
+	if err := checkMountpoint(dir); err != nil && !isDeadMount(err) {
+		return err
+	}
+	return nil
+}
 
 // checkMountpoint insists on an existing, empty directory.
 func checkMountpoint(dir string) error {
@@ -690,6 +760,7 @@ func (ws *Workspace) Unmount(wait time.Duration) (*UnmountResult, error) {
 	ws.mu.Lock()
 	ws.unmountDur = time.Duration(res.DurationNs)
 	ws.mu.Unlock()
+	ws.logCauseCounts()
 	return res, nil
 }
 

@@ -10,7 +10,7 @@ const (
 	ExitOK         = 0 // success (a Commit that answers UpToDate included)
 	ExitFailure    = 1 // anything not listed below
 	ExitUsage      = 2 // bad flags or arguments
-	ExitStore      = 3 // Store missing, not a LayerFS Store, or from a newer schema
+	ExitStore      = 3 // Store missing, damaged, not a LayerFS Store, or from a newer schema
 	ExitBusy       = 4 // Store already mounted (the mount lock is held)
 	ExitMountpt    = 5 // mount point is not an empty directory
 	ExitNoAnswer   = 6 // control socket did not answer in time, or nobody listens
@@ -58,6 +58,20 @@ type InitResult struct {
 	Store   string  `json:"store"`
 	Profile Profile `json:"profile"`
 	Schema  int     `json:"schema"`
+}
+
+// CheckResult is what `layerfsd check --json` prints: which check ran
+// ("header", "quick_check" or "integrity_check", the most that ran), on
+// how large a database (main file and WAL), how long it took, and, when
+// the Store is damaged, which check found it and the problems it found.
+type CheckResult struct {
+	Store      string   `json:"store"`
+	Check      string   `json:"check"`
+	DBBytes    int64    `json:"dbBytes"`
+	DurationNs int64    `json:"durationNs"`
+	OK         bool     `json:"ok"`
+	FoundBy    string   `json:"foundBy,omitempty"`
+	Problems   []string `json:"problems"`
 }
 
 // Layer is a Layer as layerfsd prints it (import, show, log, and inside

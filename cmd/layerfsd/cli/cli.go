@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sealbench/sealbench/internal/sockpath"
 	"github.com/sealbench/sealbench/internal/version"
 	"github.com/sealbench/sealbench/layerfs"
 	"github.com/sealbench/sealbench/layerfs/daemonapi"
@@ -24,8 +25,10 @@ import (
 const exitCodesHelp = `Exit codes:
   0  success (including a Commit that answers UpToDate)
   1  failure not listed below
-  2  bad flags or arguments
-  3  Store missing, not a LayerFS Store, or written by a newer layerfsd
+  2  bad flags or arguments (init: a --store that is not new or empty;
+     import: a --from that is not a directory; a socket path over 107 bytes)
+  3  Store missing, damaged (check: damage found), not a LayerFS Store, or
+     written by a newer layerfsd
   4  Store already mounted (another daemon holds its lock)
   5  mount point is not an empty directory
   6  control socket did not answer in time, or nobody listens on it
@@ -47,9 +50,10 @@ func ExitCode(err error) int {
 		return daemonapi.ExitOK
 	case errors.As(err, &ce):
 		return ce.code
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.Is(err, layerfs.ErrBadStoreDir), errors.Is(err, layerfs.ErrBadSource),
+		errors.Is(err, sockpath.ErrTooLong), errors.Is(err, layerfs.ErrBadControl):
 		return daemonapi.ExitUsage
-	case errors.Is(err, layerfs.ErrNotStore), errors.Is(err, layerfs.ErrNewerSchema):
+	case errors.Is(err, layerfs.ErrNotStore), errors.Is(err, layerfs.ErrNewerSchema), errors.Is(err, layerfs.ErrDamaged):
 		return daemonapi.ExitStore
 	case errors.Is(err, layerfs.ErrStoreBusy):
 		return daemonapi.ExitBusy
@@ -119,7 +123,7 @@ func newRoot(g *globals) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodesHelp)
 	root.AddCommand(cmdInit(g), cmdImport(g), cmdMount(g), cmdServe(g), cmdCommit(g), cmdStats(g),
-		cmdUnmount(g), cmdLog(g), cmdShow(g), cmdDiff(g))
+		cmdUnmount(g), cmdLog(g), cmdShow(g), cmdDiff(g), cmdCheck(g))
 	return root
 }
 

@@ -88,8 +88,8 @@ func TestErrors(t *testing.T) {
 	run(t, daemonapi.ExitUsage, "init", "--store", store, "--profile", "sometimes")
 	run(t, daemonapi.ExitUsage, "mount", "--store", store, "--workspace", dir, "--control", filepath.Join(dir, "c"), "--fuse-transport", "io_uring")
 	run(t, daemonapi.ExitOK, "init", "--store", store, "--profile", "fast")
-	run(t, daemonapi.ExitFailure, "init", "--store", store)
-	run(t, daemonapi.ExitFailure, "import", "--store", store, "--from", filepath.Join(dir, "no-such-source"))
+	run(t, daemonapi.ExitUsage, "init", "--store", store)
+	run(t, daemonapi.ExitUsage, "import", "--store", store, "--from", filepath.Join(dir, "no-such-source"))
 	r0 := run(t, daemonapi.ExitOK, "import", "--store", store, "--from", t.TempDir(), "-m", "empty")
 	id := strings.TrimSpace(r0.stdout)
 	if r := run(t, daemonapi.ExitOK, "show", "--store", store, id[:6]); !strings.Contains(r.stdout, id) {

@@ -11,10 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/sealbench/sealbench/internal/sockpath"
 	"github.com/sealbench/sealbench/layerfs"
 	"github.com/sealbench/sealbench/layerfs/daemonapi"
 	"github.com/sealbench/sealbench/layerfs/uring"
@@ -24,14 +27,25 @@ import (
 // onStore makes c a subcommand that works on an existing Store: it adds
 // --store, checks it and the other required flags, opens the Store for run
 // and closes it afterwards. Every Store subcommand had these lines.
-func onStore(c *cobra.Command, required []string, run func(ctx context.Context, s *layerfs.Store, args []string) error) *cobra.Command {
+//
+// Every Store is checked when opened (layerfs.CheckQuick); --full-check
+// runs PRAGMA integrity_check instead. validate, when set, checks the
+// other flags before the Store is opened.
+func onStore(c *cobra.Command, required []string, validate func() error, run func(ctx context.Context, s *layerfs.Store, args []string) error) *cobra.Command {
 	var dir string
+	var full bool
 	c.Flags().StringVar(&dir, "store", "", "Store directory")
+	c.Flags().BoolVar(&full, "full-check", false, fullCheckHelp)
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if err := requireFlags(c, append([]string{"store"}, required...)...); err != nil {
 			return err
 		}
-		s, err := layerfs.Open(c.Context(), dir)
+		if validate != nil {
+			if err := validate(); err != nil {
+				return err
+			}
+		}
+		s, err := layerfs.OpenWith(c.Context(), dir, layerfs.OpenOptions{Check: checkLevel(full)})
 		if err != nil {
 			return err
 		}
@@ -39,6 +53,16 @@ func onStore(c *cobra.Command, required []string, run func(ctx context.Context, 
 		return run(c.Context(), s, args)
 	}
 	return c
+}
+
+// fullCheckHelp is --full-check's help.
+const fullCheckHelp = "check the whole Store database (PRAGMA integrity_check) before using it, instead of the quick check every command does"
+
+func checkLevel(full bool) layerfs.CheckLevel {
+	if full {
+		return layerfs.CheckFull
+	}
+	return layerfs.CheckQuick
 }
 
 // resolve finds a Layer for each id or unique prefix, in order.
@@ -64,6 +88,12 @@ func onControl(c *cobra.Command, timeout time.Duration, run func(ctx context.Con
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		if err := requireFlags(c, "control"); err != nil {
 			return err
+		}
+		if err := sockpath.Check("--control", cl.Socket); err != nil {
+			return err
+		}
+		if cl.Timeout < 0 {
+			return usageError{fmt.Errorf("--timeout %v: give a positive duration, such as 10s", cl.Timeout)}
 		}
 		return run(c.Context(), cl)
 	}
@@ -105,7 +135,9 @@ func cmdImport(g *globals) *cobra.Command {
 		Use:   "import --store DIR --from DIR [-m MSG]",
 		Short: "commit a directory tree as a new Layer and print its id",
 		Args:  exactArgs(0),
-	}, []string{"from"}, func(ctx context.Context, s *layerfs.Store, _ []string) error {
+	}, []string{"from"}, func() error {
+		return layerfs.CheckImportSource(from)
+	}, func(ctx context.Context, s *layerfs.Store, _ []string) error {
 		opts := layerfs.ImportOptions{Message: msg}
 		if parent != "" {
 			p, err := resolve(ctx, s, parent)
@@ -132,6 +164,7 @@ type mountFlags struct {
 	noPassthrough                    bool
 	transport                        string
 	readyTimeout                     time.Duration
+	fullCheck                        bool
 }
 
 // fuseTransportHelp is --fuse-transport's help.
@@ -154,6 +187,60 @@ func (f *mountFlags) add(c *cobra.Command) {
 	c.Flags().BoolVar(&f.noPassthrough, "no-passthrough", false, "serve file data through the daemon instead of FUSE passthrough")
 	c.Flags().StringVar(&f.overlayDir, "overlay-dir", "", "directory for the overlay's data files (default: inside the Store; a tmpfs makes creates faster)")
 	c.Flags().StringVar(&f.transport, "fuse-transport", string(uring.Auto), fuseTransportHelp)
+	c.Flags().BoolVar(&f.fullCheck, "full-check", false, fullCheckHelp+" (before the mount, outside its timed window)")
+}
+
+// validate checks the mount's flags before anything starts.
+func (f *mountFlags) validate(c *cobra.Command) error {
+	if err := requireFlags(c, "store", "workspace", "control"); err != nil {
+		return err
+	}
+	if _, err := f.mountOptions(); err != nil {
+		return err
+	}
+	if c.Flags().Lookup("ready-timeout") != nil && f.readyTimeout <= 0 {
+		return usageError{fmt.Errorf("--ready-timeout %v: give a positive duration, such as 1m", f.readyTimeout)}
+	}
+	for _, p := range []struct{ flag, path string }{{"--control", f.control}, {"--overlay-dir", f.overlayDir}} {
+		if p.path != "" && within(p.path, f.workspace) {
+			return usageError{fmt.Errorf("%s %q is inside --workspace %q, which the mount hides; give it a path outside the Workspace", p.flag, p.path, f.workspace)}
+		}
+	}
+	return layerfs.CheckControl(f.control)
+}
+
+// within says whether path is dir or under it.
+func within(path, dir string) bool {
+	p, err1 := filepath.Abs(path)
+	d, err2 := filepath.Abs(dir)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	rel, err := filepath.Rel(d, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// precheck is what mount checks before it starts a daemon, so that a
+// refusal leaves nothing behind (not even a line in daemon.log): the Store
+// (opened, checked at level, closed), the Layer, the mount point. The
+// daemon then reads the Store's header only; this check is outside the
+// mount's timed window, and leaves it nothing to do (see daemonize).
+func (f *mountFlags) precheck(ctx context.Context) error {
+	// The check's garbage is collected, and its memory given back, before
+	// the daemon starts, not by this process's collector and scavenger
+	// while the daemon times its mount.
+	defer debug.FreeOSMemory()
+	s, err := layerfs.OpenWith(ctx, f.store, layerfs.OpenOptions{Check: checkLevel(f.fullCheck)})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if f.layer != "" {
+		if _, err := s.ResolveLayer(ctx, f.layer); err != nil {
+			return err
+		}
+	}
+	return layerfs.CheckMountpoint(f.workspace)
 }
 
 // readyMsg is what the daemon writes on its ready pipe: its ReadyInfo, or
@@ -171,6 +258,12 @@ func cmdMount(g *globals) *cobra.Command {
 		Short: "mount a Workspace in a background daemon; returns once it is ready",
 		Long: `Mount a Workspace in a background daemon; returns once it is ready.
 
+The Store is checked first, outside the mount's timed window (mountNs): the
+quick check every command does (the database's header, and PRAGMA
+quick_check up to 64 MiB), or PRAGMA integrity_check with --full-check. A
+damaged Store is refused with exit 3. The daemon logs to daemon.log in the
+Store: every I/O error it answers the kernel with, once per cause.
+
 --fuse-transport auto (the default) serves the kernel's requests over FUSE
 over io_uring (Linux 6.14+, root, and the fuse module's enable_uring on:
 echo Y > /sys/module/fuse/parameters/enable_uring) where the kernel grants
@@ -180,10 +273,10 @@ and why not io_uring.`,
   layerfsd mount --store /s/store --workspace /s/ws --control /s/ctl --fuse-transport uring --json`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := requireFlags(c, "store", "workspace", "control"); err != nil {
+			if err := f.validate(c); err != nil {
 				return err
 			}
-			if _, err := f.mountOptions(); err != nil {
+			if err := f.precheck(c.Context()); err != nil {
 				return err
 			}
 			info, err := daemonize(c.Context(), &f)
@@ -241,7 +334,9 @@ func daemonize(ctx context.Context, f *mountFlags) (*layerfs.ReadyInfo, error) {
 	if f.overlayDir != "" {
 		args = append(args, "--overlay-dir", f.overlayDir)
 	}
-	args = append(args, "--fuse-transport", f.transport)
+	// precheck checked the Store: the daemon reads its header only, and
+	// so does no work it would carry into the mount's timed window.
+	args = append(args, "--fuse-transport", f.transport, "--store-checked")
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("starting daemon: %w", err)
@@ -300,13 +395,14 @@ func cmdServe(g *globals) *cobra.Command {
 	var f mountFlags
 	var readyFD int
 	var wait time.Duration
+	var checked bool
 	c := &cobra.Command{
 		Use:    "serve --store DIR --workspace MNT --control SOCK [--layer ID]",
 		Short:  "serve a Workspace in the foreground (what mount runs in the background)",
 		Hidden: true,
 		Args:   exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := requireFlags(c, "store", "workspace", "control"); err != nil {
+			if err := f.validate(c); err != nil {
 				return err
 			}
 			var ready *os.File
@@ -318,7 +414,10 @@ func cmdServe(g *globals) *cobra.Command {
 				return err
 			}
 			cfg := layerfs.ServeConfig{Store: f.store, Workspace: f.workspace, Control: f.control, Layer: f.layer,
-				UnmountWait: wait, Mount: mo}
+				UnmountWait: wait, Mount: mo, Check: checkLevel(f.fullCheck)}
+			if checked {
+				cfg.Check = layerfs.CheckHeader
+			}
 			err = layerfs.Serve(c.Context(), cfg, func(info layerfs.ReadyInfo) {
 				if ready != nil {
 					b, _ := json.Marshal(readyMsg{Ready: &info})
@@ -339,6 +438,7 @@ func cmdServe(g *globals) *cobra.Command {
 	}
 	f.add(c)
 	c.Flags().IntVar(&readyFD, "ready-fd", 0, "descriptor to report readiness on")
+	c.Flags().BoolVar(&checked, "store-checked", false, "the Store was checked a moment ago (by mount): read its header only")
 	c.Flags().DurationVar(&wait, "unmount-wait", 2*time.Second, "how long unmount waits for open files before unmounting lazily")
 	return c
 }
@@ -431,7 +531,7 @@ func cmdLog(g *globals) *cobra.Command {
 		Use:   "log --store DIR [--json]",
 		Short: "list the Store's Layers, newest first",
 		Args:  exactArgs(0),
-	}, nil, func(ctx context.Context, s *layerfs.Store, _ []string) error {
+	}, nil, nil, func(ctx context.Context, s *layerfs.Store, _ []string) error {
 		ls, err := s.Log(ctx)
 		if err != nil {
 			return err
@@ -456,7 +556,7 @@ func cmdShow(g *globals) *cobra.Command {
 		Use:   "show --store DIR ID",
 		Short: "show one Layer",
 		Args:  exactArgs(1),
-	}, nil, func(ctx context.Context, s *layerfs.Store, args []string) error {
+	}, nil, nil, func(ctx context.Context, s *layerfs.Store, args []string) error {
 		ls, err := resolve(ctx, s, args...)
 		if err != nil {
 			return err
@@ -477,7 +577,7 @@ func cmdDiff(g *globals) *cobra.Command {
 		Use:   "diff --store DIR A B",
 		Short: "list how Layer B differs from Layer A (A added, D deleted, M modified, m metadata only)",
 		Args:  exactArgs(2),
-	}, nil, func(ctx context.Context, s *layerfs.Store, args []string) error {
+	}, nil, nil, func(ctx context.Context, s *layerfs.Store, args []string) error {
 		ls, err := resolve(ctx, s, args...)
 		if err != nil {
 			return err
@@ -495,4 +595,50 @@ func cmdDiff(g *globals) *cobra.Command {
 			}
 		})
 	})
+}
+
+func cmdCheck(g *globals) *cobra.Command {
+	var store string
+	var quick bool
+	c := &cobra.Command{
+		Use:   "check --store DIR [--quick]",
+		Short: "check a Store's database whole (PRAGMA integrity_check); exit 3 when it is damaged",
+		Long: `Check a Store's database: PRAGMA integrity_check, which reads every page
+and checks every index against its table, or with --quick the check every
+command does when it opens a Store (the database's header against the file's
+size, and PRAGMA quick_check up to 64 MiB). It prints what ran, on how large
+a database, and how long it took; a damaged Store exits 3 with the problems
+found. A damaged Store is restored from a backup, or its trees re-imported
+into a new Store (layerfsd init, then layerfsd import).`,
+		Example: `  layerfsd check --store /s/store
+  layerfsd check --store /s/store --quick --json`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := requireFlags(c, "store"); err != nil {
+				return err
+			}
+			level := layerfs.CheckFull
+			if quick {
+				level = layerfs.CheckQuick
+			}
+			res, err := layerfs.Check(c.Context(), store, level)
+			if err != nil {
+				return err
+			}
+			if !res.OK {
+				if !g.json {
+					for _, p := range res.Problems {
+						fmt.Fprintf(g.stdout, "%s: %s\n", res.FoundBy, p)
+					}
+				}
+				return &layerfs.DamageError{Store: store, Check: res.FoundBy, Problems: res.Problems}
+			}
+			return g.print(res, func(w io.Writer) {
+				fmt.Fprintf(w, "store %s: ok (%s of %.1f MiB in %.1f ms)\n", res.Store, res.Check, float64(res.DBBytes)/(1<<20), float64(res.DurationNs)/1e6)
+			})
+		},
+	}
+	c.Flags().StringVar(&store, "store", "", "Store directory")
+	c.Flags().BoolVar(&quick, "quick", false, "only the quick check every command does when it opens a Store")
+	return c
 }
