@@ -102,7 +102,13 @@ func newServe(g *global) *cobra.Command {
 		Long: `serve runs the stand-in until SIGTERM or SIGINT, then stops every Sandbox
 (their processes, mounts and namespaces go with them), removes the containers'
 files and the socket, and exits 0. It is ready once the socket accepts
-connections; with --json it prints one JSON line then.`,
+connections; with --json it prints one JSON line then.
+
+Both paths are checked before anything is created: --socket must be at most
+107 bytes, in a directory of this user's with mode 0700 (or a missing one
+under an existing parent, which serve makes 0700), with nothing but a stale
+socket at the path; --state must be a directory, or nothing yet, with no ','
+or ':' in its path. Each refusal exits 3 and leaves nothing behind.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logf := func(format string, args ...any) {
