@@ -26,7 +26,9 @@ const exitCodesHelp = `Exit codes:
   0  success (including a Commit that answers UpToDate)
   1  failure not listed below
   2  bad flags or arguments (init: a --store that is not new or empty;
-     import: a --from that is not a directory; a socket path over 107 bytes)
+     import: a --from that is not a directory; a socket path over 107
+     bytes, or where something other than a socket is; a control socket
+     or overlay inside the Workspace; a negative duration)
   3  Store missing, damaged (check: damage found), not a LayerFS Store, or
      written by a newer layerfsd
   4  Store already mounted (another daemon holds its lock)
