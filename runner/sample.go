@@ -176,11 +176,13 @@ func (sm *sampler) checkBundle(ctx context.Context) error {
 // too, as LayerFS's workspaces have it from the base Layer), and imports
 // the base as a Layer.
 func (sm *sampler) setup(ctx context.Context) error {
+	// scratch holds the overlays' data (and the native directories):
+	// made whether or not a native reference runs.
 	dirs := baseDir + " " + outDir
 	if sm.native {
 		dirs += " " + nativeDir("1") + " " + nativeDir("2")
 	}
-	mk := `mkdir -p ` + dirs + ` && chown 65534:65534 ` + dirs
+	mk := `mkdir -p ` + scratchDir + ` ` + dirs + ` && chown 65534:65534 ` + dirs
 	if _, err := runLayerfsd(ctx, sm.sb, "creating the Store", mk, daemonapi.InitCmd{Store: storeDir, Profile: daemonapi.ProfileDisposable}, daemonapi.DecodeInit); err != nil {
 		return err
 	}
