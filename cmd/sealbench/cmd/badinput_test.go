@@ -9,11 +9,8 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/json"
-	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -139,54 +136,6 @@ func newBadFixture(t *testing.T) *badFixture {
 	os.MkdirAll(fx.Nil, 0o755)
 	fx.File = write("a-file", []byte("not a directory\n"))
 	return fx
-}
-
-// snapshot describes every file and directory under the roots: type,
-// mode, size, content digest, link target.
-func snapshot(t *testing.T, roots ...string) map[string]string {
-	t.Helper()
-	s := map[string]string{}
-	for _, root := range roots {
-		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				s[p] = "error " + err.Error()
-				return nil
-			}
-			fi, err := d.Info()
-			if err != nil {
-				return nil
-			}
-			desc := fmt.Sprintf("%v %d", fi.Mode(), fi.Size())
-			switch {
-			case fi.Mode().IsRegular():
-				b, _ := os.ReadFile(p)
-				desc += fmt.Sprintf(" %x", sha256.Sum256(b))
-			case fi.Mode()&fs.ModeSymlink != 0:
-				l, _ := os.Readlink(p)
-				desc += " -> " + l
-			}
-			s[p] = desc
-			return nil
-		})
-	}
-	return s
-}
-
-func diffSnapshots(before, after map[string]string) []string {
-	var d []string
-	for p, a := range after {
-		if b, ok := before[p]; !ok {
-			d = append(d, "created "+p)
-		} else if a != b {
-			d = append(d, "changed "+p)
-		}
-	}
-	for p := range before {
-		if _, ok := after[p]; !ok {
-			d = append(d, "removed "+p)
-		}
-	}
-	return d
 }
 
 // TestBadInput runs every command with each class of bad input a user
@@ -332,7 +281,7 @@ func TestBadInput(t *testing.T) {
 			if tt.dir != "" {
 				t.Chdir(tt.dir)
 			}
-			before := snapshot(t, fx.Root, fx.State)
+			before := testenv.Snapshot(t, fx.Root, fx.State)
 			code, stdout, stderr := run(t, tt.args...)
 			if code != tt.code {
 				t.Errorf("%s: exit %d, want %d\n%s%s", strings.Join(tt.args, " "), code, tt.code, stdout, stderr)
@@ -350,7 +299,7 @@ func TestBadInput(t *testing.T) {
 					t.Errorf("%s: stderr says %q:\n%s", strings.Join(tt.args, " "), w, stderr)
 				}
 			}
-			if d := diffSnapshots(before, snapshot(t, fx.Root, fx.State)); len(d) > 0 {
+			if d := testenv.SnapshotDiff(before, testenv.Snapshot(t, fx.Root, fx.State)); len(d) > 0 {
 				t.Errorf("%s changed what it was given:\n  %s", strings.Join(tt.args, " "), strings.Join(d, "\n  "))
 			}
 			for _, p := range tt.absent {
