@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -167,11 +168,13 @@ func TestKillOnlyOurs(t *testing.T) {
 	os.WriteFile(exe, b, 0o700)
 	start := func(arg string) *exec.Cmd {
 		c := exec.Command(exe, "-c", "sleep 1000", arg)
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
 		go c.Wait()
-		t.Cleanup(func() { c.Process.Kill() })
+		// The group: teardown kills the shell, and its sleep must not outlive the test.
+		t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL) })
 		return c
 	}
 	ours, other := start(marker), start(run.Dir+"/marker-other")
@@ -225,11 +228,12 @@ func TestAuditFindsOrphans(t *testing.T) {
 	b, _ := os.ReadFile(sh)
 	os.WriteFile(exe, b, 0o700)
 	c := exec.Command(exe, "-c", "sleep 1000")
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go c.Wait()
-	t.Cleanup(func() { c.Process.Kill() })
+	t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL) })
 
 	ctx := context.Background()
 	opts := AuditOptions{StateDir: state, Targets: []string{TargetLocal}}
