@@ -143,6 +143,9 @@ func startRunner(ctx context.Context, exe, planPath string, logf func(string, ..
 		return nil // failed samples are in samples.jsonl, each with its reason
 	case errors.As(err, &ee) && ee.ExitCode() == manifests.ExitRunnerInterrupted:
 		return fmt.Errorf("the runner was interrupted: %w", context.Canceled)
+	case errors.As(err, &ee) && ee.ExitCode() == manifests.ExitRunnerBadPlan && strings.Contains(last, `unknown command "sample"`):
+		return &cliutil.UserError{Code: cliutil.ExitUnusable, Err: fmt.Errorf("the bundle's runner cannot take samples (%s): the bundle was sealed before its runner did", last),
+			Hint: "seal the bundle again with this sealbench"}
 	case errors.As(err, &ee):
 		return fmt.Errorf("the bundle's runner exited %d: %s", ee.ExitCode(), last)
 	default:
