@@ -36,7 +36,9 @@ func TestStartRunnerRelaysAndClassifies(t *testing.T) {
 			}
 			var logs, statuses []string
 			err := startRunner(context.Background(), exe, "/nonexistent/plan.json",
-				func(f string, a ...any) { logs = append(logs, strings.TrimSpace(strings.ReplaceAll(f, "%s", a[0].(string)))) },
+				func(f string, a ...any) {
+					logs = append(logs, strings.TrimSpace(strings.ReplaceAll(f, "%s", a[0].(string))))
+				},
 				func(s string) { statuses = append(statuses, s) })
 			switch {
 			case tc.want == "" && err != nil:
