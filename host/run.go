@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/hashicorp/go-multierror"
@@ -14,10 +12,8 @@ import (
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/internal/cliutil"
-	"github.com/sealbench/sealbench/internal/version"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/runner"
 	"github.com/sealbench/sealbench/runner/report"
 	"github.com/sealbench/sealbench/runner/stats"
 )
@@ -126,22 +122,8 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 		ids = append(ids, id)
 	}
 
-	absOut, err := filepath.Abs(out)
+	plan, err := newPlan(run, b, o, ids, out)
 	if err != nil {
-		return outcome, err
-	}
-	standin, _ := b.Verified.Manifest.File("bin/linux-" + runtime.GOARCH + "/standin")
-	plan := &manifests.RunPlan{
-		FormatVersion: manifests.ResultsFormatVersion, Kind: manifests.RunPlanKind,
-		RunID: run.ID, BundleID: b.Verified.Name, Ledger: filepath.Join(run.Dir, manifests.LedgerFile), Lock: runner.DefaultLockPath, OutDir: absOut,
-		Image: manifests.PlanImage{ID: b.Image.ID, Ref: b.Image.Ref, Lock: b.Image.Lock, Relocked: b.Image.Relocked},
-		Cells: o.Cells, Samples: o.Samples, Seed: o.Seed, Native: o.Native, StandinSHA256: standin.Digest,
-		Tools: map[string]string{"host.sealbench": version.Version, "host.go": runtime.Version()},
-	}
-	for _, id := range ids {
-		plan.Targets = append(plan.Targets, id.PlanTarget())
-	}
-	if err := os.MkdirAll(absOut, 0o755); err != nil {
 		return outcome, err
 	}
 	samples, runErr := runSealed(ctx, run, b, plan, logf, status)

@@ -15,10 +15,13 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/bundle"
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/internal/cliutil"
+	"github.com/sealbench/sealbench/internal/version"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runner"
 )
 
 // The sealed runner. The host process keeps what needs keys or host tools
@@ -34,6 +37,31 @@ const (
 	// sample under way (its Sandbox removed) before it is killed.
 	runnerGrace = 2 * time.Minute
 )
+
+// newPlan is the plan of run for the targets ids: what RunOptions ask for,
+// with absolute paths (the runner's working directory is not ours). The
+// runner's digest is filled in as its copy is made.
+func newPlan(run *provision.Run, b *Bundle, o RunOptions, ids []*engine.Identity, out string) (*manifests.RunPlan, error) {
+	absOut, err := filepath.Abs(out)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(absOut, 0o755); err != nil {
+		return nil, err
+	}
+	standin, _ := b.Verified.Manifest.File("bin/linux-" + runtime.GOARCH + "/standin")
+	plan := &manifests.RunPlan{
+		FormatVersion: manifests.ResultsFormatVersion, Kind: manifests.RunPlanKind,
+		RunID: run.ID, BundleID: b.Verified.Name, Ledger: filepath.Join(run.Dir, manifests.LedgerFile), Lock: runner.DefaultLockPath, OutDir: absOut,
+		Image: manifests.PlanImage{ID: b.Image.ID, Ref: b.Image.Ref, Lock: b.Image.Lock, Relocked: b.Image.Relocked},
+		Cells: o.Cells, Samples: o.Samples, Seed: o.Seed, Native: o.Native, StandinSHA256: standin.Digest,
+		Tools: map[string]string{"host.sealbench": version.Version, "host.go": runtime.Version()},
+	}
+	for _, id := range ids {
+		plan.Targets = append(plan.Targets, id.PlanTarget())
+	}
+	return plan, nil
+}
 
 // runSealed copies the bundle's runner into the run's directory, writes
 // plan there, starts the copy, shows its progress and waits for it. A
