@@ -90,6 +90,9 @@ type TargetInfo struct {
 	// samples, "uring" before "dev": two when they were mixed, none when
 	// the samples do not say.
 	FUSETransports []string `json:"fuseTransports,omitempty"`
+	// FUSEURing is what the run pinned of the host's enable_uring for this
+	// target: on, off, n/a (another kernel), or empty in older results.
+	FUSEURing string `json:"fuseURing,omitempty"`
 	// TimedWindows counts the timed windows (LayerFS's and native's) in the
 	// target's samples that count, as their phases recorded them;
 	// UndrainedWindows those that started before the kernel's dirty pages
@@ -101,10 +104,14 @@ type TargetInfo struct {
 // FUSETransportText is the target's FUSE transports as the report prints
 // them: "uring", "dev", "uring / dev", or a dash.
 func (t TargetInfo) FUSETransportText() string {
-	if len(t.FUSETransports) == 0 {
-		return "—"
+	text := "—"
+	if len(t.FUSETransports) > 0 {
+		text = strings.Join(t.FUSETransports, " / ")
 	}
-	return strings.Join(t.FUSETransports, " / ")
+	if t.FUSEURing != "" {
+		text += " (enable_uring " + t.FUSEURing + ")"
+	}
+	return text
 }
 
 // RunInfo is one run's provenance.
@@ -435,7 +442,7 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 			if in.Pins != nil {
 				if tp, ok := in.Pins.Target(t); ok {
 					ti.Engine, ti.Kernel, ti.CPUs, ti.MemoryBytes, ti.Emulated = tp.Engine, tp.Kernel, tp.CPUs, tp.MemoryBytes, tp.Emulated
-					ti.Transport = tp.Transport
+					ti.Transport, ti.FUSEURing = tp.Transport, tp.FUSEURing
 				}
 			}
 			r.Targets = append(r.Targets, ti)
@@ -868,10 +875,14 @@ func (r *Report) noteTransports(byTarget map[string][]*manifests.Sample) {
 		if len(t.FUSETransports) > 1 {
 			r.Notes = append(r.Notes, fmt.Sprintf("%s's samples were served by both FUSE transports (%s): its medians mix two costs per FUSE request.", t.Name, strings.Join(mix, ", ")))
 		}
-		if !slices.Contains(seen, t.FUSETransportText()) {
-			seen = append(seen, t.FUSETransportText())
+		if t.FUSEURing == manifests.FUSEURingOn && count["dev"] > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s: enable_uring was on, yet %s used /dev/fuse: LayerFS fell back (the kernel refused io_uring for that mount, or the parameter changed during the run; each sample's transport is in samples.jsonl).", t.Name, plural(count["dev"], "sample")))
 		}
-		parts = append(parts, t.Name+" "+t.FUSETransportText())
+		transports := strings.Join(t.FUSETransports, " / ")
+		if !slices.Contains(seen, transports) {
+			seen = append(seen, transports)
+		}
+		parts = append(parts, t.Name+" "+transports)
 	}
 	if len(seen) > 1 {
 		r.Notes = append(r.Notes, fmt.Sprintf("The targets did not all use the same FUSE transport (%s): FUSE over io_uring and /dev/fuse differ in what each request costs, "+

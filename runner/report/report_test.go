@@ -600,3 +600,47 @@ func TestHousekeepingIsNotWork(t *testing.T) {
 		}
 	}
 }
+
+// TestFUSEURingPin: the targets table says what the run pinned of the
+// host's enable_uring beside the transports the samples used, and a note
+// says when the parameter was on but a sample fell back to /dev/fuse.
+func TestFUSEURingPin(t *testing.T) {
+	pins, samples := fixedRun()
+	for i := range pins.Targets {
+		switch pins.Targets[i].Name {
+		case "local", "docker":
+			pins.Targets[i].FUSEURing = manifests.FUSEURingOn
+		default:
+			pins.Targets[i].FUSEURing = manifests.FUSEURingNA
+		}
+	}
+	dev := 0
+	for _, s := range samples {
+		if s.Target == "local" && s.FUSETransport == "dev" {
+			dev++
+		}
+	}
+	if dev == 0 {
+		t.Fatal("the fixture has no local sample over /dev/fuse: the note has nothing to say")
+	}
+	r, err := Build([]Input{{Source: "run", Pins: pins, Samples: samples}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md bytes.Buffer
+	if err := Write(&md, r, "md"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| uring / dev (enable_uring on) |",
+		"(enable_uring n/a) |",
+		"local: enable_uring was on, yet " + plural(dev, "sample") + " used /dev/fuse",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, md.String())
+		}
+	}
+	if strings.Contains(md.String(), "docker: enable_uring was on, yet") {
+		t.Error("a note about docker, whose samples all used io_uring")
+	}
+}
