@@ -100,20 +100,9 @@ func (p *RunPlan) Validate() error {
 	names := map[string]bool{}
 	for i, t := range p.Targets {
 		f := fmt.Sprintf("targets[%d]", i)
-		if !targetRE.MatchString(t.Name) {
-			ps.addf(f+".name", "%q is not a target name", t.Name)
-		} else if names[t.Name] {
-			ps.addf(f+".name", "%q is listed twice", t.Name)
-		}
-		names[t.Name] = true
+		ps.target(f, t.TargetPins, names)
 		if t.Endpoint == "" {
 			ps.addf(f+".endpoint", "missing")
-		}
-		if t.Engine != EngineDockerd && t.Engine != EngineStandin {
-			ps.addf(f+".engine", "%q is not %s or %s", t.Engine, EngineDockerd, EngineStandin)
-		}
-		if !validFUSEURing(t.FUSEURing) {
-			ps.addf(f+".fuseURing", "%q is not %s, %s or %s", t.FUSEURing, FUSEURingOn, FUSEURingOff, FUSEURingNA)
 		}
 	}
 	if err := p.Image.ID.Validate(); err != nil {

@@ -595,15 +595,7 @@ func (p *RunPins) Validate() error {
 	names := map[string]bool{}
 	for i, t := range p.Targets {
 		f := fmt.Sprintf("targets[%d]", i)
-		if !targetRE.MatchString(t.Name) {
-			ps.addf(f+".name", "%q is not a target name (lowercase letters, digits, '-')", t.Name)
-		} else if names[t.Name] {
-			ps.addf(f+".name", "%q is listed twice", t.Name)
-		}
-		names[t.Name] = true
-		if t.Engine != EngineDockerd && t.Engine != EngineStandin {
-			ps.addf(f+".engine", "%q is not %s or %s", t.Engine, EngineDockerd, EngineStandin)
-		}
+		ps.target(f, t, names)
 		if t.Kernel == "" {
 			ps.addf(f+".kernel", "missing")
 		}
@@ -612,9 +604,6 @@ func (p *RunPins) Validate() error {
 		}
 		if t.MemoryBytes <= 0 {
 			ps.addf(f+".memoryBytes", "must be positive")
-		}
-		if !validFUSEURing(t.FUSEURing) {
-			ps.addf(f+".fuseURing", "%q is not %s, %s or %s", t.FUSEURing, FUSEURingOn, FUSEURingOff, FUSEURingNA)
 		}
 	}
 	switch p.StoreProfile {
@@ -657,6 +646,24 @@ func (p *RunPins) Validate() error {
 		ps.addf("end", "is before start")
 	}
 	return ps.err()
+}
+
+// target checks what the run's documents (pins, plan) say of every
+// target, as field f: a name not in names yet (it is added), an Engine
+// kind, an enable_uring value.
+func (ps *problems) target(f string, t TargetPins, names map[string]bool) {
+	if !targetRE.MatchString(t.Name) {
+		ps.addf(f+".name", "%q is not a target name (lowercase letters, digits, '-')", t.Name)
+	} else if names[t.Name] {
+		ps.addf(f+".name", "%q is listed twice", t.Name)
+	}
+	names[t.Name] = true
+	if t.Engine != EngineDockerd && t.Engine != EngineStandin {
+		ps.addf(f+".engine", "%q is not %s or %s", t.Engine, EngineDockerd, EngineStandin)
+	}
+	if !validFUSEURing(t.FUSEURing) {
+		ps.addf(f+".fuseURing", "%q is not %s, %s or %s", t.FUSEURing, FUSEURingOn, FUSEURingOff, FUSEURingNA)
+	}
 }
 
 // runHeader checks what the run's documents (pins, plan) all start with.
