@@ -139,11 +139,8 @@ func cleanStale(storeDir, workspace string) []string {
 		}
 		os.Remove(filepath.Join(storeDir, mountInfoNam))
 	}
-	if workspace != "" && isMountpoint(workspace) {
-		var st unix.Stat_t
-		if err := unix.Stat(workspace, &st); isDeadMount(err) {
-			detach(workspace, "its daemon is gone")
-		}
+	if workspace != "" && isMountpoint(workspace) && isDeadMount(probeMount(workspace)) {
+		detach(workspace, "its daemon is gone")
 	}
 	// Overlays belong to mounts, and we hold the mount lock. Temporary
 	// files may belong to an import running now, so only old ones go.
@@ -164,6 +161,15 @@ func cleanStale(storeDir, workspace string) []string {
 		}
 	}
 	return fixed
+}
+
+// probeMount asks the file system mounted at dir for something it must
+// answer itself: statfs, which the kernel never serves from a cache. A
+// stat alone is not enough: the kernel may answer it from the attributes
+// it cached before the daemon died.
+func probeMount(dir string) error {
+	var fs unix.Statfs_t
+	return unix.Statfs(dir, &fs)
 }
 
 // isDeadMount says whether err is what a FUSE mount whose daemon died
