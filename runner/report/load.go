@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -35,24 +36,23 @@ func loadOne(p string) (*Input, error) {
 	if info.IsDir() {
 		samplesPath, pinsPath, pinsRequired = filepath.Join(p, manifests.SamplesFile), filepath.Join(p, manifests.PinsFile), true
 	}
-	f, err := os.Open(samplesPath)
+	sb, err := os.ReadFile(samplesPath)
 	if err != nil {
 		if info.IsDir() && errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s is not a run directory: it has no %s", p, manifests.SamplesFile)
 		}
 		return nil, fmt.Errorf("reading results: %w", err)
 	}
-	defer f.Close()
-	samples, err := manifests.ReadSamples(f)
+	samples, err := manifests.ReadSamples(bytes.NewReader(sb))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", samplesPath, err)
 	}
-	in := &Input{Source: p, Samples: samples}
-	pf, err := os.Open(pinsPath)
+	in := &Input{Source: p, Samples: samples, SamplesSHA256: manifests.DigestOf(sb)}
+	pb, err := os.ReadFile(pinsPath)
 	switch {
 	case err == nil:
-		defer pf.Close()
-		if in.Pins, err = manifests.ReadRunPins(pf); err != nil {
+		in.PinsSHA256 = manifests.DigestOf(pb)
+		if in.Pins, err = manifests.ReadRunPins(bytes.NewReader(pb)); err != nil {
 			return nil, fmt.Errorf("%s: %w", pinsPath, err)
 		}
 	case errors.Is(err, fs.ErrNotExist) && !pinsRequired:

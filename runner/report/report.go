@@ -41,7 +41,38 @@ type Input struct {
 	Source  string             // where they were read from, for messages
 	Pins    *manifests.RunPins // nil when the run left no pins file
 	Samples []manifests.Sample // as ReadSamples returned them
+	// SamplesSHA256 and PinsSHA256 are the digests of the bytes Load
+	// parsed (PinsSHA256 zero without a pins file): what a check of the
+	// run's signed results compares, so that it checks what is reported.
+	SamplesSHA256 manifests.Digest
+	PinsSHA256    manifests.Digest
+	// Signature is what the host found about the run's signed results;
+	// nil when nobody looked. The renderer links no signing code: the
+	// host checks and fills this in, the report only says it.
+	Signature *Signature
 }
+
+// Signature is what the host's check of a run's results attestation
+// (results.sigstore.json) found.
+type Signature struct {
+	// State is SignatureUnsigned, SignatureVerified, SignatureUnchecked or
+	// SignatureInvalid.
+	State string `json:"state"`
+	// Key names the signing key: "sha256:" and the hex digest of its
+	// public key's DER (PKIX) encoding. Empty when unsigned.
+	Key string `json:"key,omitempty"`
+	// Detail says why, in one line: what was altered, or which key was
+	// expected.
+	Detail string `json:"detail,omitempty"`
+}
+
+// The states of a Signature.
+const (
+	SignatureUnsigned  = "unsigned"  // the run left no results attestation
+	SignatureVerified  = "verified"  // signed; the signature and every subject check with the key given
+	SignatureUnchecked = "unchecked" // signed, but no key was given to check it with
+	SignatureInvalid   = "invalid"   // signed, but altered, of another run, or by another key
+)
 
 // Options tune Build. The zero Options are the defaults.
 type Options struct {
@@ -128,6 +159,7 @@ type RunInfo struct {
 	Tools               map[string]string `json:"tools,omitempty"`
 	SamplesPerCell      int               `json:"samplesPerCell,omitempty"`
 	Seed                uint64            `json:"seed"`
+	Signature           *Signature        `json:"signature,omitempty"` // as the host found it; nil when nobody looked
 	Start               time.Time         `json:"start,omitzero"`
 	End                 time.Time         `json:"end,omitzero"`
 	LockWaitMaxNs       int64             `json:"lockWaitMaxNs"`
@@ -402,7 +434,7 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 				return nil, &InputError{Err: fmt.Errorf("%s: %w", in.Source, err)}
 			}
 		}
-		run := RunInfo{Source: in.Source, RunID: first.RunID, BundleID: first.BundleID, Load1Min: math.Inf(1)}
+		run := RunInfo{Source: in.Source, RunID: first.RunID, BundleID: first.BundleID, Signature: in.Signature, Load1Min: math.Inf(1)}
 		if p := in.Pins; p != nil {
 			run.Pinned = true
 			run.ImageID, run.RunnerSHA256, run.StandinSHA256 = p.ImageID.String(), p.RunnerSHA256.String(), p.StandinSHA256.String()

@@ -514,6 +514,12 @@ func TestLoad(t *testing.T) {
 	os.WriteFile(filepath.Join(lone, "s.jsonl"), b, 0o644)
 	if in, err := Load([]string{filepath.Join(lone, "s.jsonl")}); err != nil || in[0].Pins != nil || len(in[0].Samples) != 108 {
 		t.Errorf("Load(a lone samples file) = %v", err)
+	} else if in[0].SamplesSHA256 != manifests.DigestOf(b) || !in[0].PinsSHA256.IsZero() {
+		t.Errorf("Load(a lone samples file) digests = %v, %v; want the samples' %v and none", in[0].SamplesSHA256, in[0].PinsSHA256, manifests.DigestOf(b))
+	}
+	pins, _ := os.ReadFile(filepath.Join(dir, "run", manifests.PinsFile))
+	if in, err := Load([]string{filepath.Join(dir, "run")}); err != nil || in[0].SamplesSHA256 != manifests.DigestOf(b) || in[0].PinsSHA256 != manifests.DigestOf(pins) {
+		t.Errorf("Load(a run) = %v, digests %v %v; want those of the bytes read", err, in[0].SamplesSHA256, in[0].PinsSHA256)
 	}
 	os.WriteFile(filepath.Join(lone, "cut.jsonl"), b[:len(b)-10], 0o644)
 	for _, tt := range []struct{ path, want string }{
