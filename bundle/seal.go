@@ -48,6 +48,7 @@ type SealResult struct {
 	TarDigest      manifests.Digest          `json:"tarDigest"`
 	ManifestDigest manifests.Digest          `json:"manifestDigest"`
 	Manifest       *manifests.BundleManifest `json:"-"`
+	Signature      []byte                    `json:"-"` // manifest.sig's contents
 	Source         manifests.BundleSource    `json:"source"`
 	DirtyFiles     []string                  `json:"dirtyFiles,omitempty"`
 	Files          int                       `json:"files"`
@@ -247,7 +248,7 @@ func Assemble(staged, outDir string, source manifests.BundleSource, signer Manif
 	}
 	res = &SealResult{
 		Name: name, Dir: final, Tar: tarPath, TarDigest: tarDigest,
-		ManifestDigest: mdg, Manifest: m, Source: m.Source, Files: len(m.Files),
+		ManifestDigest: mdg, Manifest: m, Signature: sig, Source: m.Source, Files: len(m.Files),
 	}
 	for _, f := range m.Files {
 		res.Bytes += f.Size
