@@ -184,7 +184,7 @@ func Assemble(staged, outDir string, source manifests.BundleSource, signer Manif
 		if err := os.Chmod(p, fs.FileMode(mode)); err != nil {
 			return err
 		}
-		size, dg, err := hashFile(p)
+		size, dg, err := HashFile(p)
 		if err != nil {
 			return err
 		}
@@ -303,7 +303,8 @@ func copyCells(from, to string) error {
 	return nil
 }
 
-func hashFile(p string) (int64, manifests.Digest, error) {
+// HashFile returns the size and SHA-256 of the file at p.
+func HashFile(p string) (int64, manifests.Digest, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return 0, manifests.Digest{}, err

@@ -1,12 +1,9 @@
 package host
 
 import (
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -96,7 +93,7 @@ func VerifyAttestation(bundlePath string, res *bundle.VerifyResult, v *sign.Veri
 	meta := metaDigests(res)
 	var tar *manifests.Digest
 	tarPath := strings.TrimSuffix(filepath.Clean(bundlePath), ".tar") + ".tar"
-	if d, err := digestFile(tarPath); err == nil {
+	if _, d, err := bundle.HashFile(tarPath); err == nil {
 		tar = &d
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("hashing %s: %w", tarPath, err)
@@ -123,17 +120,4 @@ func metaDigests(res *bundle.VerifyResult) map[string]manifests.Digest {
 		manifests.SumsFile:      manifests.DigestOf(res.Manifest.SHA256SUMS()),
 		manifests.SignatureFile: manifests.DigestOf(res.Signature),
 	}
-}
-
-func digestFile(p string) (manifests.Digest, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return manifests.Digest{}, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return manifests.Digest{}, err
-	}
-	return manifests.DigestFromHash(h), nil
 }
