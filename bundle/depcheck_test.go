@@ -14,10 +14,12 @@ import (
 var forbiddenInBundle = []string{
 	"github.com/sigstore/",
 	"github.com/secure-systems-lab/",
+	"github.com/in-toto/",
 	"github.com/lima-vm/",
 	"golang.org/x/crypto/nacl/",
 	"golang.org/x/crypto/scrypt",
 	Module + "/bundle/sign",
+	Module + "/bundle/attest",
 	Module + "/provision/lima",
 	Module + "/vmimages",
 }

@@ -48,6 +48,7 @@ type SealResult struct {
 	TarDigest      manifests.Digest          `json:"tarDigest"`
 	ManifestDigest manifests.Digest          `json:"manifestDigest"`
 	Manifest       *manifests.BundleManifest `json:"-"`
+	Signature      []byte                    `json:"-"` // manifest.sig's contents
 	Source         manifests.BundleSource    `json:"source"`
 	DirtyFiles     []string                  `json:"dirtyFiles,omitempty"`
 	Files          int                       `json:"files"`
@@ -183,7 +184,7 @@ func Assemble(staged, outDir string, source manifests.BundleSource, signer Manif
 		if err := os.Chmod(p, fs.FileMode(mode)); err != nil {
 			return err
 		}
-		size, dg, err := hashFile(p)
+		size, dg, err := HashFile(p)
 		if err != nil {
 			return err
 		}
@@ -247,7 +248,7 @@ func Assemble(staged, outDir string, source manifests.BundleSource, signer Manif
 	}
 	res = &SealResult{
 		Name: name, Dir: final, Tar: tarPath, TarDigest: tarDigest,
-		ManifestDigest: mdg, Manifest: m, Source: m.Source, Files: len(m.Files),
+		ManifestDigest: mdg, Manifest: m, Signature: sig, Source: m.Source, Files: len(m.Files),
 	}
 	for _, f := range m.Files {
 		res.Bytes += f.Size
@@ -302,7 +303,8 @@ func copyCells(from, to string) error {
 	return nil
 }
 
-func hashFile(p string) (int64, manifests.Digest, error) {
+// HashFile returns the size and SHA-256 of the file at p.
+func HashFile(p string) (int64, manifests.Digest, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return 0, manifests.Digest{}, err

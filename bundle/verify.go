@@ -97,8 +97,10 @@ type VerifyResult struct {
 	Path           string                    `json:"path"`
 	ManifestDigest manifests.Digest          `json:"manifestDigest"`
 	Manifest       *manifests.BundleManifest `json:"-"`
-	Files          int                       `json:"files"`
-	Bytes          int64                     `json:"bytes"`
+	// Signature is the manifest.sig that verified, as it was read.
+	Signature []byte `json:"-"`
+	Files     int    `json:"files"`
+	Bytes     int64  `json:"bytes"`
 }
 
 const maxTarEntries = 1 << 20
@@ -155,14 +157,14 @@ func nameProblem(base string, mb []byte) []Problem {
 	return nil
 }
 
-func finish(bundlePath string, m *manifests.BundleManifest, mb []byte, problems []Problem) (*VerifyResult, error) {
+func finish(bundlePath string, m *manifests.BundleManifest, mb, sig []byte, problems []Problem) (*VerifyResult, error) {
 	if len(problems) > 0 {
 		sort.SliceStable(problems, func(i, j int) bool { return problems[i].Path < problems[j].Path })
 		return nil, &ContentError{Bundle: bundlePath, Problems: problems}
 	}
 	res := &VerifyResult{
 		Name: manifests.BundleName(mb), Path: bundlePath, ManifestDigest: manifests.DigestOf(mb),
-		Manifest: m, Files: len(m.Files),
+		Manifest: m, Signature: sig, Files: len(m.Files),
 	}
 	for _, f := range m.Files {
 		res.Bytes += f.Size
@@ -266,7 +268,7 @@ func VerifyDir(ctx context.Context, dir string, opts VerifyOptions) (*VerifyResu
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return finish(dir, m, mb, problems)
+	return finish(dir, m, mb, sig, problems)
 }
 
 func findProblem(ps []Problem, p string) (Problem, bool) {
@@ -599,7 +601,7 @@ func VerifyTar(ctx context.Context, tarPath string, opts VerifyOptions) (*Verify
 	if !seen[manifests.SumsFile] {
 		problems = append(problems, Problem{Path: manifests.SumsFile, Kind: "missing", Detail: "not present"})
 	}
-	return finish(tarPath, m, mb, problems)
+	return finish(tarPath, m, mb, sig, problems)
 }
 
 // compressions are the magic numbers of what a bundle tar may have been

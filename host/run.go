@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 
+	"github.com/sealbench/sealbench/bundle/attest"
+	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/internal/cliutil"
@@ -45,6 +47,11 @@ type RunOptions struct {
 	// the ledger first, put back by teardown); every target's pins say
 	// whether it was on, either way.
 	FUSEURing bool
+
+	// SignKey, when set, signs the results after the audit:
+	// results.sigstore.json in the results directory (see SignResults).
+	// Without it the report says the run is unsigned.
+	SignKey *sign.Signer
 }
 
 // RunOutcome is what a run did: what `run --json` prints.
@@ -59,6 +66,10 @@ type RunOutcome struct {
 	Kept      bool                        `json:"kept"`
 	Teardown  *provision.TeardownResult   `json:"teardown,omitempty"`
 	Leftovers []provision.Resource        `json:"leftovers"`
+	// Audit is the audit's verdict, as the results attestation records it.
+	Audit attest.Audit `json:"audit"`
+	// Attestation is the results attestation, when the run was signed.
+	Attestation string `json:"attestation,omitempty"`
 }
 
 // Run runs the cells on every target of o in a new run: it brings the
@@ -85,7 +96,10 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 	}
 	logf("run %s: ledger in %s, results in %s", run.ID, run.Dir, out)
 	outcome = &RunOutcome{Run: run.ID, Dir: out, RunDir: run.Dir, Bundle: b.Verified.Name, Targets: map[string]*engine.Identity{}, Leftovers: []provision.Resource{}}
-	defer func() { err = finish(ctx, run, o.Keep, outcome, err, logf, status) }()
+	defer func() {
+		err = finish(ctx, run, o.Keep, outcome, err, logf, status)
+		err = signRun(o, outcome, err, logf) // after the audit, whose verdict it signs
+	}()
 	uring, err := setupFUSEURing(run, o.FUSEURing, o.Targets, o.Engine, logf)
 	if err != nil {
 		return outcome, err
@@ -142,7 +156,7 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 		return outcome, fmt.Errorf("run %s stopped with %d samples missing (%s; the %d done are in %s): %w",
 			run.ID, len(missing), strings.Join(missing, ", "), len(samples), out, runErr)
 	}
-	md, err := WriteReport(out)
+	md, err := writeReport(out, unsignedYet(o.SignKey))
 	if err != nil {
 		return outcome, err
 	}
@@ -157,10 +171,19 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 }
 
 // WriteReport writes out/report.md from the samples there and returns it.
-func WriteReport(out string) (string, error) {
+func WriteReport(out string) (string, error) { return writeReport(out, nil) }
+
+// writeReport is WriteReport with what the host found about the run's
+// signed results put into each input first (nil: nothing).
+func writeReport(out string, signature func(*report.Input)) (string, error) {
 	inputs, err := report.Load([]string{out})
 	if err != nil {
 		return "", err
+	}
+	for i := range inputs {
+		if signature != nil {
+			signature(&inputs[i])
+		}
 	}
 	rep, err := report.Build(inputs, report.Options{})
 	if err != nil {
@@ -182,6 +205,7 @@ func finish(ctx context.Context, run *provision.Run, keep bool, o *RunOutcome, r
 	errs := multierror.Append(nil, runErr)
 	if keep {
 		o.Kept = true
+		o.Audit = attest.Audit{Verdict: attest.AuditKept, Detail: "--keep: not torn down, not audited"}
 		logf("--keep: the targets stay up; take them down with `sealbench teardown --run %s`", run.ID)
 		return firstCoded(errs.ErrorOrNil())
 	}
@@ -197,9 +221,11 @@ func finish(ctx context.Context, run *provision.Run, keep bool, o *RunOutcome, r
 	a, err := provision.Audit(ctx, provision.AuditOptions{StateDir: filepath.Dir(filepath.Dir(run.Dir)), Run: run.ID})
 	switch {
 	case err != nil:
+		o.Audit = attest.Audit{Verdict: attest.AuditFailed, Detail: err.Error()}
 		errs = multierror.Append(errs, fmt.Errorf("auditing run %s: %w", run.ID, err))
 	case len(a.Leftovers) > 0:
 		o.Leftovers = a.Leftovers
+		o.Audit = attest.Audit{Verdict: attest.AuditLeftovers, Leftovers: len(a.Leftovers)}
 		var ls []string
 		for _, r := range a.Leftovers {
 			ls = append(ls, "  "+r.String())
@@ -207,6 +233,7 @@ func finish(ctx context.Context, run *provision.Run, keep bool, o *RunOutcome, r
 		errs = multierror.Append(errs, &cliutil.UserError{Code: ExitMismatch, Err: fmt.Errorf("the audit found %d leftovers of run %s:\n%s", len(ls), run.ID, strings.Join(ls, "\n")),
 			Hint: "run `sealbench teardown --run " + run.ID + "`, or `sealbench audit --fix`"})
 	default:
+		o.Audit = attest.Audit{Verdict: attest.AuditClean}
 		logf("torn down; the audit finds nothing left of run %s", run.ID)
 	}
 	return firstCoded(errs.ErrorOrNil())

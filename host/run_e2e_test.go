@@ -11,11 +11,14 @@ import (
 	"testing"
 
 	"github.com/sealbench/sealbench/bundle"
+	"github.com/sealbench/sealbench/bundle/attest"
+	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision/provisiontest"
+	"github.com/sealbench/sealbench/runner/report"
 )
 
 func TestMain(m *testing.M) { provisiontest.Main(m) }
@@ -40,8 +43,17 @@ func TestRunOnLocalWithoutCobra(t *testing.T) {
 		t.Fatalf("OpenBundle found image %s, the bundle's is %s", opened.Image.ID, b.Image.ID)
 	}
 	out := t.TempDir()
+	keys := t.TempDir()
+	priv, pub, err := sign.WriteKeyPair(keys, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := sign.LoadPrivateKey(priv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: []string{"local"}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
-		Out: out, StateDir: shortDir(t), Log: t.Logf})
+		Out: out, StateDir: shortDir(t), Log: t.Logf, SignKey: signer})
 	var ue *cliutil.UserError
 	if !errors.As(err, &ue) || ue.Code != host.ExitMismatch || !strings.Contains(err.Error(), "1 of 1 samples failed") {
 		t.Fatalf("Run: %v, want the failed sample reported (exit %d)", err, host.ExitMismatch)
@@ -56,6 +68,21 @@ func TestRunOnLocalWithoutCobra(t *testing.T) {
 	want, _ := opened.Verified.Manifest.File(bundle.RunnerPath("linux", runtime.GOARCH))
 	if pins.RunnerSHA256 != want.Digest || pins.RunnerPlatform != "linux/"+runtime.GOARCH {
 		t.Errorf("pins: runner %s on %s, the manifest's runner is %s", pins.RunnerSHA256, pins.RunnerPlatform, want.Digest)
+	}
+	// Signed after the audit, which found nothing: the results check.
+	if o.Audit.Verdict != attest.AuditClean || o.Attestation != filepath.Join(out, attest.ResultsFile) {
+		t.Errorf("outcome: audit %+v, attestation %q", o.Audit, o.Attestation)
+	}
+	v, err := sign.LoadPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs, err := report.Load([]string{out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sig, err := host.CheckInput(&inputs[0], v); err != nil || sig.State != report.SignatureVerified {
+		t.Errorf("the run's signed results check as %+v: %v", sig, err)
 	}
 }
 

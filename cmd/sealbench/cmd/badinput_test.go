@@ -245,6 +245,10 @@ func TestBadInput(t *testing.T) {
 		{name: "run --bundle a tar", args: []string{"run", "--target", "docker", "--bundle", fx.Tar, "--key", fx.Pub}, code: ExitUnusable,
 			want: []string{"is a file", "extract it"}, not: []string{"or its .tar"}},
 		{name: "run --id too long", args: []string{"run", "--target", "docker", "--bundle", fx.Bundle, "--key", fx.Pub, "--id", long}, code: ExitUnusable, want: []string{"not a bundle name"}},
+		{name: "run --sign-key a public key", args: []string{"run", "--target", "docker", "--bundle", fx.Bundle, "--key", fx.Pub, "--sign-key", fx.Pub}, code: ExitUnusable,
+			want: []string{"this is a public key"}},
+		{name: "run --sign-key missing", args: []string{"run", "--target", "docker", "--bundle", fx.Bundle, "--key", fx.Pub, "--sign-key", filepath.Join(fx.Nil, "absent.key")}, code: ExitUnusable,
+			want: []string{"reading private key"}},
 
 		// provision
 		{name: "provision --vm-cpus negative", args: []string{"provision", "docker", "--bundle", fx.Bundle, "--key", fx.Pub, "--vm-cpus", "-3"}, code: ExitUnusable, want: []string{"--vm-cpus -3"}},
@@ -252,6 +256,10 @@ func TestBadInput(t *testing.T) {
 		{name: "provision no target", args: []string{"provision", "--bundle", fx.Bundle}, code: ExitUnusable, want: []string{"arg(s)", "--help"}},
 
 		// report: the output never replaces an input
+		{name: "report --require-signed without --key", args: []string{"report", fx.Run, "--require-signed", "--out", filepath.Join(fx.Nil, "r.md")}, code: ExitUnusable,
+			want: []string{"--require-signed needs --key"}},
+		{name: "report --key a private key", args: []string{"report", fx.Run, "--key", fx.Priv, "--out", filepath.Join(fx.Nil, "r.md")}, code: ExitUnusable,
+			want: []string{"this is a private key"}},
 		{name: "report --out the samples", args: []string{"report", fx.Run, "--out", filepath.Join(fx.Run, manifests.SamplesFile)}, code: ExitUnusable,
 			want: []string{"which this command reads", "report."}},
 		{name: "report --out the pins", args: []string{"report", fx.Run, "--format", "json", "--out", filepath.Join(fx.Run, manifests.PinsFile)}, code: ExitUnusable,

@@ -5,7 +5,11 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +53,7 @@ func TestSealAndVerifyCLI(t *testing.T) {
 		Name, Dir, Tar string
 		Files          int
 		Image          struct{ Tar, ID, Bundle string }
+		Attestation    string
 	}
 	if err := json.Unmarshal([]byte(stdout), &sealed); err != nil || sealed.Name == "" || sealed.Files == 0 {
 		t.Fatalf("seal --json printed %q: %v", stdout, err)
@@ -62,10 +67,31 @@ func TestSealAndVerifyCLI(t *testing.T) {
 		}
 	}
 
+	// The attestation lies beside the bundle, not in it; sealing again
+	// gives the same bundle and tar, byte for byte.
+	if sealed.Attestation != sealed.Dir+".sigstore.json" {
+		t.Errorf("seal wrote its attestation to %q, not beside the bundle", sealed.Attestation)
+	}
+	before, tarBefore := treeDigests(t, sealed.Dir), fileDigest(t, sealed.Tar)
+	if _, ok := before[filepath.Base(sealed.Attestation)]; ok || len(before) != sealed.Files+3 {
+		t.Errorf("the bundle holds %d files, want its %d and manifest.json, manifest.sig, SHA256SUMS", len(before), sealed.Files)
+	}
+	attBefore := fileDigest(t, sealed.Attestation)
+	if code, stdout, stderr := run(t, "seal", "--no-image", "--key", filepath.Join(keys, "sealbench.key"), "--out", out, "--source", testenv.ModuleRoot(t)); code != ExitOK {
+		t.Fatalf("seal again: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if after := treeDigests(t, sealed.Dir); !maps.Equal(before, after) || fileDigest(t, sealed.Tar) != tarBefore {
+		t.Error("sealing twice gave another bundle directory or tar")
+	}
+	if fileDigest(t, sealed.Attestation) == attBefore {
+		t.Error("the second seal (without an image, at another time) did not write its own attestation")
+	}
+
 	pub := filepath.Join(keys, "sealbench.pub")
 	for _, p := range []string{sealed.Dir, sealed.Tar} {
 		code, stdout, stderr := run(t, "verify", "--bundle", p, "--key", pub)
-		if code != ExitOK || !strings.Contains(stdout, "verified "+sealed.Name) {
+		if code != ExitOK || !strings.Contains(stdout, "verified "+sealed.Name) ||
+			!strings.Contains(stdout, "checked manifest.sig and "+sealed.Name+".sigstore.json: SLSA provenance v1") {
 			t.Errorf("verify %s: exit %d\n%s%s", p, code, stdout, stderr)
 		}
 	}
@@ -77,6 +103,25 @@ func TestSealAndVerifyCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &v); code != ExitOK || err != nil || !v.Verified || v.Name != sealed.Name {
 		t.Errorf("verify --json: exit %d, %q, %v", code, stdout, err)
 	}
+
+	// Exit 2: an attestation signed by another key; exit 1: one of another
+	// bundle. Without one, verify says it checked manifest.sig alone.
+	att, _ := os.ReadFile(sealed.Attestation)
+	otherAtt := filepath.Join(t.TempDir(), "other")
+	os.MkdirAll(otherAtt, 0o755)
+	if code, stdout, stderr := run(t, "seal", "--no-image", "--key", filepath.Join(other, "sealbench.key"), "--out", otherAtt, "--source", testenv.ModuleRoot(t)); code != ExitOK {
+		t.Fatalf("seal with the other key: exit %d\n%s%s", code, stdout, stderr)
+	}
+	byOther, _ := os.ReadFile(filepath.Join(otherAtt, sealed.Name+".sigstore.json"))
+	os.WriteFile(sealed.Attestation, byOther, 0o644)
+	if code, _, stderr := run(t, "verify", "--bundle", sealed.Dir, "--key", pub); code != ExitSignature || !strings.Contains(stderr, ".sigstore.json") {
+		t.Errorf("verify with an attestation by another key: exit %d, want %d: %s", code, ExitSignature, stderr)
+	}
+	os.Remove(sealed.Attestation)
+	if code, stdout, _ := run(t, "verify", "--bundle", sealed.Dir, "--key", pub); code != ExitOK || !strings.Contains(stdout, "no attestation was checked") {
+		t.Errorf("verify without an attestation: exit %d: %s", code, stdout)
+	}
+	os.WriteFile(sealed.Attestation, att, 0o644)
 
 	// Exit 2: another key; no key at all.
 	if code, _, _ := run(t, "verify", "--bundle", sealed.Dir, "--key", filepath.Join(other, "sealbench.pub")); code != ExitSignature {
@@ -130,8 +175,35 @@ func TestSealAndVerifyCLI(t *testing.T) {
 	}
 }
 
+// treeDigests maps every file under dir to its SHA-256.
+func treeDigests(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out[rel] = fileDigest(t, p)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func fileDigest(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(b))
+}
+
 func TestHelpShowsExamplesAndExitCodes(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"seal", "--help"}, {"verify", "--help"}, {"keygen", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"seal", "--help"}, {"verify", "--help"}, {"keygen", "--help"}, {"run", "--help"}, {"report", "--help"}} {
 		code, stdout, _ := run(t, args...)
 		if code != ExitOK || !strings.Contains(stdout, "Examples:") || !strings.Contains(stdout, "Exit codes:") {
 			t.Errorf("%v: exit %d, help lacks examples or exit codes:\n%s", args, code, stdout)

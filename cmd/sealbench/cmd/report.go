@@ -21,6 +21,7 @@ import (
 func newReportCmd(g *global) *cobra.Command {
 	var format, baseline, out string
 	var seed uint64
+	var signing reportSigning
 	c := &cobra.Command{
 		Use:   "report RESULTS...",
 		Short: "Compare targets from run results: exact counts first, then timings",
@@ -45,12 +46,25 @@ Formats: md (Markdown, the default), html (one self-contained page with
 inline SVG charts), json, csv (one tidy row per count and per timing value).
 --json writes the JSON report to stdout, or, with --out, a JSON summary.
 --out is written atomically, and never over the files the report reads
-(samples.jsonl, pins.json): that is refused (exit 3) before anything is read.`,
+(samples.jsonl, pins.json): that is refused (exit 3) before anything is read.
+
+Signed results: a run made with --sign-key leaves results.sigstore.json beside
+its samples. The report checks it, here on the host, against the very bytes it
+reports (their digests as they were parsed; nothing is read twice), and its
+summary says what it found: verified (signed by --key, samples.jsonl and
+pins.json as signed, of this run), unchecked (signed, no --key given), invalid
+(another key, an altered sample or pins file, the attestation of another run),
+or unsigned. --require-signed (with --key) refuses anything but verified, before
+any report is written: exit 2 when the results are unsigned or not signed by
+--key, exit 1 when they differ from what was signed.`,
 		Example: `  # The comparison of one run, in Markdown, baseline the run's first target
   sealbench report out/runs/run-20261130T100000Z
 
   # An HTML page with charts, against the docker target
   sealbench report out/runs/run-20261130T100000Z --baseline docker --format html --out report.html
+
+  # Only results signed by this key, unchanged since (exit 2 unsigned or another key, 1 altered)
+  sealbench report out/runs/run-20261130T100000Z --key keys/sealbench.pub --require-signed
 
   # Two runs of the same bundle (one per target), as CSV
   sealbench report out/runs/run-a/samples.jsonl out/runs/run-b --format csv --out compare.csv`,
@@ -73,9 +87,16 @@ inline SVG charts), json, csv (one tidy row per count and per timing value).
 					return err
 				}
 			}
+			verifier, err := signing.check()
+			if err != nil {
+				return err
+			}
 			inputs, err := report.Load(args)
 			if err != nil {
 				return inputError(err)
+			}
+			if err := signing.apply(inputs, verifier); err != nil {
+				return err
 			}
 			r, err := report.Build(inputs, report.Options{Baseline: baseline, Seed: seed})
 			if err != nil {
@@ -107,6 +128,7 @@ inline SVG charts), json, csv (one tidy row per count and per timing value).
 	c.Flags().StringVar(&baseline, "baseline", "", "the target ratios are to (default: the first target of the first run)")
 	c.Flags().StringVar(&out, "out", "", "write the report to this file (atomically) instead of stdout")
 	c.Flags().Uint64Var(&seed, "seed", 0, "bootstrap seed (default: the run's own seed)")
+	signing.flags(c.Flags())
 	return c
 }
 

@@ -30,6 +30,7 @@ const maxSamples = 1000
 type runFlags struct {
 	targets, engine, name string
 	bundle, key, expect   string
+	signKey               string
 	out, cells            string
 	native, keep          bool
 	fuseURing             bool
@@ -83,6 +84,18 @@ samples from overlapping. Every Sandbox is recorded in the run's ledger before
 it is created. The results directory gets samples.jsonl (each sample fsync'd
 as it completes), pins.json and report.md.
 
+--sign-key KEY (a private key, as seal's --key; --key is the public key the
+bundle is verified with) signs the results at the end, after the teardown and
+the audit: results.sigstore.json in the results directory, a Sigstore bundle
+(v0.3, DSSE) holding an in-toto Statement whose subjects are samples.jsonl and
+pins.json (report.md is derived: re-render it any time), with a predicate
+recording the run id, the bundle id and manifest digest, each target's identity
+pins, the seed, cells and sample counts, and the audit's verdict. report.md is
+then written again saying the results are signed; ` + "`sealbench report --key PUB`" + `
+checks them, ` + "`--require-signed`" + ` refuses them unsigned or altered. Without
+--sign-key the report says the run is unsigned. The key and its password are
+checked before anything runs (exit 3).
+
 --fuse-uring turns the host's FUSE over io_uring on for the run (the fuse
 module's enable_uring, off by default): it is recorded in the run's ledger
 before it is written, and teardown puts it back as it was (unless someone
@@ -115,6 +128,10 @@ the teardown failed; 130 interrupted (torn down all the same).`,
   # LayerFS over FUSE over io_uring for this run: enable_uring on, then back as it was.
   sudo sealbench run --target local,docker --native --fuse-uring
 
+  # Signed results: results.sigstore.json, checked by report --key.
+  SEALBENCH_PASSWORD= sudo -E sealbench run --target local --sign-key keys/sealbench.key --out out/signed
+  sealbench report out/signed --key keys/sealbench.pub --require-signed
+
   # An Engine that is already up: a target left by provision, or a dockerd.
   sealbench run --engine unix:///run/sealbench-dockerd/docker.sock --name docker \
     --bundle out/build-linux-0123456789ab`,
@@ -127,6 +144,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 	fl.StringVar(&f.name, "name", "target", "with --engine: the target's name in the results")
 	fl.StringVar(&f.bundle, "bundle", "", "verified bundle directory (its Sandbox image is <bundle>.image/); default: seal one")
 	fl.StringVar(&f.key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to verify the bundle with")
+	fl.StringVar(&f.signKey, "sign-key", "", "private key to sign the results with (results.sigstore.json, after the audit); password from $"+sign.PasswordEnv)
 	fl.StringVar(&f.expect, "id", "", "pin the bundle: refuse any other (build-linux-<hash>)")
 	fl.StringVar(&f.source, "source", "", "with no --bundle: the source tree to seal (default: the one around the working directory)")
 	fl.StringVar(&f.out, "out", "", "results directory, a new one: never an earlier run's nor inside the bundle (default out/runs/<run id>)")
@@ -187,6 +205,18 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	if err := host.CheckBundleArgs(f.bundle, f.expect, "a run executes the bundle's binaries"); err != nil {
 		return err
 	}
+	var signer *sign.Signer
+	if f.signKey != "" {
+		// The key is checked (and its password asked for) before anything
+		// runs: a run must not end unable to sign what it took.
+		pw, err := readPassword(g, false)
+		if err != nil {
+			return err
+		}
+		if signer, err = sign.LoadPrivateKey(f.signKey, pw); err != nil {
+			return err
+		}
+	}
 	if f.seed == 0 {
 		f.seed = uint64(time.Now().UnixNano())
 	}
@@ -199,7 +229,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	o, err := host.Run(ctx, host.RunOptions{
 		Bundle: b, Targets: names, Engine: f.engine, Name: f.name, VM: f.vm.host(),
 		Cells: cellList, Samples: f.samples, Seed: f.seed, Native: f.native, Out: f.out, Keep: f.keep, FUSEURing: f.fuseURing,
-		Log: p.Logf, Status: p.Status,
+		SignKey: signer, Log: p.Logf, Status: p.Status,
 		Report: func(md string) {
 			if !g.json {
 				p.Close()
@@ -217,6 +247,9 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 		return writeJSON(g.stdout, o)
 	case o.Samples > 0:
 		fmt.Fprintf(g.stdout, "\nrun %s: %d samples, %d failed; results in %s\n", o.Run, o.Samples, o.Failed, o.Dir)
+		if o.Attestation != "" {
+			fmt.Fprintf(g.stdout, "results signed: %s\n", o.Attestation)
+		}
 	}
 	return err
 }

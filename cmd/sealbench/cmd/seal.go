@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,6 +34,20 @@ and write the bundle directory build-linux-<hash> and its deterministic tar into
 --out. Then build the Sandbox image (see ` + "`sealbench image`" + `) into
 build-linux-<hash>.image/, unless --no-image. Every mtime is SOURCE_DATE_EPOCH, or the commit time. Sealing the same
 commit twice gives a byte-identical bundle with the same name.
+
+Last, seal writes build-linux-<hash>.sigstore.json beside the bundle (never
+inside it): a Sigstore bundle (v0.3, DSSE) signed with the same key, holding an
+in-toto Statement whose subjects are every file of the bundle (manifest.json,
+manifest.sig and SHA256SUMS among them), the tar and the Sandbox image's config
+digest, with an SLSA provenance v1 predicate: the builder, the build type, the
+source commit and dirty flag, the Go version, the build flags, the Debian
+package lock of the image, and the build's start and end. manifest.sig stays
+for older verifiers. cosign verifies it offline:
+  cosign verify-blob-attestation --new-bundle-format --key sealbench.pub \
+    --bundle build-linux-<hash>.sigstore.json --type slsaprovenance1 \
+    --trusted-root empty-trusted-root.json --insecure-ignore-tlog=true \
+    build-linux-<hash>/manifest.json
+(see SECURITY.md for the empty trusted root, Rekor and keyless signing).
 
 A dirty tree (uncommitted changes or untracked files) is sealed too, but marked
 dirty in the manifest, and warned about.
@@ -65,6 +80,7 @@ created.`,
 			}
 			p := newProgress(g.stderr, "seal")
 			defer p.Close()
+			start := time.Now()
 			res, err := bundle.Seal(c.Context(), bundle.SealOptions{
 				Source: source, OutDir: out, Signer: signer, Log: p.Logf,
 			})
@@ -73,13 +89,20 @@ created.`,
 			}
 			sealed := struct {
 				*bundle.SealResult
-				Image *vmimages.ImageInfo `json:"image,omitempty"`
+				Image       *vmimages.ImageInfo `json:"image,omitempty"`
+				Attestation string              `json:"attestation"`
 			}{SealResult: res}
 			if !noImage {
 				sealed.Image, err = host.BuildSandboxImage(c.Context(), res.Dir, res.Manifest, res.Dir+".image", imageArch, "", debs.host(), p.Logf)
 				if err != nil {
 					return fmt.Errorf("sealed %s, but building its Sandbox image failed: %w", res.Name, err)
 				}
+			}
+			// The provenance is signed last: it names the image too, and
+			// the build's end.
+			sealed.Attestation, err = host.AttestSeal(res, sealed.Image, signer, start, time.Now())
+			if err != nil {
+				return fmt.Errorf("sealed %s, but signing its provenance failed: %w", res.Name, err)
 			}
 			p.Close()
 			if g.json {
@@ -98,6 +121,7 @@ created.`,
 					fmt.Fprintf(g.stdout, "  lock      %s (FRESH: the committed lock's packages are in no source; the id differs from the committed one)\n", img.Lock)
 				}
 			}
+			fmt.Fprintf(g.stdout, "  attested  %s (SLSA provenance v1, Sigstore bundle)\n", sealed.Attestation)
 			return nil
 		},
 	}

@@ -115,7 +115,8 @@ func TestKeyErrorsAreClear(t *testing.T) {
 }
 
 // TestPasswordNeverLeaks: with a distinctive SEALBENCH_PASSWORD, keygen,
-// seal and a run over two cells (torn down, as without --keep) print it
+// seal and a run over two cells that signs its results (torn down, as
+// without --keep) print it
 // nowhere and write it nowhere: not stdout, stderr, the bundle, the
 // results or the state directory (ledger, logs).
 func TestPasswordNeverLeaks(t *testing.T) {
@@ -142,7 +143,10 @@ func TestPasswordNeverLeaks(t *testing.T) {
 		t.Fatalf("seal --json: %v", err)
 	}
 	step("run", "--target", "local", "--bundle", sealed.Dir, "--key", filepath.Join(keys, "sealbench.pub"),
-		"--id", sealed.Name, "--cells", "C01,C06", "--seed", "1", "--out", results)
+		"--id", sealed.Name, "--cells", "C01,C06", "--seed", "1", "--out", results, "--sign-key", filepath.Join(keys, "sealbench.key"))
+	if _, err := os.Stat(filepath.Join(results, "results.sigstore.json")); err != nil {
+		t.Errorf("the run signed no results: %v", err)
+	}
 	// A wrong password, refused: neither it nor the right one is echoed.
 	t.Setenv("SEALBENCH_PASSWORD", pw+"-wrong")
 	code, stdout, stderr := run(t, "seal", "--key", filepath.Join(keys, "sealbench.key"), "--out", t.TempDir(), "--source", testenv.ModuleRoot(t))

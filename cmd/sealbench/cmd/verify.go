@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/manifests"
 )
 
 func newVerifyCmd(g *global) *cobra.Command {
@@ -25,7 +27,16 @@ the same size, mode and SHA-256, read no further than its declared size; and no
 file, symlink, device or directory that the manifest does not list. Works on a
 bundle directory and on its tar. Every difference is listed, each naming the
 file and what differs. The bundle may also be given as the one argument
-(verify BUNDLE).`,
+(verify BUNDLE).
+
+When build-linux-<hash>.sigstore.json lies beside the bundle (seal writes it),
+verify checks it too, after the files: its signature with the same key
+(sigstore-go, the key the only trusted material, offline), then every subject:
+each file of the bundle against the verified manifest (manifest.json,
+manifest.sig and SHA256SUMS against their bytes), exactly the same set, and the
+tar against its bytes when it is at hand. It says which it checked: manifest.sig
+alone, or manifest.sig and the Sigstore bundle. A Sigstore bundle that does
+not verify with the key exits 2; a subject that differs exits 1.`,
 		Example: `  sealbench verify --bundle out/build-linux-0123456789ab
   sealbench verify --bundle out/build-linux-0123456789ab.tar --key ./keys/sealbench.pub
   sealbench verify --bundle out/build-linux-0123456789ab --json; echo "exit $?"
@@ -57,11 +68,26 @@ file and what differs. The bundle may also be given as the one argument
 				}
 				return err
 			}
+			// Then the Sigstore bundle beside it, when there is one.
+			att, err := host.VerifyAttestation(bundlePath, res, v)
+			checked := []string{manifests.SignatureFile}
+			switch {
+			case errors.Is(err, host.ErrNoAttestation):
+				att = nil
+			case err != nil:
+				var ce *bundle.ContentError
+				if errors.As(err, &ce) {
+					return &problemsError{ce}
+				}
+				return err
+			default:
+				checked = append(checked, filepath.Base(att.Path))
+			}
 			if g.json {
 				return writeJSON(g.stdout, map[string]any{
 					"verified": true, "name": res.Name, "path": res.Path, "manifestDigest": res.ManifestDigest,
 					"files": res.Files, "bytes": res.Bytes, "keyId": v.KeyID(),
-					"source": res.Manifest.Source,
+					"source": res.Manifest.Source, "checked": checked, "attestation": att,
 				})
 			}
 			dirty := ""
@@ -69,6 +95,15 @@ file and what differs. The bundle may also be given as the one argument
 				dirty = ", sealed from a DIRTY tree"
 			}
 			fmt.Fprintf(g.stdout, "verified %s: signature by key %s, %d files, %s%s\n", res.Name, v.KeyID(), res.Files, humanBytes(res.Bytes), dirty)
+			if att == nil {
+				fmt.Fprintf(g.stdout, "  checked %s; no %s beside the bundle, so no attestation was checked\n", manifests.SignatureFile, filepath.Base(host.AttestationPath(bundlePath)))
+				return nil
+			}
+			fmt.Fprintf(g.stdout, "  checked %s and %s: SLSA provenance v1, %d subjects, %d matched here", manifests.SignatureFile, filepath.Base(att.Path), att.Subjects, att.Checked)
+			if len(att.Unchecked) > 0 {
+				fmt.Fprintf(g.stdout, ", not here to check: %s", strings.Join(att.Unchecked, ", "))
+			}
+			fmt.Fprintln(g.stdout)
 			return nil
 		},
 	}
