@@ -23,6 +23,7 @@
 //
 // Build makes a Report, a plain data model; Write renders it as Markdown,
 // HTML (one self-contained page, inline SVG charts, no script), JSON or CSV.
+// Compare puts two runs side by side, old against new, as benchstat does.
 // Every rendering is deterministic, and each has a golden file.
 package report
 
@@ -673,6 +674,29 @@ type obs struct {
 	x, base float64
 }
 
+// observe returns m's observations in samples (one target's of one
+// cell, by round): those of the samples that count and have a value.
+func (m metric) observe(samples []*manifests.Sample) []obs {
+	var got []obs
+	for _, s := range samples {
+		if s.Status != manifests.StatusOK {
+			continue
+		}
+		o := obs{round: s.Round}
+		var ok bool
+		if o.x, ok = m.of(s); !ok {
+			continue
+		}
+		if m.over != nil {
+			if o.base, ok = m.over(s); !ok {
+				continue
+			}
+		}
+		got = append(got, o)
+	}
+	return got
+}
+
 func columns(obs []obs) (xs, bases []float64) {
 	for _, o := range obs {
 		xs, bases = append(xs, o.x), append(bases, o.base)
@@ -696,23 +720,9 @@ func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, name
 		byRound := make([]map[int]obs, len(names))
 		for i, t := range names {
 			byRound[i] = map[int]obs{}
-			var got []obs
-			for _, s := range idx[c.Name][t] {
-				if s.Status != manifests.StatusOK {
-					continue
-				}
-				o := obs{round: s.Round}
-				var ok bool
-				if o.x, ok = m.of(s); !ok {
-					continue
-				}
-				if m.over != nil {
-					if o.base, ok = m.over(s); !ok {
-						continue
-					}
-				}
-				got = append(got, o)
-				byRound[i][s.Round] = o
+			got := m.observe(idx[c.Name][t])
+			for _, o := range got {
+				byRound[i][o.round] = o
 			}
 			v := &row.Values[i]
 			v.N = len(got)
