@@ -66,6 +66,9 @@ func makePage(r *Report) page {
 	}
 	for _, h := range r.Summary.Headlines {
 		c := card{Name: h.Target, Colour: pg.TargetColour[h.Target], Baseline: h.Baseline, Shown: h.shownText(r.Baseline)}
+		if h.Baseline && len(r.Targets) > 1 {
+			c.Shown = "The baseline: the other targets' ratios are to its values."
+		}
 		add := func(name string, s *Summary, f, bound func(float64) string) {
 			if s == nil {
 				return

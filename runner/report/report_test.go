@@ -158,20 +158,28 @@ func writeRun(t *testing.T, dir string) {
 	}
 }
 
-func TestReportGolden(t *testing.T) {
-	if *update {
-		writeRun(t, testRun)
-	}
+// fixtureReport is the report of the fixed run in testdata, with the
+// defaults, and the inputs it was built from.
+func fixtureReport(t *testing.T) (*Report, []Input) {
+	t.Helper()
 	inputs, err := Load([]string{testRun})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The defaults, as `sealbench report` uses them: its test compares
-	// the command's output with this golden file.
 	r, err := Build(inputs, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r, inputs
+}
+
+func TestReportGolden(t *testing.T) {
+	if *update {
+		writeRun(t, testRun)
+	}
+	// The defaults, as `sealbench report` uses them: its test compares
+	// the command's output with this golden file.
+	r, inputs := fixtureReport(t)
 	if r.Baseline != "docker" || strings.Join(r.TargetNames(), ",") != "docker,local,lima" || len(r.Cells) != 12 {
 		t.Errorf("baseline %s, targets %v, %d cells", r.Baseline, r.TargetNames(), len(r.Cells))
 	}
