@@ -35,7 +35,7 @@ type card struct {
 	Name, Colour string
 	Baseline     bool
 	Figures      []figure
-	Shown        string
+	Shown        []string // lines: which differences are shown, which not
 }
 
 type figure struct{ Name, Value, Interval string }
@@ -65,9 +65,15 @@ func makePage(r *Report) page {
 		pg.SignaturesOK = pg.SignaturesOK && run.Signature != nil && run.Signature.State == SignatureVerified
 	}
 	for _, h := range r.Summary.Headlines {
-		c := card{Name: h.Target, Colour: pg.TargetColour[h.Target], Baseline: h.Baseline, Shown: h.shownText(r.Baseline)}
-		if h.Baseline && len(r.Targets) > 1 {
-			c.Shown = "The baseline: the other targets' ratios are to its values."
+		c := card{Name: h.Target, Colour: pg.TargetColour[h.Target], Baseline: h.Baseline && len(r.Targets) > 1}
+		shown := h.shownText(r.Baseline)
+		if c.Baseline {
+			shown = "the baseline: the other targets' ratios are to its values"
+		}
+		for _, line := range []string{h.nativeText(), shown} {
+			if line != "" {
+				c.Shown = append(c.Shown, strings.ToUpper(line[:1])+line[1:]+".")
+			}
 		}
 		add := func(name string, s *Summary, f, bound func(float64) string) {
 			if s == nil {
@@ -289,7 +295,7 @@ h3 { font-size: 1.05em; margin: 1.4em 0 0.3em; }
 .verdict.bad { background: #ffebe9; border-left: 4px solid #cf222e; }
 .verdict.warn { background: #fff8c5; border-left: 4px solid #9a6700; }
 .verdict ul { margin: 0.2em 0 0; padding-left: 1.2em; }
-.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(15em, 1fr)); gap: 0.8em; margin: 1em 0; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(15em, 1fr)); gap: 0.8em; margin: 1em 0; }
 .card { border: 1px solid #d0d7de; border-radius: 8px; padding: 0.7em 0.9em; }
 .card h3 { margin: 0 0 0.4em; font-size: 1.05em; }
 .card h3 small { color: #57606a; font-weight: normal; }
@@ -350,8 +356,8 @@ ul.timing-notes { color: #9a6700; }
 <dt>{{.Name}}</dt><dd><b>{{.Value}}</b> <span>{{.Interval}}</span></dd>
 {{- end}}
 </dl>
-{{- if .Shown}}
-<p>{{.Shown}}</p>
+{{- range .Shown}}
+<p>{{.}}</p>
 {{- end}}
 </div>
 {{- end}}
@@ -362,7 +368,7 @@ ul.timing-notes { color: #9a6700; }
 <section id="counts">
 <h2>1. Same work: exact counts</h2>
 {{- if not .Differences}}
-<p>Every count is equal across all targets in every cell, so the timings below compare the same work. Where the targets agree, a value is shown once.</p>
+<p>{{if gt (len .Targets) 1}}Every count is equal across all targets in every cell, so the timings below compare the same work. Where the targets agree, a value is shown once.{{else}}Every count is equal across the samples of every cell.{{end}}</p>
 {{- else}}
 <p>Where the targets agree, a value is shown once; where they differ, each target's value is shown: <span class="bad">✗</span> different work (those cells' timings do not compare the same work), † FUSE requests that differ between kernels (the same work).</p>
 {{- end}}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -243,16 +244,25 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 		}
 	}
 	p("\n")
-	head := []string{"target", "LayerFS over native (geomean)", "command time vs " + r.Baseline + " (geomean)", "per-exec overhead (ms, median over cells)", "differences from " + r.Baseline + " in command time"}
+	// With one target there is no baseline to be relative to.
+	multi := len(names) > 1
+	head := []string{"target", "LayerFS over native (geomean)", "command time vs " + r.Baseline + " (geomean)", "per-exec overhead (ms, median over cells)", "differences shown and not"}
+	if !multi {
+		head = slices.Delete(head, 2, 3)
+	}
 	row(head...)
 	sep(len(head))
 	for _, h := range o.Headlines {
 		name := h.Target
-		if h.Baseline {
+		if h.Baseline && multi {
 			name += " (baseline)"
 		}
-		row(name, headlineValue(h.LayerFSOverNative, times, ratio), headlineValue(h.CommandVsBaseline, times, ratio),
-			headlineValue(h.ExecOverheadNs, ms, ms), dash(h.shownText(r.Baseline)))
+		cells := []string{name, headlineValue(h.LayerFSOverNative, times, ratio), headlineValue(h.CommandVsBaseline, times, ratio),
+			headlineValue(h.ExecOverheadNs, ms, ms), dash(joinNonEmpty("; ", h.nativeText(), h.shownText(r.Baseline)))}
+		if !multi {
+			cells = slices.Delete(cells, 2, 3)
+		}
+		row(cells...)
 	}
 	p("\n%s\n", r.headline())
 
@@ -361,6 +371,17 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 		}
 	}
 	return nil
+}
+
+// joinNonEmpty joins the parts that are not empty.
+func joinNonEmpty(sep string, parts ...string) string {
+	var kept []string
+	for _, p := range parts {
+		if p != "" {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, sep)
 }
 
 // MemoryText is the target's memory in GiB, or a dash.

@@ -273,6 +273,8 @@ func (r *Report) signatureLines() []string {
 // countsVerdict is the summary's one line on the counts.
 func (o Overview) countsVerdict() string {
 	switch {
+	case o.CountsMatch && len(o.Targets) == 1:
+		return "every count matched across the samples of every cell."
 	case o.CountsMatch:
 		return "every count matched across targets in every cell: the timings compare the same work."
 	case len(o.DifferentWork) == 0:
@@ -320,6 +322,14 @@ func (h Headline) shownText(baseline string) string {
 		parts = append(parts, "no interval (one round) in "+strings.Join(h.Bare, ", "))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// nativeText says in which cells LayerFS showed no cost over native.
+func (h Headline) nativeText() string {
+	if len(h.NativeSame) == 0 {
+		return ""
+	}
+	return "LayerFS no different from native in " + strings.Join(h.NativeSame, ", ")
 }
 
 // headlineValue writes a summary with its interval and marks: "0.92x

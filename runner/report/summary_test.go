@@ -180,6 +180,15 @@ func TestCharts(t *testing.T) {
 	if n := strings.Count(page, "<svg"); n != 5 || strings.Contains(page, "ratio to docker (the line") {
 		t.Errorf("one target: %d charts (want 5: four timings and the opcodes), ratio chart %v", n, strings.Contains(page, "ratio to docker (the line"))
 	}
+	var md bytes.Buffer
+	if err := Write(&md, r, "md"); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing is relative to a baseline when there is one target.
+	if strings.Contains(page, "<small>baseline</small>") || strings.Contains(md.String(), "command time vs") || strings.Contains(md.String(), "(baseline)") ||
+		!strings.Contains(md.String(), "every count matched across the samples of every cell") {
+		t.Error("a one-target report speaks of a baseline, or of counts across targets")
+	}
 	if strings.Count(page, `class="ci"`) != 4*12 {
 		t.Errorf("%d whiskers, want one per cell in each of four charts", strings.Count(page, `class="ci"`))
 	}
