@@ -123,6 +123,47 @@ func writeCompareCSV(w io.Writer, c *Comparison) error {
 	return cw.Error()
 }
 
+// Chart draws cm's changes per cell and pair, new over old, with their
+// intervals and a line at no change.
+func (cm CompareMetric) Chart(pairs []TargetPair) template.HTML {
+	c := valueChart{ref: 1, unit: "new over old (the line: no change)", caption: cm.Title + ": change, new over old"}
+	for i, p := range pairs {
+		c.series = append(c.series, p.String())
+		c.colours = append(c.colours, palette[i%len(palette)])
+	}
+	groups := map[string]*group{}
+	var order []string
+	for _, r := range cm.Rows {
+		if r.Change == nil {
+			continue
+		}
+		g, ok := groups[r.Cell]
+		if !ok {
+			g = &group{label: r.Cell}
+			groups[r.Cell] = g
+			order = append(order, r.Cell)
+		}
+		p := point{value: *r.Change, faint: r.NoChange != nil && *r.NoChange, label: pct(*r.Change) + marks(r.NoChange, false),
+			title: r.Pair.String() + " " + r.Cell + ": " + r.ChangeText()}
+		for i, pair := range pairs {
+			if pair == r.Pair {
+				p.series = i
+			}
+		}
+		if r.ChangeCI != nil {
+			p.hasCI, p.lo, p.hi = true, r.ChangeCI.Low, r.ChangeCI.High
+		}
+		g.points = append(g.points, p)
+	}
+	for _, cell := range order {
+		c.groups = append(c.groups, *groups[cell])
+	}
+	if len(c.groups) == 0 {
+		return ""
+	}
+	return c.svg()
+}
+
 var compareTmpl = template.Must(template.New("compare").Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -138,7 +179,7 @@ main { max-width: 64em; margin: 0 auto; padding: 1em 1.2em 3em; }
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 0.92em; }
 th, td { border: 1px solid #d0d7de; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f6f8fa; } th:first-child, td:first-child, td:nth-child(2) { text-align: left; }
-</style>
+` + chartCSS + `</style>
 </head>
 <body>
 <main>
@@ -154,6 +195,11 @@ th { background: #f6f8fa; } th:first-child, td:first-child, td:nth-child(2) { te
 {{- $pairs := .Pairs}}
 {{- range .Metrics}}
 <h2>{{.Title}} ({{.UnitText}})</h2>
+{{- with .Chart $pairs}}
+<figure>
+{{.}}
+</figure>
+{{- end}}
 <div class="wide"><table>
 <tr><th>cell</th><th>target</th><th>old</th><th>new</th><th>change</th></tr>
 {{- range .Table $pairs}}

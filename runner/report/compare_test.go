@@ -71,6 +71,9 @@ func TestCompare(t *testing.T) {
 				}
 			}
 		}
+		if format == "html" && (strings.Count(b.String(), "<svg") != len(c.Metrics) || strings.Contains(b.String(), "<script")) {
+			t.Errorf("the HTML comparison has %d charts for %d timings, or a script", strings.Count(b.String(), "<svg"), len(c.Metrics))
+		}
 		if format == "json" {
 			var back Comparison
 			if err := json.Unmarshal(b.Bytes(), &back); err != nil || back.Kind != CompareKind {

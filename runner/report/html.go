@@ -263,6 +263,18 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"css":  func(s string) template.CSS { return template.CSS(s) },
 }).Parse(pageHTML + matrixHTML))
 
+// chartCSS styles the charts, on the report's page and the comparison's.
+const chartCSS = `figure { margin: 0.6em 0 1.2em; }
+figure svg { display: block; width: 100%; max-width: 40em; height: auto; }
+figcaption { color: #57606a; font-size: 0.88em; }
+svg text { font: 11px system-ui, -apple-system, "Segoe UI", sans-serif; fill: #1f2328; }
+svg text.tick { fill: #57606a; font-size: 10px; } svg text.cell { font-weight: 600; }
+svg text.bad { fill: #cf222e; }
+svg .grid { stroke: #eaeef2; } svg .ref { stroke: #1f2328; stroke-dasharray: 3 2; }
+svg .ci { stroke: #1f2328; stroke-width: 1.2; fill: none; }
+svg rect.faint { fill-opacity: 0.35; } svg rect.suspect { stroke: #cf222e; stroke-width: 1.5; }
+`
+
 // matrixHTML draws a count matrix: a value once where the targets agree,
 // each target's on a line of its own where they differ.
 const matrixHTML = `{{define "matrix"}}<div class="wide"><table>
@@ -316,16 +328,7 @@ td.differs { background: #ffebe9; } td.kernel { background: #fff8c5; } .nw { whi
 td.bad, .bad { color: #cf222e; }
 tr.summary td { font-weight: 600; background: #f6f8fa; }
 details { margin: 0.4em 0 1em; } summary { cursor: pointer; color: #0969da; }
-figure { margin: 0.6em 0 1.2em; }
-figure svg { display: block; width: 100%; max-width: 40em; height: auto; }
-figcaption { color: #57606a; font-size: 0.88em; }
-svg text { font: 11px system-ui, -apple-system, "Segoe UI", sans-serif; fill: #1f2328; }
-svg text.tick { fill: #57606a; font-size: 10px; } svg text.cell { font-weight: 600; }
-svg text.bad { fill: #cf222e; }
-svg .grid { stroke: #eaeef2; } svg .ref { stroke: #1f2328; stroke-dasharray: 3 2; }
-svg .ci { stroke: #1f2328; stroke-width: 1.2; fill: none; }
-svg rect.faint { fill-opacity: 0.35; } svg rect.suspect { stroke: #cf222e; stroke-width: 1.5; }
-code { font-size: 0.9em; overflow-wrap: anywhere; }
+` + chartCSS + `code { font-size: 0.9em; overflow-wrap: anywhere; }
 ul.timing-notes { color: #9a6700; }
 </style>
 </head>
