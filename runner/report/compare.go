@@ -156,6 +156,8 @@ func Compare(old, new []Input, opt CompareOptions) (*Comparison, error) {
 		for _, p := range c.Pairs {
 			oi, ni := slices.Index(ro.TargetNames(), p.Old), slices.Index(rn.TargetNames(), p.New)
 			var changes []float64
+			var afters, befores [][][]float64
+			short := false // a cell without an interval leaves the mean without one
 			for _, cell := range c.Cells {
 				row := CompareRow{Cell: cell, Pair: p, Old: valueOf(to, cell, oi), New: valueOf(tn, cell, ni)}
 				if row.Old.MedianNs != nil && row.New.MedianNs != nil {
@@ -167,14 +169,23 @@ func Compare(old, new []Input, opt CompareOptions) (*Comparison, error) {
 				if row.Change != nil {
 					before, after := m.observe(oldIdx[p.Old][cell]), m.observe(newIdx[p.New][cell])
 					if len(before) >= 2 && len(after) >= 2 {
+						afters, befores = append(afters, m.columns(after)), append(befores, m.columns(before))
 						if iv, err := stats.BootstrapChange(m.columns(after), m.columns(before), m.estimator(), Level, resamples, c.Seed); err == nil {
 							row.ChangeCI, row.NoChange = &iv, boolPtr(iv.Contains(1))
 						}
+					} else {
+						short = true
 					}
 				}
 				cm.Rows = append(cm.Rows, row)
 			}
-			cm.GeoMean = append(cm.GeoMean, summarize(changes, 0, stats.GeoMean))
+			g := summarize(changes, 0, stats.GeoMean)
+			if g.Value != nil && !short {
+				if iv, err := stats.BootstrapChangeOverStrata(afters, befores, m.estimator(), stats.GeoMean, Level, resamples, c.Seed); err == nil {
+					g.CI, g.NoDifference = &iv, boolPtr(iv.Contains(1))
+				}
+			}
+			cm.GeoMean = append(cm.GeoMean, g)
 		}
 		c.Metrics = append(c.Metrics, cm)
 	}

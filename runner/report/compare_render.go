@@ -70,8 +70,8 @@ func (cm CompareMetric) Table(pairs []TargetPair) [][]string {
 	}
 	for i, p := range pairs {
 		g := "—"
-		if v := cm.GeoMean[i].Value; v != nil {
-			g = pct(*v)
+		if s := cm.GeoMean[i]; s.Value != nil {
+			g = pct(*s.Value) + intervalText(s.CI, pct) + marks(s.NoDifference, false)
 		}
 		rows = append(rows, []string{"geometric mean", p.String(), "", "", g})
 	}
@@ -116,7 +116,8 @@ func writeCompareCSV(w io.Writer, c *Comparison) error {
 		}
 		for i, p := range c.Pairs {
 			g := cm.GeoMean[i]
-			cw.Write([]string{cm.Metric, "", p.Old, p.New, "", "", "", "", "", "", "", "", fixed(g.Value, 4), "", "", ""})
+			lo, hi := bounds(g.CI, 4)
+			cw.Write([]string{cm.Metric, "", p.Old, p.New, "", "", "", "", "", "", "", "", fixed(g.Value, 4), lo, hi, boolText(g.NoDifference)})
 		}
 	}
 	cw.Flush()

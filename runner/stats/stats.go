@@ -148,6 +148,28 @@ func BootstrapChange(after, before [][]float64, est Estimator, level float64, re
 	})
 }
 
+// BootstrapChangeOverStrata returns the bootstrap percentile confidence
+// interval, at level, of combine over cells of est(after[c])/est(before[c]):
+// a summary over cells (combine GeoMean) of each cell's change between two
+// separate runs. Each resample draws every cell's rows of each run with
+// replacement, from that cell and run alone. It is deterministic given seed.
+func BootstrapChangeOverStrata(after, before [][][]float64, est Estimator, combine func([]float64) float64, level float64, resamples int, seed uint64) (Interval, error) {
+	if len(after) != len(before) || len(after) == 0 {
+		return Interval{}, fmt.Errorf("bootstrap: %d cells after, %d before", len(after), len(before))
+	}
+	strata := make([][][]float64, 0, 2*len(after))
+	for c := range after {
+		strata = append(strata, after[c], before[c])
+	}
+	changes := make([]float64, len(after))
+	return bootstrapStrata(strata, level, resamples, seed, func(scratch [][][]float64) float64 {
+		for c := range changes {
+			changes[c] = Ratio(est(scratch[2*c]), est(scratch[2*c+1]))
+		}
+		return combine(changes)
+	})
+}
+
 // bootstrapStrata is the percentile bootstrap of stat, each resample
 // drawing every stratum's rows with replacement from that stratum.
 func bootstrapStrata(strata [][][]float64, level float64, resamples int, seed uint64, stat func([][][]float64) float64) (Interval, error) {

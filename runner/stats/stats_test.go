@@ -305,3 +305,17 @@ func TestBootstrapChange(t *testing.T) {
 		t.Errorf("a ratio that doubled: %+v, %v", iv, err)
 	}
 }
+
+// TestBootstrapChangeOverStrata: the geometric mean over cells of each
+// cell's change, each run of each cell resampled on its own.
+func TestBootstrapChangeOverStrata(t *testing.T) {
+	before := [][][]float64{{{10, 11, 9, 10}}, {{100, 104, 98, 101}}}
+	after := [][][]float64{{{20, 22, 18, 20}}, {{100, 103, 99, 102}}} // twice, then the same
+	iv, err := BootstrapChangeOverStrata(after, before, OfMedian, GeoMean, 0.95, 2000, 9)
+	if want := math.Sqrt(2); err != nil || !iv.Contains(want) || iv.Contains(1) {
+		t.Errorf("%+v, %v; want an interval around %v that excludes 1", iv, err, want)
+	}
+	if _, err := BootstrapChangeOverStrata(after[:1], before, OfMedian, GeoMean, 0.95, 2000, 9); err == nil {
+		t.Error("one cell after, two before: an interval")
+	}
+}

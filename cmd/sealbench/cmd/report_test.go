@@ -97,7 +97,7 @@ func TestReportCompareCLI(t *testing.T) {
 	if code != ExitOK || !strings.HasPrefix(stdout, "# sealbench comparison") {
 		t.Fatalf("report --compare: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"| C01 | docker | 17.0 [16.0, 18.0] | 17.0 [16.0, 18.0] | +0.0% [", "| C06 | local |", "| geometric mean | local |  |  | +0.0% |"} {
+	for _, want := range []string{"| C01 | docker | 17.0 [16.0, 18.0] | 17.0 [16.0, 18.0] | +0.0% [", "| C06 | local |", "| geometric mean | local |  |  | +0.0% ["} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("the comparison lacks %q:\n%s", want, stdout)
 		}
