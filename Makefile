@@ -16,7 +16,8 @@ FUZZTIME ?= 15s
 RUN_FLAGS ?=
 TEST_TIMEOUT ?= 40m
 # Debian packages the tests use; installed when missing (root only).
-TEST_PACKAGES := git coreutils dpkg apt skopeo umoci busybox-static fuse3 fio stress-ng xfsprogs e2fsprogs
+# chromium: the HTML report's test opens it in a headless browser.
+TEST_PACKAGES := git coreutils dpkg apt skopeo umoci busybox-static fuse3 fio stress-ng xfsprogs e2fsprogs chromium
 # What building and booting VM images needs (make vm-image, make test-vm).
 VM_PACKAGES := mmdebstrap e2fsprogs qemu-utils qemu-system-x86
 
@@ -96,6 +97,7 @@ fuzz: ## Short fuzz runs of every parser (FUZZTIME=15s each)
 	$(GO) test -run '^$$' -fuzz '^FuzzUnpackLayer$$' -fuzztime $(FUZZTIME) ./standin/
 	$(GO) test -run '^$$' -fuzz '^FuzzEngineAPIRequests$$' -fuzztime $(FUZZTIME) ./standin/
 	$(GO) test -run '^$$' -fuzz '^FuzzImageLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./standin/
+	$(GO) test -run '^$$' -fuzz '^FuzzVerifyAttestation$$' -fuzztime $(FUZZTIME) ./bundle/sign/
 
 .PHONY: bench-layerfs
 bench-layerfs: deps ## The twelve cells on a LayerFS workspace, a plain directory, go-fuse's loopback and libfuse's passthrough_hp (scripts/libfuse builds it; skipped, saying so, when absent), each over /dev/fuse and io_uring, on disk, tmpfs and XFS: ratios and geomeans (root, FUSE; minutes)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,6 +66,7 @@ func times(f float64) string { return ratio(f) + "x" }
 
 // The marks a value can carry, after its interval.
 const (
+	markTilde        = "~" // an interval that includes no change
 	markNoDifference = "no difference shown"
 	markSuspect      = "suspect reference"
 )
@@ -78,12 +80,13 @@ func intervalText(iv *stats.Interval, f func(float64) string) string {
 	return " [" + f(iv.Low) + ", " + f(iv.High) + "]"
 }
 
-// marks writes ", no difference shown" where an interval includes 1.0 and
-// ", suspect reference" where the value is suspect.
+// marks writes " ~" where an interval includes 1.0 (no difference shown,
+// as benchstat marks it) and ", suspect reference" where the value is
+// suspect.
 func marks(noDifference *bool, suspect bool) string {
 	s := ""
 	if noDifference != nil && *noDifference {
-		s += ", " + markNoDifference
+		s += " " + markTilde
 	}
 	if suspect {
 		s += ", " + markSuspect
@@ -92,8 +95,7 @@ func marks(noDifference *bool, suspect bool) string {
 }
 
 // RatioText is a value's ratio to the baseline, with its interval and
-// marks: "1.04x [0.97, 1.12], no difference shown"; "" when there is no
-// ratio.
+// marks: "1.04x [0.97, 1.12] ~"; "" when there is no ratio.
 func RatioText(v TimingValue) string {
 	if v.Ratio == nil {
 		return ""
@@ -126,8 +128,8 @@ func (tm Timing) UnitText() string {
 }
 
 // MedianText writes a value's median with its interval and marks
-// ("275.0 [262.1, 290.4]", "0.23x [0.20, 0.26], suspect reference"), or a
-// dash.
+// ("275.0 [262.1, 290.4]", "0.23x [0.20, 0.26], suspect reference",
+// "1.01x [0.97, 1.06] ~"), or a dash.
 func (tm Timing) MedianText(v TimingValue) string {
 	if v.MedianNs == nil {
 		return "—"
@@ -146,17 +148,14 @@ func summaryText(s Summary, f func(float64) string) string {
 	if s.Value == nil {
 		return "—"
 	}
-	if s.Suspect == 0 {
-		return f(*s.Value)
-	}
-	return f(*s.Value) + ", including " + plural(s.Suspect, "suspect cell")
+	return headlineValue(&s, f, func(v float64) string { return strings.TrimSuffix(f(v), "x") })
 }
 
 // headline says what the timings' values are.
 func (r *Report) headline() string {
 	if r.Multi() {
-		return fmt.Sprintf("Values are medians, each with its bootstrap %s%% interval in brackets (seed %d); a ratio whose interval includes 1.0 is marked \"%s\".",
-			strconv.FormatFloat(r.Level*100, 'f', -1, 64), r.Seed, markNoDifference)
+		return fmt.Sprintf("Values are medians, each with its bootstrap %s%% interval in brackets (seed %d); %s marks a ratio whose interval includes 1.0: %s.",
+			strconv.FormatFloat(r.Level*100, 'f', -1, 64), r.Seed, markTilde, markNoDifference)
 	}
 	return "One sample per cell and target: values stand bare, without intervals (see the notes)."
 }
@@ -229,54 +228,64 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 		p("| %s |\n", strings.Join(cells, " | "))
 	}
 	sep := func(n int) { row(strings.Split(strings.Repeat("---,", n-1)+"---", ",")...) }
+	o := r.Summary
 
 	p("# sealbench report\n\n")
-	p("Targets: %s. Baseline: **%s**. Cells: %d. %s", strings.Join(names, ", "), r.Baseline, len(r.Cells), r.headline())
-	p("\n\n## Provenance\n\n")
-	row("run", "bundle", "Sandbox image", "runner", "stand-in", "Store", "workers", "samples", "seed", "start", "end", "lock wait max (ms)", "load 1m")
-	sep(13)
-	for _, run := range r.Runs {
-		row(run.RunID, run.BundleID, short(run.ImageID), short(run.RunnerSHA256), short(run.StandinSHA256), dash(run.StoreProfile),
-			dashInt(run.ConstructionWorkers), dashInt(run.SamplesPerCell), strconv.FormatUint(run.Seed, 10), when(run.Start), when(run.End),
-			ms(float64(run.LockWaitMaxNs)), fmt.Sprintf("%.2f–%.2f", run.Load1Min, run.Load1Max))
+	p("## Summary\n\n")
+	p("- **Ran:** %s\n", mdInline(o.ranText()))
+	p("- **Counts:** %s\n", mdInline(o.countsVerdict()))
+	if lines := r.signatureLines(); lines != nil {
+		p("- **Signed results:** %s\n", mdInline(strings.Join(lines, "; ")))
+	}
+	if len(o.Warnings) > 0 {
+		p("- **Before reading the timings:**\n")
+		for _, wn := range o.Warnings {
+			p("  - %s\n", mdInline(wn))
+		}
 	}
 	p("\n")
-	row("target", "run", "engine", "kernel", "CPUs", "memory", "emulated", "FUSE transport", "samples")
-	sep(9)
-	for _, t := range r.Targets {
-		mem := "—"
-		if t.MemoryBytes > 0 {
-			mem = gib(t.MemoryBytes)
-		}
-		row(t.Name, t.RunID, dash(t.Engine), dash(t.Kernel), dashInt(t.CPUs), mem, strconv.FormatBool(t.Emulated), t.FUSETransportText(), strconv.Itoa(t.Samples))
+	// With one target there is no baseline to be relative to.
+	multi := len(names) > 1
+	head := []string{"target", "LayerFS over native (geomean)", "command time vs " + r.Baseline + " (geomean)", "per-exec overhead (ms, median over cells)", "differences shown and not"}
+	if !multi {
+		head = slices.Delete(head, 2, 3)
 	}
-	for _, run := range r.Runs {
-		if len(run.Tools) > 0 {
-			p("\nTools (%s): %s\n", mdInline(run.RunID), mdInline(toolList(run.Tools)))
+	row(head...)
+	sep(len(head))
+	for _, h := range o.Headlines {
+		name := h.Target
+		if h.Baseline && multi {
+			name += " (baseline)"
 		}
+		cells := []string{name, headlineValue(h.LayerFSOverNative, times, ratio), headlineValue(h.CommandVsBaseline, times, ratio),
+			headlineValue(h.ExecOverheadNs, ms, ms), dash(joinNonEmpty("; ", h.nativeText(), h.shownText(r.Baseline)))}
+		if !multi {
+			cells = slices.Delete(cells, 2, 3)
+		}
+		row(cells...)
 	}
+	p("\n%s\n", r.headline())
 
 	p("\n## 1. Same work: exact counts\n\n")
 	if len(r.Differences) == 0 {
 		p("Every count is equal across all targets in every cell, so the timings below compare the same work.\n\n")
 	} else if r.Explained() {
-		p("**%d difference(s)** between targets, marked ✗ and listed below, each in FUSE request counts between targets that run different kernels: the files, bytes and results are the same work; the kernels sent the daemon different requests for it.\n\n", len(r.Differences))
+		p("**%d difference(s)** between targets, marked † and listed below, each in FUSE request counts between targets that run different kernels: the files, bytes and results are the same work; the kernels sent the daemon different requests for it.\n\n", len(r.Differences))
 	} else {
-		p("**%d difference(s)** between targets (or between one target's samples), marked ✗ and listed below: the timings of those cells do not compare the same work.\n\n", len(r.Differences))
+		p("**%d difference(s)** between targets (or between one target's samples), listed below: ✗ marks different work, whose cells' timings do not compare the same work; † a FUSE count that differs between kernels. Where the targets agree, a value is shown once.\n\n", len(r.Differences))
 	}
-	row(append(append([]string{"cell", "count"}, names...), "")...)
-	sep(len(names) + 3)
-	for _, c := range r.Counts {
-		mark := ""
-		if c.Differs {
-			mark = "✗"
+	writeMatrix := func(m matrix) {
+		row(append([]string{"cell"}, m.Columns...)...)
+		sep(len(m.Columns) + 1)
+		for _, mr := range m.Rows {
+			cells := []string{mr.Cell}
+			for _, v := range mr.Values {
+				cells = append(cells, v.Marked())
+			}
+			row(cells...)
 		}
-		vals := make([]string, len(c.Values))
-		for i, v := range c.Values {
-			vals[i] = grouped(v)
-		}
-		row(append(append([]string{c.Cell, CountTitle(c.Count)}, vals...), mark)...)
 	}
+	writeMatrix(r.countMatrix(r.Counts, countKeys()))
 	if len(r.Differences) > 0 {
 		p("\nDifferences:\n\n")
 		for _, d := range r.Differences {
@@ -286,6 +295,11 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 			}
 			p("\n")
 		}
+	}
+	if len(r.Opcodes) > 0 {
+		p("\n<details><summary>FUSE requests by opcode</summary>\n\n")
+		writeMatrix(r.countMatrix(r.Opcodes, nil))
+		p("\n</details>\n")
 	}
 	if len(r.Problems) > 0 {
 		p("\nFailed and ineligible samples (kept, never retried):\n\n")
@@ -320,23 +334,34 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 			}
 			row(cells...)
 		}
-		gm := []string{"geometric mean of ratios"}
-		md := []string{"median over cells"}
-		for i, n := range names {
-			gm = append(gm, "")
-			md = append(md, tm.SummaryText(tm.MedianOverCells[i]))
-			if n != r.Baseline {
-				gm = append(gm, GeoText(tm.GeoMean[i]))
-				md = append(md, "")
-			}
+		for _, sr := range tm.summaryRows(r) {
+			row(sr...)
 		}
-		row(gm...)
-		row(md...)
 		if len(tm.Notes) > 0 {
 			p("\n")
 			for _, n := range tm.Notes {
 				p("- %s\n", mdEscape(n))
 			}
+		}
+	}
+
+	p("\n## 3. Provenance\n\n")
+	row("run", "bundle", "Sandbox image", "runner", "stand-in", "Store", "workers", "samples", "seed", "start", "end", "lock wait max (ms)", "load 1m")
+	sep(13)
+	for _, run := range r.Runs {
+		row(run.RunID, run.BundleID, short(run.ImageID), short(run.RunnerSHA256), short(run.StandinSHA256), dash(run.StoreProfile),
+			dashInt(run.ConstructionWorkers), dashInt(run.SamplesPerCell), strconv.FormatUint(run.Seed, 10), when(run.Start), when(run.End),
+			ms(float64(run.LockWaitMaxNs)), fmt.Sprintf("%.2f–%.2f", run.Load1Min, run.Load1Max))
+	}
+	p("\n")
+	row("target", "run", "engine", "kernel", "CPUs", "memory", "emulated", "FUSE transport", "samples")
+	sep(9)
+	for _, t := range r.Targets {
+		row(t.Name, t.RunID, dash(t.Engine), dash(t.Kernel), dashInt(t.CPUs), t.MemoryText(), strconv.FormatBool(t.Emulated), t.FUSETransportText(), strconv.Itoa(t.Samples))
+	}
+	for _, run := range r.Runs {
+		if len(run.Tools) > 0 {
+			p("\nTools (%s): %s\n", mdInline(run.RunID), mdInline(toolList(run.Tools)))
 		}
 	}
 	if len(r.Notes) > 0 {
@@ -346,6 +371,51 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 		}
 	}
 	return nil
+}
+
+// joinNonEmpty joins the parts that are not empty.
+func joinNonEmpty(sep string, parts ...string) string {
+	var kept []string
+	for _, p := range parts {
+		if p != "" {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, sep)
+}
+
+// MemoryText is the target's memory in GiB, or a dash.
+func (t TargetInfo) MemoryText() string {
+	if t.MemoryBytes > 0 {
+		return gib(t.MemoryBytes)
+	}
+	return "—"
+}
+
+// summaryRows are a timing table's last rows: the geometric mean of the
+// ratios to the baseline, the median over cells, and for a ratio metric
+// the geometric mean of the values; each cell as wide as the table's.
+func (tm Timing) summaryRows(r *Report) [][]string {
+	gm := []string{"geometric mean of ratios"}
+	md := []string{"median over cells"}
+	vg := []string{"geometric mean over cells"}
+	for i, n := range r.TargetNames() {
+		gm = append(gm, "")
+		md = append(md, tm.SummaryText(tm.MedianOverCells[i]))
+		if tm.ValueGeoMean != nil {
+			vg = append(vg, tm.SummaryText(tm.ValueGeoMean[i]))
+		}
+		if n != r.Baseline {
+			gm = append(gm, GeoText(tm.GeoMean[i]))
+			md = append(md, "")
+			vg = append(vg, "")
+		}
+	}
+	rows := [][]string{gm, md}
+	if tm.ValueGeoMean != nil {
+		rows = append(rows, vg)
+	}
+	return rows
 }
 
 func differenceValues(d Difference, names []string) string {
@@ -391,6 +461,46 @@ func writeCSV(w io.Writer, r *Report) error {
 	rec("kind", "cell", "target", "metric", "value", "n", "ratio", "ci_low", "ci_high", "differs", "baseline",
 		"value_ci_low", "value_ci_high", "value_no_difference", "value_suspect", "no_difference", "ratio_suspect")
 	base := r.Baseline
+	o := r.Summary
+	summary := func(metric, value string) {
+		rec("summary", "", "", metric, value, "", "", "", "", "", base, "", "", "", "", "", "")
+	}
+	summary("bundles", strings.Join(o.Bundles, " "))
+	summary("samples", strconv.Itoa(o.Samples))
+	summary("samplesOk", strconv.Itoa(o.SamplesOK))
+	summary("samplesPerCell", strconv.Itoa(o.SamplesPerCell))
+	summary("countsMatch", strconv.FormatBool(o.CountsMatch))
+	summary("differentWork", strings.Join(o.DifferentWork, " "))
+	summary("kernelOnly", strings.Join(o.KernelOnly, " "))
+	for _, wn := range o.Warnings {
+		summary("warning", wn)
+	}
+	for _, run := range r.Runs {
+		if run.Signature != nil {
+			rec("signature", "", "", run.RunID, run.Signature.State, "", "", "", "", "", base, "", "", "", "", "", "")
+		}
+	}
+	for _, h := range o.Headlines {
+		for _, hv := range []struct {
+			metric string
+			s      *Summary
+			prec   int
+		}{{"layerfsOverNative", h.LayerFSOverNative, 4}, {"commandVsBaseline", h.CommandVsBaseline, 4}, {"execOverheadNs", h.ExecOverheadNs, 0}} {
+			if hv.s == nil {
+				continue
+			}
+			lo, hi := bounds(hv.s.CI, hv.prec)
+			rec("headline", "", h.Target, hv.metric, fixed(hv.s.Value, hv.prec), strconv.Itoa(hv.s.Cells), "", lo, hi, "", base, "", "", "", strconv.FormatBool(hv.s.Suspect > 0), boolText(hv.s.NoDifference), "")
+		}
+		for _, list := range []struct {
+			metric string
+			cells  []string
+		}{{"faster", h.Faster}, {"slower", h.Slower}, {"noDifference", h.Same}, {"noInterval", h.Bare}, {"nativeNoDifference", h.NativeSame}} {
+			if len(list.cells) > 0 {
+				rec("headline", "", h.Target, list.metric, strings.Join(list.cells, " "), strconv.Itoa(len(list.cells)), "", "", "", "", base, "", "", "", "", "", "")
+			}
+		}
+	}
 	for _, t := range r.Targets {
 		rec("target", "", t.Name, "fuseTransport", strings.Join(t.FUSETransports, " / "), strconv.Itoa(t.Samples), "", "", "", "", base, "", "", "", "", "", "")
 		rec("target", "", t.Name, "undrainedWindows", strconv.Itoa(t.UndrainedWindows), strconv.Itoa(t.TimedWindows), "", "", "", "", base, "", "", "", "", "", "")
@@ -400,53 +510,68 @@ func writeCSV(w io.Writer, r *Report) error {
 			rec("count", c.Cell, n, c.Count, c.Values[i], "", "", "", "", strconv.FormatBool(c.Differs), base, "", "", "", "", "", "")
 		}
 	}
-	for _, d := range r.Differences {
-		if !strings.HasPrefix(d.Count, "fuseRequests.") {
-			continue // the count rows above carry them
+	for _, c := range r.Opcodes {
+		for i, n := range names {
+			rec("count", c.Cell, n, c.Count, c.Values[i], "", "", "", "", strconv.FormatBool(c.Differs), base, "", "", "", "", "", "")
 		}
-		for _, n := range names {
-			rec("count", d.Cell, n, d.Count, d.Values[n], "", "", "", "", "true", base, "", "", "", "", "", "")
-		}
-	}
-	f := func(p *float64, prec int) string {
-		if p == nil {
-			return ""
-		}
-		return strconv.FormatFloat(*p, 'f', prec, 64)
-	}
-	bounds := func(iv *stats.Interval, prec int) (string, string) {
-		if iv == nil {
-			return "", ""
-		}
-		return strconv.FormatFloat(iv.Low, 'f', prec, 64), strconv.FormatFloat(iv.High, 'f', prec, 64)
-	}
-	flag := func(b *bool) string {
-		if b == nil {
-			return ""
-		}
-		return strconv.FormatBool(*b)
 	}
 	for _, tm := range r.Timings {
-		prec := 0 // nanoseconds
-		if tm.Unit == UnitTimes {
-			prec = 4
-		}
-		for _, tr := range tm.Rows {
-			for i, n := range names {
-				v := tr.Values[i]
-				lo, hi := bounds(v.CI, 4)
-				vlo, vhi := bounds(v.MedianCI, prec)
-				rec("timing", tr.Cell, n, tm.Metric, f(v.MedianNs, prec), strconv.Itoa(v.N), f(v.Ratio, 4), lo, hi, "", base,
-					vlo, vhi, flag(v.MedianNoDifference), strconv.FormatBool(v.Suspect), flag(v.NoDifference), strconv.FormatBool(v.RatioSuspect))
-			}
-		}
-		for i, n := range names {
-			rec("geomean", "", n, tm.Metric, "", strconv.Itoa(tm.GeoMean[i].Cells), f(tm.GeoMean[i].Value, 4), "", "", "", base, "", "", "", "", "", "")
-			rec("median_over_cells", "", n, tm.Metric, f(tm.MedianOverCells[i].Value, prec), strconv.Itoa(tm.MedianOverCells[i].Cells), "", "", "", "", base, "", "", "", "", "", "")
-		}
+		writeTimingCSV(rec, r, tm)
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+func fixed(p *float64, prec int) string {
+	if p == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*p, 'f', prec, 64)
+}
+
+func bounds(iv *stats.Interval, prec int) (string, string) {
+	if iv == nil {
+		return "", ""
+	}
+	return strconv.FormatFloat(iv.Low, 'f', prec, 64), strconv.FormatFloat(iv.High, 'f', prec, 64)
+}
+
+func boolText(b *bool) string {
+	if b == nil {
+		return ""
+	}
+	return strconv.FormatBool(*b)
+}
+
+// writeTimingCSV writes one timing's rows: a value per cell and target,
+// then per target its summaries over cells with their intervals.
+func writeTimingCSV(rec func(...string), r *Report, tm Timing) {
+	names, base := r.TargetNames(), r.Baseline
+	prec := 0 // nanoseconds
+	if tm.Unit == UnitTimes {
+		prec = 4
+	}
+	for _, tr := range tm.Rows {
+		for i, n := range names {
+			v := tr.Values[i]
+			lo, hi := bounds(v.CI, 4)
+			vlo, vhi := bounds(v.MedianCI, prec)
+			rec("timing", tr.Cell, n, tm.Metric, fixed(v.MedianNs, prec), strconv.Itoa(v.N), fixed(v.Ratio, 4), lo, hi, "", base,
+				vlo, vhi, boolText(v.MedianNoDifference), strconv.FormatBool(v.Suspect), boolText(v.NoDifference), strconv.FormatBool(v.RatioSuspect))
+		}
+	}
+	for i, n := range names {
+		g, md := tm.GeoMean[i], tm.MedianOverCells[i]
+		lo, hi := bounds(g.CI, 4)
+		rec("geomean", "", n, tm.Metric, "", strconv.Itoa(g.Cells), fixed(g.Value, 4), lo, hi, "", base, "", "", "", "", boolText(g.NoDifference), "")
+		vlo, vhi := bounds(md.CI, prec)
+		rec("median_over_cells", "", n, tm.Metric, fixed(md.Value, prec), strconv.Itoa(md.Cells), "", "", "", "", base, vlo, vhi, "", "", "", "")
+		if tm.ValueGeoMean != nil {
+			vg := tm.ValueGeoMean[i]
+			vlo, vhi := bounds(vg.CI, prec)
+			rec("value_geomean", "", n, tm.Metric, fixed(vg.Value, prec), strconv.Itoa(vg.Cells), "", "", "", "", base, vlo, vhi, boolText(vg.NoDifference), strconv.FormatBool(vg.Suspect > 0), "", "")
+		}
+	}
 }
 
 func sortStrings(s []string) { sort.Strings(s) }

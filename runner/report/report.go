@@ -1,20 +1,29 @@
 // Package report turns a run's samples (and its pins) into the comparison
-// the twelve-cell reports make: exact counts first, per cell and target,
-// with every difference between targets flagged, because timings only
-// compare the same work; then timings, each with its ratio to a baseline
-// target and the geometric mean of those ratios over the cells.
+// the twelve-cell reports make, the answer first: a summary of what ran,
+// whether every count matched, the headline figures per target with their
+// intervals (LayerFS over native and the command time relative to the
+// baseline, each a geometric mean over cells; the per-exec overhead),
+// which differences the samples show and which they do not, and what
+// makes the targets hard to compare (CPUs, memory, kernel, emulation,
+// transports). Then exact counts per cell and target, with every
+// difference between targets flagged, because timings only compare the
+// same work; then timings, each with its ratio to a baseline target and
+// the geometric mean of those ratios over the cells.
 //
 // With two samples or more, every median carries its seeded bootstrap 95%
 // interval, and so does every ratio: between targets paired by round,
-// LayerFS over native paired within each sample. A ratio whose interval
-// includes 1.0 is marked "no difference shown". The report states what it
-// checks rather than printing a number it cannot stand behind: a LayerFS
-// over native wholly below 0.8 marks its native reference suspect; mixed
-// FUSE transports, timed windows that started before write-back drained,
-// and single samples without an interval each get a note.
+// LayerFS over native paired within each sample, a summary over cells
+// resampling each cell from itself. A ratio whose interval includes 1.0
+// is marked "~" (no difference shown), as benchstat marks a change. The
+// report states what it checks rather than printing a number it cannot
+// stand behind: a LayerFS over native wholly below 0.8 marks its native
+// reference suspect; mixed FUSE transports, timed windows that started
+// before write-back drained, and single samples without an interval each
+// get a note.
 //
 // Build makes a Report, a plain data model; Write renders it as Markdown,
 // HTML (one self-contained page, inline SVG charts, no script), JSON or CSV.
+// Compare puts two runs side by side, old against new, as benchstat does.
 // Every rendering is deterministic, and each has a golden file.
 package report
 
@@ -98,8 +107,15 @@ type Report struct {
 	Cells         []CellInfo   `json:"cells"`
 	Level         float64      `json:"level"`
 	Seed          uint64       `json:"seed"`
+	// Summary is the answer first: what ran, whether the counts match,
+	// the headline figures with their intervals, what makes the targets
+	// hard to compare.
+	Summary Overview `json:"summary"`
 	// Counts has one row per cell and count; each row's Values follow Targets.
-	Counts      []CountRow   `json:"counts"`
+	Counts []CountRow `json:"counts"`
+	// Opcodes has one row per cell and FUSE opcode (without the kernel's
+	// housekeeping), as Counts: the detail of the fuseRequests rows.
+	Opcodes     []CountRow   `json:"opcodes"`
 	Differences []Difference `json:"differences"`
 	Problems    []Problem    `json:"problems"` // failed and ineligible samples
 	Timings     []Timing     `json:"timings"`
@@ -234,6 +250,10 @@ type Timing struct {
 	// medians (ns): the issue's "fixed overhead per exec" is this for
 	// execOverheadNs.
 	MedianOverCells []Summary `json:"medianOverCells"`
+	// ValueGeoMean is, for a ratio metric, per target, the geometric mean
+	// over cells of the values themselves (LayerFS over native over all
+	// cells); absent for durations.
+	ValueGeoMean []Summary `json:"valueGeoMean,omitempty"`
 }
 
 // TimingRow is one cell's values of one Timing, per target.
@@ -274,6 +294,13 @@ type Summary struct {
 	Cells int      `json:"cells"` // how many cells it is over
 	// Suspect counts the cells among them whose value is suspect.
 	Suspect int `json:"suspect,omitempty"`
+	// CI is the bootstrap interval of Value, each resample drawing every
+	// cell's samples (or rounds, for a ratio between targets) from that
+	// cell alone; absent unless every cell it is over has two or more.
+	CI *stats.Interval `json:"ci,omitempty"`
+	// NoDifference is, for a summary of ratios with CI, whether CI
+	// includes 1.0.
+	NoDifference *bool `json:"noDifference,omitempty"`
 }
 
 // The count rows, in order.
@@ -414,7 +441,7 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 	if len(inputs) == 0 {
 		return nil, inputErrorf("no results given")
 	}
-	r := &Report{FormatVersion: FormatVersion, Level: Level, Differences: []Difference{}, Problems: []Problem{}, Notes: []string{}}
+	r := &Report{FormatVersion: FormatVersion, Level: Level, Opcodes: []CountRow{}, Differences: []Difference{}, Problems: []Problem{}, Notes: []string{}}
 	byTarget := map[string][]*manifests.Sample{}
 	targetRun := map[string]int{}
 	seen := map[string]bool{}
@@ -544,6 +571,11 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 	r.noteTransports(byTarget)
 	r.noteBarriers(byTarget)
 	r.noteSingleSamples()
+	total := 0
+	for _, in := range inputs {
+		total += len(in.Samples)
+	}
+	r.buildOverview(total)
 	return r, nil
 }
 
@@ -595,10 +627,13 @@ func (r *Report) buildCounts(idx map[string]map[string][]*manifests.Sample, name
 				d.Why = r.kernelsExplain(key, values)
 				r.Differences = append(r.Differences, d)
 			}
-			// Opcodes are in the differences and the JSON and CSV only:
-			// a row per opcode would bury the table.
-			if !strings.HasPrefix(key, "fuseRequests.") {
-				r.Counts = append(r.Counts, CountRow{Cell: c.Name, Count: key, Values: values, Differs: differs})
+			// Opcodes are rows of their own: the detail of the FUSE
+			// requests, which a table folds away.
+			row := CountRow{Cell: c.Name, Count: key, Values: values, Differs: differs}
+			if strings.HasPrefix(key, "fuseRequests.") {
+				r.Opcodes = append(r.Opcodes, row)
+			} else {
+				r.Counts = append(r.Counts, row)
 			}
 		}
 	}
@@ -639,6 +674,29 @@ type obs struct {
 	x, base float64
 }
 
+// observe returns m's observations in samples (one target's of one
+// cell, by round): those of the samples that count and have a value.
+func (m metric) observe(samples []*manifests.Sample) []obs {
+	var got []obs
+	for _, s := range samples {
+		if s.Status != manifests.StatusOK {
+			continue
+		}
+		o := obs{round: s.Round}
+		var ok bool
+		if o.x, ok = m.of(s); !ok {
+			continue
+		}
+		if m.over != nil {
+			if o.base, ok = m.over(s); !ok {
+				continue
+			}
+		}
+		got = append(got, o)
+	}
+	return got
+}
+
 func columns(obs []obs) (xs, bases []float64) {
 	for _, o := range obs {
 		xs, bases = append(xs, o.x), append(bases, o.base)
@@ -653,29 +711,18 @@ func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, name
 	perTargetRatios := make([][]float64, len(names))
 	perTargetMedians := make([][]float64, len(names))
 	ratioSuspects, medianSuspects := make([]int, len(names)), make([]int, len(names))
+	// Each cell's columns, per target, for the intervals of the summaries
+	// over cells.
+	valueStrata, ratioStrata := make([]strata, len(names)), make([]strata, len(names))
 	var suspects []suspect
 	for _, c := range r.Cells {
 		row := TimingRow{Cell: c.Name, Values: make([]TimingValue, len(names))}
 		byRound := make([]map[int]obs, len(names))
 		for i, t := range names {
 			byRound[i] = map[int]obs{}
-			var got []obs
-			for _, s := range idx[c.Name][t] {
-				if s.Status != manifests.StatusOK {
-					continue
-				}
-				o := obs{round: s.Round}
-				var ok bool
-				if o.x, ok = m.of(s); !ok {
-					continue
-				}
-				if m.over != nil {
-					if o.base, ok = m.over(s); !ok {
-						continue
-					}
-				}
-				got = append(got, o)
-				byRound[i][s.Round] = o
+			got := m.observe(idx[c.Name][t])
+			for _, o := range got {
+				byRound[i][o.round] = o
 			}
 			v := &row.Values[i]
 			v.N = len(got)
@@ -689,6 +736,7 @@ func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, name
 			has = true
 			v.MedianNs = &med
 			perTargetMedians[i] = append(perTargetMedians[i], med)
+			valueStrata[i].add(m.columns(got))
 			if v.MedianCI = m.interval(got, resamples, r.Seed); v.MedianCI != nil && m.over != nil {
 				v.MedianNoDifference = boolPtr(v.MedianCI.Contains(1))
 			}
@@ -728,28 +776,112 @@ func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, name
 			for _, o := range these {
 				bases = append(bases, byRound[bi][o.round])
 			}
+			ratioStrata[i].add(m.pairedColumns(these, bases))
 			if v.CI = m.ratioInterval(these, bases, resamples, r.Seed); v.CI != nil {
 				v.Pairs, v.NoDifference = len(these), boolPtr(v.CI.Contains(1))
 			}
 		}
 		tm.Rows = append(tm.Rows, row)
 	}
+	iv := func(st strata, est stats.Estimator, combine func([]float64) float64) *stats.Interval {
+		return st.interval(est, combine, resamples, r.Seed)
+	}
 	for i := range names {
-		g := Summary{Cells: len(perTargetRatios[i]), Suspect: ratioSuspects[i]}
-		if gm := stats.GeoMean(perTargetRatios[i]); !math.IsNaN(gm) {
-			g.Value = &gm
+		g := summarize(perTargetRatios[i], ratioSuspects[i], stats.GeoMean)
+		if i != bi && g.Value != nil {
+			g.CI = iv(ratioStrata[i], m.ratioEstimator(), stats.GeoMean)
+			g.NoDifference = containsOne(g.CI)
 		}
 		tm.GeoMean = append(tm.GeoMean, g)
-		md := Summary{Cells: len(perTargetMedians[i]), Suspect: medianSuspects[i]}
-		if v := stats.Median(perTargetMedians[i]); !math.IsNaN(v) {
-			md.Value = &v
-		}
+		md := summarize(perTargetMedians[i], medianSuspects[i], stats.Median)
+		md.CI = iv(valueStrata[i], m.estimator(), stats.Median)
 		tm.MedianOverCells = append(tm.MedianOverCells, md)
+		if m.over != nil {
+			vg := summarize(perTargetMedians[i], medianSuspects[i], stats.GeoMean)
+			vg.CI = iv(valueStrata[i], m.estimator(), stats.GeoMean)
+			vg.NoDifference = containsOne(vg.CI)
+			tm.ValueGeoMean = append(tm.ValueGeoMean, vg)
+		}
 	}
 	if len(suspects) > 0 {
 		tm.Notes = r.suspectNotes(idx, m, suspects)
 	}
 	return tm, has
+}
+
+// summarize is combine over one target's cell values, or none.
+func summarize(values []float64, suspect int, combine func([]float64) float64) Summary {
+	s := Summary{Cells: len(values), Suspect: suspect}
+	if v := combine(values); len(values) > 0 && !math.IsNaN(v) {
+		s.Value = &v
+	}
+	return s
+}
+
+func containsOne(iv *stats.Interval) *bool {
+	if iv == nil {
+		return nil
+	}
+	return boolPtr(iv.Contains(1))
+}
+
+// strata are one target's cells' columns, for a summary's interval;
+// short records that a cell had fewer than two rows, which leaves the
+// summary without one.
+type strata struct {
+	cells [][][]float64
+	short bool
+}
+
+func (st *strata) add(cols [][]float64) {
+	if len(cols[0]) < 2 {
+		st.short = true
+	}
+	st.cells = append(st.cells, cols)
+}
+
+func (st strata) interval(est stats.Estimator, combine func([]float64) float64, resamples int, seed uint64) *stats.Interval {
+	if st.short || len(st.cells) == 0 {
+		return nil
+	}
+	iv, err := stats.BootstrapOverStrata(st.cells, est, combine, Level, resamples, seed)
+	if err != nil {
+		return nil
+	}
+	return &iv
+}
+
+// columns are one target's observations of m in one cell, as the
+// estimator takes them: x, and for a ratio metric its reference.
+func (m metric) columns(got []obs) [][]float64 {
+	xs, bases := columns(got)
+	if m.over == nil {
+		return [][]float64{xs}
+	}
+	return [][]float64{xs, bases}
+}
+
+// pairedColumns are a target's observations beside the baseline's of the
+// same rounds, as ratioEstimator takes them.
+func (m metric) pairedColumns(these, bases []obs) [][]float64 {
+	return append(m.columns(these), m.columns(bases)...)
+}
+
+// estimator is what estimate computes, for the bootstrap.
+func (m metric) estimator() stats.Estimator {
+	if m.over == nil {
+		return stats.OfMedian
+	}
+	return stats.OfRatio
+}
+
+// ratioEstimator is a target's estimate over the baseline's, for the
+// bootstrap over pairedColumns.
+func (m metric) ratioEstimator() stats.Estimator {
+	if m.over == nil {
+		return stats.OfRatio
+	}
+	return stats.OfRatioOfRatios
 }
 
 // estimate is m's value over one target's samples of one cell: their

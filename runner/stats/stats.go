@@ -86,9 +86,7 @@ func BootstrapMedian(xs []float64, level float64, resamples int, seed uint64) (I
 // sample): each resample draws pairs with replacement. It is deterministic
 // given seed.
 func BootstrapRatio(xs, base []float64, level float64, resamples int, seed uint64) (Interval, error) {
-	return bootstrap([][]float64{xs, base}, level, resamples, seed, func(c [][]float64) float64 {
-		return Ratio(medianInPlace(c[0]), medianInPlace(c[1]))
-	})
+	return bootstrap([][]float64{xs, base}, level, resamples, seed, OfRatio)
 }
 
 // BootstrapRatioOfRatios returns the bootstrap percentile confidence
@@ -101,9 +99,140 @@ func BootstrapRatio(xs, base []float64, level float64, resamples int, seed uint6
 // (one target's LayerFS over native against another's). Each resample
 // draws rounds with replacement. It is deterministic given seed.
 func BootstrapRatioOfRatios(xs, xbase, ys, ybase []float64, level float64, resamples int, seed uint64) (Interval, error) {
-	return bootstrap([][]float64{xs, xbase, ys, ybase}, level, resamples, seed, func(c [][]float64) float64 {
+	return bootstrap([][]float64{xs, xbase, ys, ybase}, level, resamples, seed, OfRatioOfRatios)
+}
+
+// Estimator computes one value from paired columns (cols[k][i] is the
+// k-th value of row i). The columns are the bootstrap's scratch copies: it
+// may sort each on its own.
+type Estimator func(cols [][]float64) float64
+
+// The estimators the bootstrap functions take: the median of one column,
+// the ratio of two columns' medians, and the ratio of two such ratios
+// (columns x, xbase, y, ybase).
+var (
+	OfMedian        Estimator = func(c [][]float64) float64 { return medianInPlace(c[0]) }
+	OfRatio         Estimator = func(c [][]float64) float64 { return Ratio(medianInPlace(c[0]), medianInPlace(c[1])) }
+	OfRatioOfRatios Estimator = func(c [][]float64) float64 {
 		return Ratio(Ratio(medianInPlace(c[0]), medianInPlace(c[1])), Ratio(medianInPlace(c[2]), medianInPlace(c[3])))
+	}
+)
+
+// BootstrapOverStrata returns the bootstrap percentile confidence
+// interval, at level, of combine over strata of est(stratum): a summary
+// over cells (combine GeoMean or Median) of each cell's estimate. Each
+// resample draws every stratum's rows with replacement from that stratum
+// alone, so a cell never borrows another's values. A stratum needs two
+// rows or more. It is deterministic given seed.
+func BootstrapOverStrata(strata [][][]float64, est Estimator, combine func([]float64) float64, level float64, resamples int, seed uint64) (Interval, error) {
+	if len(strata) == 0 {
+		return Interval{}, errors.New("bootstrap: no strata")
+	}
+	estimates := make([]float64, len(strata))
+	return bootstrapStrata(strata, level, resamples, seed, func(scratch [][][]float64) float64 {
+		for s, cols := range scratch {
+			estimates[s] = est(cols)
+		}
+		return combine(estimates)
 	})
+}
+
+// BootstrapChange returns the bootstrap percentile confidence interval, at
+// level, of est(after)/est(before), where after and before are two
+// separate runs: each resample draws the rows of each with replacement,
+// independently, since nothing pairs a row of one with a row of the other.
+// It is deterministic given seed.
+func BootstrapChange(after, before [][]float64, est Estimator, level float64, resamples int, seed uint64) (Interval, error) {
+	return bootstrapStrata([][][]float64{after, before}, level, resamples, seed, func(scratch [][][]float64) float64 {
+		return Ratio(est(scratch[0]), est(scratch[1]))
+	})
+}
+
+// BootstrapChangeOverStrata returns the bootstrap percentile confidence
+// interval, at level, of combine over cells of est(after[c])/est(before[c]):
+// a summary over cells (combine GeoMean) of each cell's change between two
+// separate runs. Each resample draws every cell's rows of each run with
+// replacement, from that cell and run alone. It is deterministic given seed.
+func BootstrapChangeOverStrata(after, before [][][]float64, est Estimator, combine func([]float64) float64, level float64, resamples int, seed uint64) (Interval, error) {
+	if len(after) != len(before) || len(after) == 0 {
+		return Interval{}, fmt.Errorf("bootstrap: %d cells after, %d before", len(after), len(before))
+	}
+	strata := make([][][]float64, 0, 2*len(after))
+	for c := range after {
+		strata = append(strata, after[c], before[c])
+	}
+	changes := make([]float64, len(after))
+	return bootstrapStrata(strata, level, resamples, seed, func(scratch [][][]float64) float64 {
+		for c := range changes {
+			changes[c] = Ratio(est(scratch[2*c]), est(scratch[2*c+1]))
+		}
+		return combine(changes)
+	})
+}
+
+// bootstrapStrata is the percentile bootstrap of stat, each resample
+// drawing every stratum's rows with replacement from that stratum.
+func bootstrapStrata(strata [][][]float64, level float64, resamples int, seed uint64, stat func([][][]float64) float64) (Interval, error) {
+	for s, cols := range strata {
+		if len(cols) == 0 {
+			return Interval{}, fmt.Errorf("bootstrap: stratum %d has no columns", s)
+		}
+		n := len(cols[0])
+		for _, c := range cols[1:] {
+			if len(c) != n {
+				return Interval{}, fmt.Errorf("bootstrap: %d values paired with %d", n, len(c))
+			}
+		}
+		if n < 2 {
+			return Interval{}, errors.New("bootstrap: needs at least two values (or pairs) in every stratum")
+		}
+	}
+	if err := checkBootstrap(level, resamples); err != nil {
+		return Interval{}, err
+	}
+	rng := newRand(seed)
+	scratch := make([][][]float64, len(strata))
+	for s, cols := range strata {
+		scratch[s] = make([][]float64, len(cols))
+		for k := range cols {
+			scratch[s][k] = make([]float64, len(cols[0]))
+		}
+	}
+	values := make([]float64, 0, resamples)
+	for range resamples {
+		for s, cols := range strata {
+			n := len(cols[0])
+			for i := range n {
+				j := rng.intN(n)
+				for k, c := range cols {
+					scratch[s][k][i] = c[j]
+				}
+			}
+		}
+		if v := stat(scratch); !math.IsNaN(v) {
+			values = append(values, v)
+		}
+	}
+	return percentiles(values, level)
+}
+
+func checkBootstrap(level float64, resamples int) error {
+	switch {
+	case !(level > 0 && level < 1):
+		return fmt.Errorf("bootstrap: level %v is not between 0 and 1", level)
+	case resamples < 100:
+		return fmt.Errorf("bootstrap: %d resamples are too few", resamples)
+	}
+	return nil
+}
+
+func percentiles(values []float64, level float64) (Interval, error) {
+	if len(values) == 0 {
+		return Interval{}, errors.New("bootstrap: no resample has a value: a median it divides by is never positive")
+	}
+	sort.Float64s(values)
+	alpha := (1 - level) / 2
+	return Interval{Low: quantile(values, alpha), High: quantile(values, 1-alpha)}, nil
 }
 
 // bootstrap is the percentile bootstrap of stat over the rows of cols
@@ -111,43 +240,9 @@ func BootstrapRatioOfRatios(xs, xbase, ys, ybase []float64, level float64, resam
 // resample draws n rows with replacement into scratch columns that stat
 // may reorder. Resamples whose stat is NaN are left out.
 func bootstrap(cols [][]float64, level float64, resamples int, seed uint64, stat func([][]float64) float64) (Interval, error) {
-	n := len(cols[0])
-	for _, c := range cols[1:] {
-		if len(c) != n {
-			return Interval{}, fmt.Errorf("bootstrap: %d values paired with %d", n, len(c))
-		}
-	}
-	switch {
-	case n < 2:
-		return Interval{}, errors.New("bootstrap: needs at least two values (or pairs)")
-	case !(level > 0 && level < 1):
-		return Interval{}, fmt.Errorf("bootstrap: level %v is not between 0 and 1", level)
-	case resamples < 100:
-		return Interval{}, fmt.Errorf("bootstrap: %d resamples are too few", resamples)
-	}
-	rng := newRand(seed)
-	scratch := make([][]float64, len(cols))
-	for k := range cols {
-		scratch[k] = make([]float64, n)
-	}
-	values := make([]float64, 0, resamples)
-	for range resamples {
-		for i := range n {
-			j := rng.intN(n)
-			for k, c := range cols {
-				scratch[k][i] = c[j]
-			}
-		}
-		if v := stat(scratch); !math.IsNaN(v) {
-			values = append(values, v)
-		}
-	}
-	if len(values) == 0 {
-		return Interval{}, errors.New("bootstrap: no resample has a value: a median it divides by is never positive")
-	}
-	sort.Float64s(values)
-	alpha := (1 - level) / 2
-	return Interval{Low: quantile(values, alpha), High: quantile(values, 1-alpha)}, nil
+	return bootstrapStrata([][][]float64{cols}, level, resamples, seed, func(scratch [][][]float64) float64 {
+		return stat(scratch[0])
+	})
 }
 
 // medianInPlace is Median on a slice it may sort.

@@ -257,3 +257,65 @@ func TestInterleave(t *testing.T) {
 }
 
 const pinnedOrder = "docker/C03 local/C03 docker/C02 local/C02 docker/C01 local/C01"
+
+// TestBootstrapOverStrata: a summary over cells draws each cell's rows
+// from that cell alone, so cells whose values never vary give an interval
+// of exactly their summary, and a cell with one row is refused.
+func TestBootstrapOverStrata(t *testing.T) {
+	constant := [][][]float64{
+		{{2, 2, 2}, {1, 1, 1}}, // ratio 2
+		{{9, 9}, {1, 1}},       // ratio 9
+		{{4, 4, 4, 4}, {2, 2, 2, 2}},
+	}
+	iv, err := BootstrapOverStrata(constant, OfRatio, GeoMean, 0.95, 1000, 1)
+	if want := GeoMean([]float64{2, 9, 2}); err != nil || math.Abs(iv.Low-want) > 1e-12 || math.Abs(iv.High-want) > 1e-12 {
+		t.Errorf("constant cells: %+v, %v; want exactly %v", iv, err, want)
+	}
+	varied := [][][]float64{
+		{{10, 11, 12, 13, 30}},
+		{{100, 90, 95, 120, 101}},
+	}
+	a, err := BootstrapOverStrata(varied, OfMedian, Median, 0.95, 2000, 3)
+	b, _ := BootstrapOverStrata(varied, OfMedian, Median, 0.95, 2000, 3)
+	point := Median([]float64{Median(varied[0][0]), Median(varied[1][0])})
+	if err != nil || a != b || !a.Contains(point) || a.Low == a.High {
+		t.Errorf("varied cells: %+v (again %+v), %v; want a seeded interval around %v", a, b, err, point)
+	}
+	if _, err := BootstrapOverStrata([][][]float64{{{1, 2}}, {{3}}}, OfMedian, Median, 0.95, 1000, 1); err == nil {
+		t.Error("a cell with one value gave an interval")
+	}
+}
+
+// TestBootstrapChange: two runs resampled independently; the interval of
+// after over before holds a real change away from 1 and holds 1 where the
+// runs drew from the same values.
+func TestBootstrapChange(t *testing.T) {
+	before := [][]float64{{100, 104, 98, 101, 99, 103}}
+	slower := [][]float64{{150, 156, 147, 151, 149, 154}}
+	iv, err := BootstrapChange(slower, before, OfMedian, 0.95, 2000, 5)
+	if err != nil || iv.Contains(1) || !iv.Contains(1.5) {
+		t.Errorf("50%% slower: %+v, %v", iv, err)
+	}
+	same := [][]float64{{99, 103, 100, 104, 98, 101}}
+	if iv, err := BootstrapChange(same, before, OfMedian, 0.95, 2000, 5); err != nil || !iv.Contains(1) {
+		t.Errorf("the same values: %+v, %v; want an interval holding 1", iv, err)
+	}
+	// LayerFS over native, old run against new.
+	if iv, err := BootstrapChange([][]float64{{20, 21, 19}, {10, 10, 10}}, [][]float64{{10, 11, 9}, {10, 10, 10}}, OfRatio, 0.95, 1000, 1); err != nil || iv.Contains(1) {
+		t.Errorf("a ratio that doubled: %+v, %v", iv, err)
+	}
+}
+
+// TestBootstrapChangeOverStrata: the geometric mean over cells of each
+// cell's change, each run of each cell resampled on its own.
+func TestBootstrapChangeOverStrata(t *testing.T) {
+	before := [][][]float64{{{10, 11, 9, 10}}, {{100, 104, 98, 101}}}
+	after := [][][]float64{{{20, 22, 18, 20}}, {{100, 103, 99, 102}}} // twice, then the same
+	iv, err := BootstrapChangeOverStrata(after, before, OfMedian, GeoMean, 0.95, 2000, 9)
+	if want := math.Sqrt(2); err != nil || !iv.Contains(want) || iv.Contains(1) {
+		t.Errorf("%+v, %v; want an interval around %v that excludes 1", iv, err, want)
+	}
+	if _, err := BootstrapChangeOverStrata(after[:1], before, OfMedian, GeoMean, 0.95, 2000, 9); err == nil {
+		t.Error("one cell after, two before: an interval")
+	}
+}

@@ -13,40 +13,70 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/runner/report"
 )
 
+// reportFlags are report's flags.
+type reportFlags struct {
+	format, baseline, out string
+	seed                  uint64
+	compare               bool
+	match, cells          []string
+	signing               reportSigning
+	verifier              *sign.Verifier // from --key, once check has run
+}
+
 func newReportCmd(g *global) *cobra.Command {
-	var format, baseline, out string
-	var seed uint64
-	var signing reportSigning
+	var f reportFlags
 	c := &cobra.Command{
-		Use:   "report RESULTS...",
-		Short: "Compare targets from run results: exact counts first, then timings",
-		Long: `Read the results of one or more runs and write the comparison: first the exact
-counts per cell and target (FUSE requests, SQLite statements, files, bytes, Store
-and overlay bytes, the verifier's result), with every difference between
-targets flagged, since timings only compare the same work; then the timings
-(command time, exec wall, per-exec overhead, mount, Commit, unmount, and, when
-the run took a native reference, that and LayerFS over native: each sample's
-command time divided by its native reference in the same Sandbox, the ratio
-that where a target keeps its Sandboxes on the disk cannot skew), each with
-its ratio to the baseline target and the geometric mean of the ratios over
-the cells. With several
-samples per cell, values are medians with bootstrap 95% intervals of the
-paired ratio.
+		Use:   "report RESULTS... | report --compare OLD NEW",
+		Short: "Compare targets from run results: the answer first, then exact counts, then timings",
+		Long: `Read the results of one or more runs and write the comparison, the answer
+first: a summary of what ran (bundle, targets, cells, samples), whether every
+count matched across targets (and which cells did not), what differs between
+the targets beyond the platform (CPUs, memory, kernel, emulation, transports),
+and per target the headline figures with their bootstrap 95% intervals:
+LayerFS over native and the command time relative to the baseline, each a
+geometric mean over cells, and the per-exec overhead; which cells show a
+difference from the baseline and which do not; and, when the host checked
+them, whether each run's results are signed.
+
+Then the exact counts, one row per cell and a column per count (FUSE
+requests, SQLite statements, files, bytes, Store and overlay bytes, the
+verifier's result): a value once where the targets agree, each target's
+where they differ, marked as different work or as the kernels' doing, since
+timings only compare the same work; the per-opcode detail folds away. Then
+the timings (command time, exec wall, per-exec overhead, mount, Commit,
+unmount, and, when the run took a native reference, that and LayerFS over
+native: each sample's command time divided by its native reference in the
+same Sandbox, the ratio that where a target keeps its Sandboxes on the disk
+cannot skew), each with its ratio to the baseline target and the geometric
+mean of the ratios over the cells. With several samples per cell, values are
+medians with bootstrap 95% intervals; "~" marks a ratio whose interval
+includes 1.0: no difference shown.
 
 RESULTS are run directories (holding samples.jsonl and pins.json) or
 samples.jsonl files (pins.json is read when it lies beside one). Runs of
 different bundles are refused; each target may come from one run only.
 
+--compare OLD NEW puts two runs side by side, as benchstat does: per cell and
+target the old and new medians with their intervals, and the change (new over
+old) with its interval, each run resampled on its own, "~" where that interval
+includes no change; a geometric mean of the changes per target. The runs may
+be of different bundles (each is named). Runs whose targets or cells differ
+are refused unless --match names the target pairs (OLD=NEW, e.g. docker=lima)
+and --cells the cells to compare.
+
 Formats: md (Markdown, the default), html (one self-contained page with
-inline SVG charts), json, csv (one tidy row per count and per timing value).
---json writes the JSON report to stdout, or, with --out, a JSON summary.
---out is written atomically, and never over the files the report reads
-(samples.jsonl, pins.json): that is refused (exit 3) before anything is read.
+inline SVG charts, no script, that fits a phone's width; the same input gives
+the same bytes), json, csv (one tidy row per summary figure, count and timing
+value). --json writes the JSON report to stdout, or, with --out, a JSON
+summary. --out is written atomically, and never over the files the report
+reads (samples.jsonl, pins.json): that is refused (exit 3) before anything is
+read.
 
 Signed results: a run made with --sign-key leaves results.sigstore.json beside
 its samples. The report checks it, here on the host, against the very bytes it
@@ -54,9 +84,10 @@ reports (their digests as they were parsed; nothing is read twice), and its
 summary says what it found: verified (signed by --key, samples.jsonl and
 pins.json as signed, of this run), unchecked (signed, no --key given), invalid
 (another key, an altered sample or pins file, the attestation of another run),
-or unsigned. --require-signed (with --key) refuses anything but verified, before
-any report is written: exit 2 when the results are unsigned or not signed by
---key, exit 1 when they differ from what was signed.`,
+or unsigned. --require-signed (with --key) refuses anything but verified, for a
+report and for --compare alike, before any report is written: exit 2 when the
+results are unsigned or not signed by --key, exit 1 when they differ from what
+was signed.`,
 		Example: `  # The comparison of one run, in Markdown, baseline the run's first target
   sealbench report out/runs/run-20261130T100000Z
 
@@ -67,69 +98,144 @@ any report is written: exit 2 when the results are unsigned or not signed by
   sealbench report out/runs/run-20261130T100000Z --key keys/sealbench.pub --require-signed
 
   # Two runs of the same bundle (one per target), as CSV
-  sealbench report out/runs/run-a/samples.jsonl out/runs/run-b --format csv --out compare.csv`,
+  sealbench report out/runs/run-a/samples.jsonl out/runs/run-b --format csv --out compare.csv
+
+  # Last week's run against today's: what changed, and what did not
+  sealbench report --compare out/runs/run-a out/runs/run-b
+
+  # Today's lima run against last week's local one, on two cells
+  sealbench report --compare out/runs/run-a out/runs/run-b --match local=lima --cells C01,C06`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usageErrorf("pass one or more run directories or samples.jsonl files", "no results given")
+			if err := f.check(c, g, args); err != nil {
+				return err
 			}
-			if g.json && !c.Flags().Changed("format") && out == "" {
-				format = "json"
+			if f.compare {
+				return runCompare(g, f, args[0], args[1])
 			}
-			if !slices.Contains(report.Formats, format) {
-				return usageErrorf("--format is one of "+strings.Join(report.Formats, ", "), "unknown format %q", format)
-			}
-			if g.json && out == "" && format != "json" {
-				return usageErrorf("drop --json, or use --out to write the "+format+" report to a file", "--json prints JSON, but --format is %s", format)
-			}
-			if out != "" {
-				if err := checkOutFile("--out", out, "write the report beside the results instead, e.g. --out RUN/report."+format, reportInputs(args)...); err != nil {
-					return err
-				}
-			}
-			verifier, err := signing.check()
+			inputs, err := f.loadResults(args)
 			if err != nil {
 				return err
 			}
-			inputs, err := report.Load(args)
-			if err != nil {
-				return inputError(err)
-			}
-			if err := signing.apply(inputs, verifier); err != nil {
-				return err
-			}
-			r, err := report.Build(inputs, report.Options{Baseline: baseline, Seed: seed})
+			r, err := report.Build(inputs, report.Options{Baseline: f.baseline, Seed: f.seed})
 			if err != nil {
 				return inputError(err)
 			}
 			var b bytes.Buffer
-			if err := report.Write(&b, r, format); err != nil {
+			if err := report.Write(&b, r, f.format); err != nil {
 				return err
 			}
 			if len(r.Differences) > 0 {
 				fmt.Fprintf(g.stderr, "sealbench: warning: %d count(s) differ between targets: those cells' timings do not compare the same work\n", len(r.Differences))
 			}
-			if out == "" {
-				_, err := g.stdout.Write(b.Bytes())
-				return err
-			}
-			if err := atomicfile.WriteFile(out, b.Bytes(), 0o644); err != nil {
-				return fmt.Errorf("writing the report: %w", err)
-			}
-			if g.json {
-				return writeJSON(g.stdout, map[string]any{"out": out, "format": format, "baseline": r.Baseline,
-					"targets": r.TargetNames(), "differences": len(r.Differences), "problems": len(r.Problems)})
-			}
-			fmt.Fprintf(g.stdout, "wrote %s (%s; baseline %s; %d difference(s) in counts)\n", out, format, r.Baseline, len(r.Differences))
-			return nil
+			return writeReport(g, f, b.Bytes(), map[string]any{"baseline": r.Baseline, "targets": r.TargetNames(),
+				"differences": len(r.Differences), "problems": len(r.Problems)},
+				fmt.Sprintf("baseline %s; %d difference(s) in counts", r.Baseline, len(r.Differences)))
 		},
 	}
-	c.Flags().StringVar(&format, "format", "md", "report format: "+strings.Join(report.Formats, ", "))
-	c.Flags().StringVar(&baseline, "baseline", "", "the target ratios are to (default: the first target of the first run)")
-	c.Flags().StringVar(&out, "out", "", "write the report to this file (atomically) instead of stdout")
-	c.Flags().Uint64Var(&seed, "seed", 0, "bootstrap seed (default: the run's own seed)")
-	signing.flags(c.Flags())
+	c.Flags().StringVar(&f.format, "format", "md", "report format: "+strings.Join(report.Formats, ", "))
+	c.Flags().StringVar(&f.baseline, "baseline", "", "the target ratios are to (default: the first target of the first run)")
+	c.Flags().StringVar(&f.out, "out", "", "write the report to this file (atomically) instead of stdout")
+	c.Flags().Uint64Var(&f.seed, "seed", 0, "bootstrap seed (default: the run's own seed; with --compare, the new run's)")
+	c.Flags().BoolVar(&f.compare, "compare", false, "compare two runs, OLD NEW: old and new medians, the change with its interval")
+	c.Flags().StringSliceVar(&f.match, "match", nil, "with --compare: the target pairs to compare, OLD=NEW (repeat, or separate with commas); default: the same targets in both")
+	c.Flags().StringSliceVar(&f.cells, "cells", nil, "with --compare: the cells to compare (default: every cell, the same in both runs)")
+	f.signing.flags(c.Flags())
 	return c
+}
+
+// check refuses flags and arguments that do not fit together, before
+// anything is read.
+func (f *reportFlags) check(c *cobra.Command, g *global, args []string) error {
+	switch {
+	case len(args) == 0:
+		return usageErrorf("pass one or more run directories or samples.jsonl files", "no results given")
+	case f.compare && len(args) != 2:
+		return usageErrorf("pass the old run and the new one: --compare OLD NEW", "--compare takes two runs, got %d", len(args))
+	case !f.compare && (len(f.match) > 0 || len(f.cells) > 0):
+		return usageErrorf("--match and --cells choose what --compare compares", "--match and --cells need --compare")
+	case f.compare && f.baseline != "":
+		return usageErrorf("--compare compares each target with itself (or as --match pairs them)", "--baseline does not apply to --compare")
+	}
+	if g.json && !c.Flags().Changed("format") && f.out == "" {
+		f.format = "json"
+	}
+	if !slices.Contains(report.Formats, f.format) {
+		return usageErrorf("--format is one of "+strings.Join(report.Formats, ", "), "unknown format %q", f.format)
+	}
+	if g.json && f.out == "" && f.format != "json" {
+		return usageErrorf("drop --json, or use --out to write the "+f.format+" report to a file", "--json prints JSON, but --format is %s", f.format)
+	}
+	if f.out != "" {
+		if err := checkOutFile("--out", f.out, "write the report beside the results instead, e.g. --out RUN/report."+f.format, reportInputs(args)...); err != nil {
+			return err
+		}
+	}
+	var err error
+	f.verifier, err = f.signing.check()
+	return err
+}
+
+// loadResults reads the results args name and checks their signed results
+// (--key, --require-signed): the one place report reads them, for a report
+// and for a comparison alike.
+func (f *reportFlags) loadResults(args []string) ([]report.Input, error) {
+	inputs, err := report.Load(args)
+	if err != nil {
+		return nil, inputError(err)
+	}
+	if err := f.signing.apply(inputs, f.verifier); err != nil {
+		return nil, err
+	}
+	return inputs, nil
+}
+
+// runCompare writes the comparison of two runs.
+func runCompare(g *global, f reportFlags, oldPath, newPath string) error {
+	var pairs []report.TargetPair
+	for _, m := range f.match {
+		p, err := report.ParseTargetPair(m)
+		if err != nil {
+			return usageErrorf("--match takes OLD=NEW target pairs, e.g. --match docker=lima", "%v", err)
+		}
+		pairs = append(pairs, p)
+	}
+	old, err := f.loadResults([]string{oldPath})
+	if err != nil {
+		return err
+	}
+	new, err := f.loadResults([]string{newPath})
+	if err != nil {
+		return err
+	}
+	cmp, err := report.Compare(old, new, report.CompareOptions{Pairs: pairs, Cells: f.cells, Seed: f.seed})
+	if err != nil {
+		return compareError(err)
+	}
+	var b bytes.Buffer
+	if err := report.WriteComparison(&b, cmp, f.format); err != nil {
+		return err
+	}
+	return writeReport(g, f, b.Bytes(), map[string]any{"pairs": cmp.Pairs, "cells": cmp.Cells, "warnings": len(cmp.Warnings)},
+		fmt.Sprintf("comparison of %d target pair(s) over %d cell(s)", len(cmp.Pairs), len(cmp.Cells)))
+}
+
+// writeReport writes a rendered report to stdout, or to --out with a line
+// (or, with --json, a JSON summary) saying what was written.
+func writeReport(g *global, f reportFlags, b []byte, summary map[string]any, what string) error {
+	if f.out == "" {
+		_, err := g.stdout.Write(b)
+		return err
+	}
+	if err := atomicfile.WriteFile(f.out, b, 0o644); err != nil {
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	if g.json {
+		summary["out"], summary["format"] = f.out, f.format
+		return writeJSON(g.stdout, summary)
+	}
+	fmt.Fprintf(g.stdout, "wrote %s (%s; %s)\n", f.out, f.format, what)
+	return nil
 }
 
 // reportInputs are the files report.Load reads for args: each run
@@ -150,10 +256,19 @@ func reportInputs(args []string) []string {
 
 // inputError marks results the report cannot use as unusable input (exit 3).
 func inputError(err error) error {
+	return unusable(err, "RESULTS are run directories (samples.jsonl and pins.json) or samples.jsonl files of one bundle, one run per target")
+}
+
+// compareError marks runs Compare cannot put side by side as unusable
+// input (exit 3), with the flags that choose what to compare.
+func compareError(err error) error {
+	return unusable(err, "OLD and NEW are run directories or samples.jsonl files; --match OLD=NEW pairs targets, --cells names the cells both runs have")
+}
+
+func unusable(err error, hint string) error {
 	var ie *report.InputError
 	if errors.As(err, &ie) {
-		return &userError{Code: ExitUnusable, Err: err,
-			Hint: "RESULTS are run directories (samples.jsonl and pins.json) or samples.jsonl files of one bundle, one run per target"}
+		return &userError{Code: ExitUnusable, Err: err, Hint: hint}
 	}
 	return err
 }

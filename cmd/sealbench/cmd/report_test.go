@@ -15,7 +15,7 @@ var reportRun = filepath.Join("..", "..", "..", "runner", "report", "testdata", 
 
 func TestReportCLI(t *testing.T) {
 	code, stdout, stderr := run(t, "report", reportRun)
-	if code != ExitOK || !strings.HasPrefix(stdout, "# sealbench report") || !strings.Contains(stdout, "Baseline: **docker**") {
+	if code != ExitOK || !strings.HasPrefix(stdout, "# sealbench report") || !strings.Contains(stdout, "| docker (baseline) |") {
 		t.Fatalf("report: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	if !strings.Contains(stderr, "warning: 4 count(s) differ") {
@@ -25,8 +25,15 @@ func TestReportCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stdout != string(want) {
-		t.Error("the command's Markdown differs from the report package's golden file")
+	// The command checks the run's signed results (the package's golden
+	// file is rendered without a check): the summary says so in one line,
+	// the rest is the package's report.
+	const signedLine = "- **Signed results:** run-20261130T100000Z: unsigned: no results.sigstore.json: the run was not signed (run --sign-key)\n"
+	if !strings.Contains(stdout, signedLine) {
+		t.Errorf("the summary does not say the run is unsigned:\n%s", stdout)
+	}
+	if strings.Replace(stdout, signedLine, "", 1) != string(want) {
+		t.Error("the command's Markdown differs from the report package's golden file (beyond the signature's line)")
 	}
 
 	// --json alone: the JSON report on stdout.
@@ -76,10 +83,42 @@ func TestReportCLI(t *testing.T) {
 		{[]string{"report", reportRun, "--format", "pdf"}, `unknown format "pdf"`},
 		{[]string{"report", "--json", reportRun, "--format", "csv"}, "--json prints JSON"},
 		{[]string{"report", reportRun, reportRun}, "is in two runs"},
+		{[]string{"report", "--compare", reportRun}, "--compare takes two runs, got 1"},
+		{[]string{"report", reportRun, "--match", "local=lima"}, "--match and --cells need --compare"},
+		{[]string{"report", "--compare", reportRun, reportRun, "--baseline", "local"}, "--baseline does not apply to --compare"},
+		{[]string{"report", "--compare", reportRun, reportRun, "--match", "local=lima=x"}, `target pair "local=lima=x"`},
+		{[]string{"report", "--compare", reportRun, reportRun, "--match", "apple=local"}, `the old run has no target "apple"`},
+		{[]string{"report", "--compare", reportRun, reportRun, "--cells", "C01,C13"}, "cell C13 is not in both runs"},
 	} {
 		code, _, stderr := run(t, tt.args...)
 		if code != ExitUnusable || !strings.Contains(stderr, tt.want) {
 			t.Errorf("%v: exit %d, want %d with %q: %s", tt.args, code, ExitUnusable, tt.want, stderr)
 		}
+	}
+}
+
+// TestReportCompareCLI: --compare OLD NEW writes the comparison; the same
+// run against itself shows no change anywhere.
+func TestReportCompareCLI(t *testing.T) {
+	code, stdout, stderr := run(t, "report", "--compare", reportRun, reportRun, "--match", "docker=docker,local=local", "--cells", "C01,C06")
+	if code != ExitOK || !strings.HasPrefix(stdout, "# sealbench comparison") {
+		t.Fatalf("report --compare: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"| C01 | docker | 17.0 [16.0, 18.0] | 17.0 [16.0, 18.0] | +0.0% [", "| C06 | local |", "| geometric mean | local |  |  | +0.0% ["} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the comparison lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "| lima |") || strings.Contains(stdout, "| C02 |") {
+		t.Error("the comparison has a target or cell that --match and --cells left out")
+	}
+	out := filepath.Join(t.TempDir(), "cmp.json")
+	code, stdout, _ = run(t, "report", "--json", "--compare", reportRun, reportRun, "--format", "json", "--out", out)
+	var sum struct {
+		Out   string
+		Cells []string
+	}
+	if err := json.Unmarshal([]byte(stdout), &sum); code != ExitOK || err != nil || sum.Out != out || len(sum.Cells) != 12 {
+		t.Errorf("--compare --json --out: exit %d, %q", code, stdout)
 	}
 }

@@ -1,0 +1,346 @@
+package report
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Overview is the answer first: what ran, whether every count matched,
+// the headline figures per target with their intervals, which
+// differences the samples show and which they do not, and what makes the
+// targets hard to compare. Every format opens with it.
+type Overview struct {
+	Bundles        []string `json:"bundles"` // in the order of the runs
+	Runs           int      `json:"runs"`
+	Targets        []string `json:"targets"`
+	Cells          int      `json:"cells"`
+	Samples        int      `json:"samples"`        // read
+	SamplesOK      int      `json:"samplesOk"`      // that count (status ok)
+	SamplesPerCell int      `json:"samplesPerCell"` // the most any run planned; 0 without pins
+	// CountsMatch is true when every count is equal across targets (and
+	// across each target's samples) in every cell.
+	CountsMatch bool `json:"countsMatch"`
+	// DifferentWork are the cells with a difference nothing explains: their
+	// timings do not compare the same work. KernelOnly are those whose
+	// differences are all in FUSE requests between different kernels.
+	DifferentWork []string `json:"differentWork"`
+	KernelOnly    []string `json:"kernelOnly"`
+	Problems      int      `json:"problems"` // failed and ineligible samples
+	// Warnings say what differs between the targets beyond the platform
+	// itself (CPUs, memory, kernel, emulation, transports), before any
+	// timing is read.
+	Warnings  []string   `json:"warnings"`
+	Headlines []Headline `json:"headlines"`
+}
+
+// Headline is one target's figures over all cells.
+type Headline struct {
+	Target   string `json:"target"`
+	Baseline bool   `json:"baseline"`
+	// LayerFSOverNative is the geometric mean over cells of LayerFS over
+	// native; absent when the run took no native reference.
+	LayerFSOverNative *Summary `json:"layerfsOverNative,omitempty"`
+	// CommandVsBaseline is the geometric mean over cells of the command
+	// time's ratio to the baseline's; absent for the baseline.
+	CommandVsBaseline *Summary `json:"commandVsBaseline,omitempty"`
+	// ExecOverheadNs is the median over cells of the per-exec overhead.
+	ExecOverheadNs *Summary `json:"execOverheadNs,omitempty"`
+	// Faster and Slower are the cells whose command time's interval of the
+	// ratio to the baseline lies wholly below or above 1.0 (a difference
+	// shown); Same those whose interval includes 1.0 (none shown); Bare
+	// those without an interval (a single round).
+	Faster []string `json:"faster,omitempty"`
+	Slower []string `json:"slower,omitempty"`
+	Same   []string `json:"same,omitempty"`
+	Bare   []string `json:"bare,omitempty"`
+	// NativeSame are the cells whose LayerFS over native interval
+	// includes 1.0: no cost over native shown.
+	NativeSame []string `json:"nativeSame,omitempty"`
+}
+
+// buildOverview fills r.Summary from what Build made.
+func (r *Report) buildOverview(samples int) {
+	o := Overview{Runs: len(r.Runs), Targets: r.TargetNames(), Cells: len(r.Cells), Samples: samples,
+		Bundles: []string{}, DifferentWork: []string{}, KernelOnly: []string{}, Warnings: []string{}, Headlines: []Headline{}}
+	for _, run := range r.Runs {
+		if !slices.Contains(o.Bundles, run.BundleID) {
+			o.Bundles = append(o.Bundles, run.BundleID)
+		}
+		o.SamplesPerCell = max(o.SamplesPerCell, run.SamplesPerCell)
+	}
+	o.SamplesOK = samples - len(r.Problems)
+	o.Problems = len(r.Problems)
+	o.CountsMatch = len(r.Differences) == 0
+	unexplained := map[string]bool{}
+	for _, d := range r.Differences {
+		if d.Why == "" {
+			unexplained[d.Cell] = true
+		}
+	}
+	for _, c := range r.Cells {
+		explained := false
+		for _, d := range r.Differences {
+			if d.Cell == c.Name {
+				explained = true
+			}
+		}
+		switch {
+		case unexplained[c.Name]:
+			o.DifferentWork = append(o.DifferentWork, c.Name)
+		case explained:
+			o.KernelOnly = append(o.KernelOnly, c.Name)
+		}
+	}
+	o.Warnings = r.comparability()
+
+	cmd, lon, over := r.timing("commandNs"), r.timing("layerfsOverNative"), r.timing("execOverheadNs")
+	for i, t := range r.Targets {
+		h := Headline{Target: t.Name, Baseline: t.Name == r.Baseline}
+		if lon != nil {
+			h.LayerFSOverNative = present(lon.ValueGeoMean[i])
+			for _, row := range lon.Rows {
+				if v := row.Values[i]; v.MedianNoDifference != nil && *v.MedianNoDifference {
+					h.NativeSame = append(h.NativeSame, row.Cell)
+				}
+			}
+		}
+		if over != nil {
+			h.ExecOverheadNs = present(over.MedianOverCells[i])
+		}
+		if cmd != nil && !h.Baseline {
+			h.CommandVsBaseline = present(cmd.GeoMean[i])
+			for _, row := range cmd.Rows {
+				v := row.Values[i]
+				switch {
+				case v.Ratio == nil:
+				case v.CI == nil:
+					h.Bare = append(h.Bare, row.Cell)
+				case v.CI.Contains(1):
+					h.Same = append(h.Same, row.Cell)
+				case v.CI.High < 1:
+					h.Faster = append(h.Faster, row.Cell)
+				default:
+					h.Slower = append(h.Slower, row.Cell)
+				}
+			}
+		}
+		o.Headlines = append(o.Headlines, h)
+	}
+	r.Summary = o
+}
+
+// present is s, or nil when it has no value.
+func present(s Summary) *Summary {
+	if s.Value == nil {
+		return nil
+	}
+	return &s
+}
+
+// timing returns the timing of metric, or nil when the run has none.
+func (r *Report) timing(metric string) *Timing {
+	for i := range r.Timings {
+		if r.Timings[i].Metric == metric {
+			return &r.Timings[i]
+		}
+	}
+	return nil
+}
+
+// comparability says, for each property the pins carry, where the targets
+// differ: CPUs, memory, kernel, emulation, the Engine's transport and the
+// FUSE transport. A target that does not know a property is left out of
+// that comparison.
+func (r *Report) comparability() []string {
+	warnings := []string{}
+	if len(r.Targets) < 2 {
+		for _, t := range r.Targets {
+			if t.Emulated {
+				warnings = append(warnings, t.Name+" runs under CPU emulation: its timings are the emulator's.")
+			}
+		}
+		return warnings
+	}
+	differ := func(what, consequence string, of func(TargetInfo) string) {
+		var parts, seen []string
+		for _, t := range r.Targets {
+			v := of(t)
+			if v == "" {
+				continue
+			}
+			parts = append(parts, t.Name+" "+v)
+			if !slices.Contains(seen, v) {
+				seen = append(seen, v)
+			}
+		}
+		if len(seen) > 1 {
+			warnings = append(warnings, fmt.Sprintf("%s (%s): %s", what, strings.Join(parts, ", "), consequence))
+		}
+	}
+	differ("CPUs differ", "a ratio between these targets includes the machines, not only the platforms.", func(t TargetInfo) string {
+		if t.CPUs == 0 {
+			return ""
+		}
+		return strconv.Itoa(t.CPUs)
+	})
+	differ("Memory sizes differ", "the page cache each target has differs.", func(t TargetInfo) string {
+		if t.MemoryBytes == 0 {
+			return ""
+		}
+		return gib(t.MemoryBytes)
+	})
+	differ("Kernels differ", "the kernel decides which FUSE requests reach the daemon and what each costs.", func(t TargetInfo) string { return t.Kernel })
+	differ("Emulation differs", "an emulated target's timings are the emulator's: compare its counts, not its times.", func(t TargetInfo) string {
+		if t.Engine == "" {
+			return ""
+		}
+		if t.Emulated {
+			return "emulated"
+		}
+		return "native"
+	})
+	differ("Engine transports differ", "exec wall time and per-exec overhead include the transport.", func(t TargetInfo) string {
+		if t.Engine == "" {
+			return ""
+		}
+		if t.Transport == "" {
+			return "socket"
+		}
+		return t.Transport
+	})
+	differ("FUSE transports differ", "what a FUSE request costs depends on the transport that carries it.", func(t TargetInfo) string {
+		return strings.Join(t.FUSETransports, " / ")
+	})
+	return warnings
+}
+
+// SignatureText says what the host found about a run's signed results, in
+// a few words; "" when nobody looked.
+func SignatureText(s *Signature) string {
+	if s == nil {
+		return ""
+	}
+	text := s.State
+	switch s.State {
+	case SignatureVerified:
+		text = "signed, verified"
+	case SignatureUnchecked:
+		text = "signed, not checked (no key given)"
+	case SignatureUnsigned:
+		text = "unsigned"
+	case SignatureInvalid:
+		text = "signature INVALID"
+	}
+	if s.Key != "" {
+		text += " (key " + short(s.Key) + ")"
+	}
+	if s.Detail != "" {
+		text += ": " + s.Detail
+	}
+	return text
+}
+
+// Signed reports whether any run's signature was looked at.
+func (r *Report) Signed() bool {
+	for _, run := range r.Runs {
+		if run.Signature != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// signatureLines say, per run, what the host found about its signed
+// results: nothing when nobody looked at any, "not checked" for a run
+// nobody looked at beside one somebody did.
+func (r *Report) signatureLines() []string {
+	if !r.Signed() {
+		return nil
+	}
+	var lines []string
+	for _, run := range r.Runs {
+		text := SignatureText(run.Signature)
+		if text == "" {
+			text = "not checked"
+		}
+		lines = append(lines, run.RunID+": "+text)
+	}
+	return lines
+}
+
+// countsVerdict is the summary's one line on the counts.
+func (o Overview) countsVerdict() string {
+	switch {
+	case o.CountsMatch && len(o.Targets) == 1:
+		return "every count matched across the samples of every cell."
+	case o.CountsMatch:
+		return "every count matched across targets in every cell: the timings compare the same work."
+	case len(o.DifferentWork) == 0:
+		return "counts differ only in FUSE requests between targets on different kernels (" + strings.Join(o.KernelOnly, ", ") + "): the same work, different requests from the kernels."
+	}
+	s := "counts differ in " + strings.Join(o.DifferentWork, ", ") + ": those cells' timings do not compare the same work"
+	if len(o.KernelOnly) > 0 {
+		s += "; in " + strings.Join(o.KernelOnly, ", ") + " only FUSE requests differ, between different kernels"
+	}
+	return s + "."
+}
+
+// ranText is what ran, in one line.
+func (o Overview) ranText() string {
+	per := ""
+	if o.SamplesPerCell > 0 {
+		per = ", " + plural(o.SamplesPerCell, "sample") + " per cell and target"
+	}
+	failed := ""
+	if o.Problems > 0 {
+		failed = fmt.Sprintf(" (%d failed or ineligible)", o.Problems)
+	}
+	bundle := "bundle"
+	if len(o.Bundles) > 1 {
+		bundle = "bundles"
+	}
+	return fmt.Sprintf("%s %s; %s (%s); %s; %s%s%s.", bundle, strings.Join(o.Bundles, ", "), plural(len(o.Targets), "target"), strings.Join(o.Targets, ", "),
+		plural(o.Cells, "cell"), plural(o.Samples, "sample"), failed, per)
+}
+
+// shownText says which differences from the baseline the samples show and
+// which they do not.
+func (h Headline) shownText(baseline string) string {
+	var parts []string
+	if len(h.Faster) > 0 {
+		parts = append(parts, "faster than "+baseline+" in "+strings.Join(h.Faster, ", "))
+	}
+	if len(h.Slower) > 0 {
+		parts = append(parts, "slower in "+strings.Join(h.Slower, ", "))
+	}
+	if len(h.Same) > 0 {
+		parts = append(parts, "no difference shown in "+strings.Join(h.Same, ", "))
+	}
+	if len(h.Bare) > 0 {
+		parts = append(parts, "no interval (one round) in "+strings.Join(h.Bare, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// nativeText says in which cells LayerFS showed no cost over native.
+func (h Headline) nativeText() string {
+	if len(h.NativeSame) == 0 {
+		return ""
+	}
+	return "LayerFS no different from native in " + strings.Join(h.NativeSame, ", ")
+}
+
+// headlineValue writes a summary with its interval and marks: "0.92x
+// [0.90, 0.94]", "1.01x [0.97, 1.05] ~", or a dash.
+func headlineValue(s *Summary, f, bound func(float64) string) string {
+	if s == nil {
+		return "—"
+	}
+	text := f(*s.Value) + intervalText(s.CI, bound) + marks(s.NoDifference, false)
+	if s.Suspect > 0 {
+		text += ", including " + plural(s.Suspect, "suspect cell")
+	}
+	return text
+}

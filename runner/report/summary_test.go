@@ -1,0 +1,204 @@
+package report
+
+import (
+	"bytes"
+	"encoding/csv"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sealbench/sealbench/manifests"
+)
+
+// TestSummary: the answer first, on the fixed run: what ran, which cells'
+// counts differ, what makes the targets hard to compare, and per target
+// the headline figures with intervals, the cells split into differences
+// shown and not.
+func TestSummary(t *testing.T) {
+	pins, samples := fixedRun()
+	r, err := Build([]Input{{Source: "fixed", Pins: pins, Samples: samples}}, Options{Resamples: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := r.Summary
+	if o.Samples != 108 || o.SamplesOK != 106 || o.SamplesPerCell != 3 || o.Cells != 12 || strings.Join(o.Bundles, ",") != "build-linux-bb5f636a0c1d" {
+		t.Errorf("what ran: %+v", o)
+	}
+	if o.CountsMatch || strings.Join(o.DifferentWork, ",") != "C05,C11,C12" || len(o.KernelOnly) != 0 {
+		t.Errorf("counts: match %v, different work %v, kernel only %v", o.CountsMatch, o.DifferentWork, o.KernelOnly)
+	}
+	// docker and local share a machine; lima has 4 GiB, another kernel,
+	// emulation and /dev/fuse. Every target has 2 CPUs.
+	warnings := strings.Join(o.Warnings, "\n")
+	for _, want := range []string{"Memory sizes differ (docker 8 GiB, local 8 GiB, lima 4 GiB)", "Kernels differ", "Emulation differs (docker native, local native, lima emulated)", "FUSE transports differ (docker uring, local uring / dev, lima dev)"} {
+		if !strings.Contains(warnings, want) {
+			t.Errorf("the warnings lack %q:\n%s", want, warnings)
+		}
+	}
+	if strings.Contains(warnings, "CPUs") || strings.Contains(warnings, "Engine transports") {
+		t.Errorf("a warning about what does not differ:\n%s", warnings)
+	}
+	docker, local := o.Headlines[0], o.Headlines[1]
+	if !docker.Baseline || docker.CommandVsBaseline != nil || docker.LayerFSOverNative == nil || docker.ExecOverheadNs == nil || *docker.ExecOverheadNs.Value != 42_000_000 {
+		t.Errorf("docker's headline: %+v", docker)
+	}
+	c := local.CommandVsBaseline
+	if c == nil || c.CI == nil || !c.CI.Contains(*c.Value) || c.CI.Contains(1) || *c.NoDifference || *c.Value < 0.9 || *c.Value > 0.94 {
+		t.Errorf("local's command time vs docker: %+v", c)
+	}
+	if l := local.LayerFSOverNative; l == nil || l.CI == nil || !l.CI.Contains(*l.Value) || l.Suspect != 1 {
+		t.Errorf("local's LayerFS over native: %+v", l)
+	}
+	// Every cell is in exactly one list, and each list agrees with the
+	// cell's own interval.
+	cmd := timing(r, "commandNs")
+	all := slices.Concat(local.Faster, local.Slower, local.Same, local.Bare)
+	slices.Sort(all)
+	if len(all) != 12 || len(slices.Compact(all)) != 12 || len(local.Faster) == 0 || len(local.Same) == 0 {
+		t.Errorf("local's cells: faster %v, slower %v, same %v, bare %v", local.Faster, local.Slower, local.Same, local.Bare)
+	}
+	for i, row := range cmd.Rows {
+		v := row.Values[1]
+		if slices.Contains(local.Same, row.Cell) != v.CI.Contains(1) || slices.Contains(local.Faster, row.Cell) != (v.CI.High < 1) {
+			t.Errorf("row %d %s: %+v against faster %v, same %v", i, row.Cell, v.CI, local.Faster, local.Same)
+		}
+	}
+	// The large-file cells (C06-C08) cost what native does on docker.
+	if strings.Join(docker.NativeSame, ",") != "C06,C07,C08" {
+		t.Errorf("docker's cells no different from native: %v", docker.NativeSame)
+	}
+
+	var md bytes.Buffer
+	if err := Write(&md, r, "md"); err != nil {
+		t.Fatal(err)
+	}
+	text := md.String()
+	order := []string{"## Summary", "**Counts:** counts differ in C05, C11, C12", "**Before reading the timings:**", "| local | 4.55x [", "## 1. Same work", "## 2. Timings", "## 3. Provenance"}
+	at := 0
+	for _, s := range order {
+		i := strings.Index(text[at:], s)
+		if i < 0 {
+			t.Fatalf("the Markdown lacks %q after byte %d (summary, counts, timings, in that order)", s, at)
+		}
+		at += i
+	}
+	if strings.Contains(text, "Signed results") {
+		t.Error("the Markdown speaks of signatures nobody checked")
+	}
+	var c2 bytes.Buffer
+	if err := Write(&c2, r, "csv"); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&c2).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, rec := range recs {
+		found[strings.Join(rec[:5], ",")] = true
+	}
+	for _, want := range []string{"summary,,,countsMatch,false", "summary,,,differentWork,C05 C11 C12", "summary,,,samplesOk,106"} {
+		if !found[want] {
+			t.Errorf("the CSV lacks the row %q", want)
+		}
+	}
+}
+
+// TestSignatures: the report says what the host found about each run's
+// signed results, and nothing when nobody looked.
+func TestSignatures(t *testing.T) {
+	pins, samples := fixedRun()
+	key := "sha256:" + strings.Repeat("ab", 32)
+	for _, tt := range []struct {
+		sig  *Signature
+		want []string
+	}{
+		{&Signature{State: SignatureVerified, Key: key}, []string{"**Signed results:** run-20261130T100000Z: signed, verified (key sha256:abababababab…)"}},
+		{&Signature{State: SignatureUnsigned}, []string{"**Signed results:** run-20261130T100000Z: unsigned"}},
+		{&Signature{State: SignatureUnchecked, Key: key}, []string{"signed, not checked (no key given)"}},
+		{&Signature{State: SignatureInvalid, Key: key, Detail: "samples.jsonl was altered"}, []string{"signature INVALID (key sha256:abababababab…): samples.jsonl was altered"}},
+	} {
+		r, err := Build([]Input{{Source: "fixed", Pins: pins, Samples: samples, Signature: tt.sig}}, Options{Resamples: 200})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, format := range []string{"md", "html"} {
+			var b bytes.Buffer
+			if err := Write(&b, r, format); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if format == "html" {
+					w = strings.NewReplacer("**", "", "Signed results:", "Signed results:</strong>").Replace(w)
+					w = strings.ReplaceAll(w, "&", "&amp;")
+				}
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("%s, %s: lacks %q", tt.sig.State, format, w)
+				}
+			}
+		}
+	}
+	// Two runs, one checked: the other is "not checked".
+	in := []Input{
+		{Source: "a", Samples: samplesOf(samples, "docker"), Signature: &Signature{State: SignatureVerified, Key: key}},
+		{Source: "b", Samples: samplesOf(samples, "local")},
+	}
+	r, err := Build(in, Options{Resamples: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(r.signatureLines(), "; "); !strings.HasSuffix(got, "run-20261130T100000Z: not checked") {
+		t.Errorf("signature lines: %q", got)
+	}
+}
+
+func samplesOf(samples []manifests.Sample, target string) []manifests.Sample {
+	var out []manifests.Sample
+	for _, s := range samples {
+		if s.Target == target {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestCharts: a chart of one target has no ratio to draw; values that
+// span orders of magnitude get a log scale, and every bar a whisker
+// where it has an interval.
+func TestCharts(t *testing.T) {
+	pins, samples := fixedRun()
+	pins.Targets = pins.Targets[:1]
+	r, err := Build([]Input{{Source: "one", Pins: pins, Samples: samplesOf(samples, "docker")}}, Options{Resamples: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Write(&b, r, "html"); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if n := strings.Count(page, "<svg"); n != 5 || strings.Contains(page, "ratio to docker (the line") {
+		t.Errorf("one target: %d charts (want 5: four timings and the opcodes), ratio chart %v", n, strings.Contains(page, "ratio to docker (the line"))
+	}
+	var md bytes.Buffer
+	if err := Write(&md, r, "md"); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing is relative to a baseline when there is one target.
+	if strings.Contains(page, "<small>baseline</small>") || strings.Contains(md.String(), "command time vs") || strings.Contains(md.String(), "(baseline)") ||
+		!strings.Contains(md.String(), "every count matched across the samples of every cell") {
+		t.Error("a one-target report speaks of a baseline, or of counts across targets")
+	}
+	if strings.Count(page, `class="ci"`) != 4*12 {
+		t.Errorf("%d whiskers, want one per cell in each of four charts", strings.Count(page, `class="ci"`))
+	}
+	if s := makeScale([]float64{0.5, 3, 900}); !s.log || s.min != 0.1 || s.max != 1000 {
+		t.Errorf("values over four orders of magnitude: %+v", s)
+	}
+	if s := makeScale([]float64{12, 30, 95}); s.log || s.min != 0 || s.max != 100 {
+		t.Errorf("values within one order of magnitude: %+v", s)
+	}
+	if got := makeScale([]float64{0.5, 3, 900}).ticks(); len(got) != 5 || got[0] != 0.1 || got[4] != 1000 {
+		t.Errorf("log ticks: %v", got)
+	}
+}
