@@ -53,7 +53,10 @@ type NewOptions struct {
 	// CPUs and MemoryBytes size a VM target; zero is its default.
 	CPUs        int
 	MemoryBytes int64
-	Log         func(string, ...any)
+	// AllowUntestedTool lets a VM target drive a tool (container, msb)
+	// newer than the releases it was checked against, with a warning.
+	AllowUntestedTool bool
+	Log               func(string, ...any)
 }
 
 var (

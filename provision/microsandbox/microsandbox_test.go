@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -113,7 +114,7 @@ func TestCommandLines(t *testing.T) {
 		[]string{"msb", "image", "load", "--input", img.Tar, "--quiet"},
 		[]string{"msb", "image", "inspect", img.Ref, "--format", "json"},
 		[]string{"msb", "create", "--name", m.VMName(), "--label", "sealbench.run=" + run.ID, "-c", "2", "-m", "1024M", "--no-net", img.Ref},
-		[]string{"msb", "exec", m.VMName(), "--no-tty", "--", m.Proxy().Standin, "dial", "--socket", "/tmp/sealbench-sock/standin.sock"},
+		[]string{"msb", "exec", m.VMName(), "--stream", "--", m.Proxy().Standin, "dial", "--socket", "/tmp/sealbench-sock/standin.sock"},
 		[]string{"msb", "ls", "--label", "sealbench.run=" + run.ID, "--format", "json"},
 		[]string{"msb", "rm", "--force", m.VMName()},
 		[]string{"msb", "image", "rm", "--force", img.Ref})
@@ -147,21 +148,55 @@ func TestAuditFindsLabelledLeftovers(t *testing.T) {
 	target.LoseRunThenFix(t, e, m.VMName())
 }
 
+// TestCheck: missing, too old, in range, and newer than the range
+// checked: refused, or with AllowUntestedTool a warning naming the range.
 func TestCheck(t *testing.T) {
 	ctx := context.Background()
+	img := provisiontest.GetBundle(t).Image // before PATH loses go
 	t.Setenv("PATH", t.TempDir())
 	if err := microsandbox.Check(ctx, ""); !errors.Is(err, microsandbox.ErrToolMissing) {
 		t.Errorf("Check without msb: %v", err)
 	}
-	fakeTool(t, t.TempDir())
-	t.Setenv(faketool.VersionEnv, "0.2.9")
-	if err := microsandbox.Check(ctx, ""); !errors.Is(err, microsandbox.ErrToolTooOld) || !strings.Contains(err.Error(), "0.2.9") {
-		t.Errorf("Check with msb 0.2.9: %v", err)
+	fk := fakeTool(t, t.TempDir())
+	const rng = "0.6.8 to 0.6.14, checked against superradcompany/microsandbox's sources at v0.6.8 and v0.6.14"
+	t.Setenv(faketool.VersionEnv, "0.6.7")
+	if err := microsandbox.Check(ctx, ""); !errors.Is(err, microsandbox.ErrToolTooOld) || !strings.Contains(err.Error(), "is 0.6.7, sealbench needs 0.6.8 or newer (it drives "+rng+")") {
+		t.Errorf("Check with msb 0.6.7: %v", err)
 	}
-	t.Setenv(faketool.VersionEnv, "")
-	if err := microsandbox.Check(ctx, ""); err != nil {
-		t.Errorf("Check with the fake msb: %v", err)
+	for _, v := range []string{"0.6.8", "0.6.14", ""} {
+		t.Setenv(faketool.VersionEnv, v)
+		if err := microsandbox.Check(ctx, ""); err != nil {
+			t.Errorf("Check with msb %q: %v", v, err)
+		}
 	}
+	t.Setenv(faketool.VersionEnv, "0.7.0")
+	if err := microsandbox.Check(ctx, ""); !errors.Is(err, microsandbox.ErrToolUntested) ||
+		!strings.Contains(err.Error(), "is 0.7.0, newer than the releases sealbench drives ("+rng+"); pass --allow-untested-tool") {
+		t.Errorf("Check with msb 0.7.0: %v", err)
+	}
+	_, run := vmtest.NewRun(t)
+	if err := newMsb(t, run, img).Create(ctx); !errors.Is(err, microsandbox.ErrToolUntested) {
+		t.Errorf("Create with msb 0.7.0: %v", err)
+	}
+	if calls := vmtest.Calls(t, fk); vmtest.Ran(calls, "msb", "image", "list", "--format", "json") {
+		t.Errorf("Create went on past the refusal; ran:\n%s", vmtest.Render(calls))
+	}
+	var logged []string
+	m, err := microsandbox.New(microsandbox.Options{Options: vmtarget.Options{Run: run, Image: img, ReadyTimeout: time.Second, AllowUntestedTool: true,
+		Log: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}, ProxyCommand: []string{self(t), microsandbox.ProxySubcommand}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Create(ctx) // the fake's image /opt/sealbench is empty: it goes no further than the stand-in
+	if calls := vmtest.Calls(t, fk); !vmtest.Ran(calls, "msb", "image", "list", "--format", "json") {
+		t.Errorf("Create with AllowUntestedTool stopped at the version; ran:\n%s", vmtest.Render(calls))
+	}
+	if !slices.ContainsFunc(logged, func(l string) bool {
+		return strings.HasPrefix(l, "warning: ") && strings.Contains(l, "is 0.7.0, newer than the releases sealbench drives ("+rng+"): going on because of --allow-untested-tool")
+	}) {
+		t.Errorf("no warning naming the range; logged:\n%s", strings.Join(logged, "\n"))
+	}
+	provision.Teardown(ctx, run.Dir, provision.TeardownOptions{})
 }
 
 func TestProxyArgsRoundTrip(t *testing.T) {
