@@ -135,7 +135,7 @@ type Registration struct {
 // its Backend over its Holder, and its tool's doctor check.
 func Register(r Registration) {
 	provision.Register(provision.Registration{
-		Name: r.Name, What: r.What, Order: r.Order, Needs: r.Needs, Note: r.Note,
+		Name: r.Name, What: r.What, Order: r.Order, Needs: r.Needs, Note: r.Note, Tools: r.Spec.Default + " " + r.Spec.Range(),
 		New: func(o provision.NewOptions) (provision.Target, error) {
 			return r.Make(Options{Run: o.Run, Image: o.Image, CPUs: o.CPUs, MemoryBytes: o.MemoryBytes,
 				AllowUntestedTool: o.AllowUntestedTool, Log: o.Log})
