@@ -120,7 +120,9 @@ var (
 // with ParseProxyArgs' flags.
 const ProxySubcommand = "msb-proxy"
 
-const getMsb = "`curl -sSL https://get.microsandbox.dev | sh`"
+// getMsb is how microsandbox's README (v0.6.14) installs msb on macOS
+// and Linux.
+const getMsb = "`curl -fsSL https://install.microsandbox.dev | sh`"
 
 // spec is the tool this package drives.
 var spec = toolexec.Spec{Default: DefaultTool, Min: MinVersion, Max: MaxVersion,

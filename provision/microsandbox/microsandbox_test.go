@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -208,6 +209,47 @@ func TestProxyArgsRoundTrip(t *testing.T) {
 	for _, bad := range [][]string{nil, {"--socket", "rel", "--tool", "/t", "--name", "n", "--standin", "/s", "--guest-socket", "/g"}, append(c.Args(), "extra")} {
 		if _, err := microsandbox.ParseProxyArgs(bad); err == nil {
 			t.Errorf("ParseProxyArgs(%q) accepted", bad)
+		}
+	}
+}
+
+// TestDoctorOnLinux: the doctor asks the msb installed (the fake, as
+// 0.6.10, the last release built for glibc 2.39, then as 0.6.14) and says
+// whether this host's glibc runs it, and so whether microsandbox can run
+// here. On Debian 12 (glibc 2.36) it cannot with 0.6.10, and says why.
+func TestDoctorOnLinux(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the msb-kvm and msb-glibc checks are Linux's")
+	}
+	host, err := microsandbox.HostGlibc(context.Background())
+	if err != nil {
+		t.Skipf("not a glibc host: %v", err)
+	}
+	fakeTool(t, t.TempDir())
+	for _, c := range []struct {
+		msb   string
+		floor microsandbox.GlibcVersion
+	}{{"0.6.10", microsandbox.GlibcVersion{Major: 2, Minor: 39}}, {"0.6.14", microsandbox.GlibcVersion{Major: 2, Minor: 28}}} {
+		t.Setenv(faketool.VersionEnv, c.msb)
+		r := provision.Doctor(context.Background())
+		i := slices.IndexFunc(r.Checks, func(ch provision.Check) bool { return ch.Name == microsandbox.GlibcCheckName })
+		if i < 0 {
+			t.Fatalf("no %s check: %+v", microsandbox.GlibcCheckName, r.Checks)
+		}
+		g := r.Checks[i]
+		want := !host.Less(c.floor)
+		if g.OK != want || !strings.Contains(g.Detail, "glibc "+host.String()) || !strings.Contains(g.Detail, "msb "+c.msb+" needs") {
+			t.Errorf("msb %s on glibc %s: %+v; want ok %v", c.msb, host, g, want)
+		}
+		if !want && !strings.Contains(g.Detail, "needs glibc "+c.floor.String()+" or newer") {
+			t.Errorf("msb %s on glibc %s: the check does not say why: %s", c.msb, host, g.Detail)
+		}
+		j := slices.IndexFunc(r.Targets, func(tr provision.TargetReadiness) bool { return tr.Target == microsandbox.Name })
+		if j < 0 || !slices.Contains(r.Targets[j].Needs, microsandbox.GlibcCheckName) || !slices.Contains(r.Targets[j].Needs, microsandbox.KVMCheckName) {
+			t.Fatalf("microsandbox's readiness: %+v", r.Targets)
+		}
+		if !want && r.Targets[j].Ready {
+			t.Errorf("msb %s on glibc %s: microsandbox is ready", c.msb, host)
 		}
 	}
 }
