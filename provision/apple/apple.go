@@ -12,7 +12,7 @@
 //	container system status                      # (container system start --enable-kernel-install, with Options.StartSystem)
 //	container image load --input <run>/apple/sandbox-image-oci.tar   # the Sandbox image as an OCI layout (ocitar.go)
 //	container run --detach --name sealbench-<run>-vm --label sealbench.run=<run> \
-//	    --cpus N --memory MM --network none \
+//	    --cpus N --memory MM --network none --cap-add ALL \
 //	    --publish-socket <run>/apple/sock/engine.sock:/tmp/sealbench-sock/standin.sock \
 //	    <image ref> /opt/sealbench/bin/linux-<arch>/standin serve \
 //	    --socket /tmp/sealbench-sock/standin.sock --state /var/lib/sealbench/standin
@@ -28,8 +28,16 @@
 // written, 2026-08-07): the flags of run in
 // Sources/Services/ContainerAPIService/Client/Flags.swift (Flags.Resource
 // --cpus and --memory, Flags.Management --detach, --name, --label,
-// --network, --publish-socket), `--network none` in Utility.swift
-// (NetworkClient.noNetworkName: no interface at all), --publish-socket's
+// --network, --cap-add, --publish-socket), `--network none` in
+// Utility.swift (NetworkClient.noNetworkName: no interface at all),
+// --cap-add ALL in Sources/Services/RuntimeLinux/Server/RuntimeService.swift
+// (effectiveCapabilities: since 0.12.0 a container's process gets only the
+// OCI default capabilities, containerization's defaultOCICapabilities,
+// without CAP_SYS_ADMIN, which the stand-in needs for its Sandboxes'
+// namespaces and mounts and layerfsd for FUSE; the VM is the boundary,
+// one per target, and it has /dev/fuse: containerization's
+// LinuxContainer.defaultMounts put a devtmpfs on /dev, and its kernel
+// config has CONFIG_FUSE_FS=y), --publish-socket's
 // host_path:container_path in Parser.swift (publishSocket: it refuses a
 // host socket that exists, so Create removes a stale one first), the
 // name's rule in Sources/ContainerResource/Container/ManagedContainer.swift
@@ -222,7 +230,7 @@ func (a *Apple) Create(ctx context.Context) error {
 	args := []string{"run", "--detach", "--name", vm.Name,
 		"--label", manifests.RunLabel + "=" + vm.C.Run.ID,
 		"--cpus", strconv.Itoa(vm.C.CPUs), "--memory", strconv.FormatInt(vm.C.MemoryBytes>>20, 10) + "M",
-		"--network", "none",
+		"--network", "none", "--cap-add", "ALL",
 		"--publish-socket", vm.Sock + ":" + GuestSocket,
 		img.Ref,
 		vmtarget.GuestStandin(vm.C.Arch), "serve", "--socket", GuestSocket, "--state", GuestState}

@@ -84,7 +84,7 @@ func TestCommandLines(t *testing.T) {
 		[]string{"container", "system", "status"},
 		[]string{"container", "image", "load", "--input", oci},
 		[]string{"container", "run", "--detach", "--name", a.VMName(), "--label", "sealbench.run=" + run.ID, "--cpus", "2", "--memory", "1024M",
-			"--network", "none", "--publish-socket", sock + ":/tmp/sealbench-sock/standin.sock", img.Ref,
+			"--network", "none", "--cap-add", "ALL", "--publish-socket", sock + ":/tmp/sealbench-sock/standin.sock", img.Ref,
 			vmtarget.GuestStandin(runtime.GOARCH), "serve", "--socket", "/tmp/sealbench-sock/standin.sock", "--state", "/var/lib/sealbench/standin"},
 		[]string{"container", "delete", "--force", a.VMName()},
 		[]string{"container", "image", "delete", img.Ref})

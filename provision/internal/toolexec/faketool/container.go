@@ -364,6 +364,22 @@ func (f *fake) volume(args []string) error {
 	return usage("Unexpected argument '" + args[0] + "'")
 }
 
+// hasCap reports whether caps (--cap-add or --cap-drop values) hold
+// name, as Parser.capabilities normalizes them: upper case, CAP_ added,
+// ALL as it is.
+func hasCap(caps []string, name string) bool {
+	for _, c := range caps {
+		c = strings.ToUpper(c)
+		if c != "ALL" && !strings.HasPrefix(c, "CAP_") {
+			c = "CAP_" + c
+		}
+		if c == name {
+			return true
+		}
+	}
+	return false
+}
+
 // containerName is ManagedContainer.nameValid in 1.2.2.
 var containerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
 
@@ -376,7 +392,7 @@ func (f *fake) runContainer(args []string) error {
 	fl, pos, err := flags(args, map[string]string{
 		"--detach": "detach", "-d": "detach", "--name=": "name", "--label=": "label", "-l=": "label",
 		"--cpus=": "cpus", "-c=": "cpus", "--memory=": "memory", "-m=": "memory", "--network=": "network",
-		"--publish-socket=": "publish-socket", "--rm": "rm", "--remove": "rm",
+		"--publish-socket=": "publish-socket", "--rm": "rm", "--remove": "rm", "--cap-add=": "cap-add", "--cap-drop=": "cap-drop",
 	})
 	if err != nil {
 		return err
@@ -440,6 +456,15 @@ func (f *fake) runContainer(args []string) error {
 	}
 	argv := mapArgs(root, pos[1:])
 	argv[0] = guestPath(root, pos[1])
+	// RuntimeService.effectiveCapabilities (Sources/Services/RuntimeLinux/
+	// Server/RuntimeService.swift): the OCI defaults, which lack
+	// CAP_SYS_ADMIN, unless --cap-add says more. Without it nothing in the
+	// guest can make a namespace or mount: the init fails as the
+	// stand-in would.
+	sysAdmin := (hasCap(fl["cap-add"], "ALL") || hasCap(fl["cap-add"], "CAP_SYS_ADMIN")) && !hasCap(fl["cap-drop"], "CAP_SYS_ADMIN")
+	if !sysAdmin {
+		argv = []string{"/bin/sh", "-c", "echo 'unshare: operation not permitted (the fake container: no CAP_SYS_ADMIN without --cap-add)' >&2; exit 1"}
+	}
 	pid, err := startDetached(argv, nil, filepath.Join(root, "init.log"))
 	if err != nil {
 		os.RemoveAll(root)
