@@ -14,10 +14,13 @@ import (
 )
 
 // VM sizes the VM targets (lima, apple, microsandbox); zero is each
-// provisioner's default.
+// provisioner's default. AllowUntestedTool lets apple and microsandbox
+// drive a tool newer than the releases they were checked against, with a
+// warning (provision.NewOptions).
 type VM struct {
-	CPUs      int
-	MemoryMiB int64
+	CPUs              int
+	MemoryMiB         int64
+	AllowUntestedTool bool
 }
 
 // CheckTargets checks target names as --target and provision take them:
@@ -48,7 +51,7 @@ func bringUp(ctx context.Context, name string, run *provision.Run, b *Bundle, vm
 		return nil, nil, fmt.Errorf("no provisioner for target %q", name)
 	}
 	t, err := reg.New(provision.NewOptions{Run: run, Bundle: b.Dir, Manifest: b.Verified.Manifest, BundleName: b.Verified.Name, Image: b.Image,
-		CPUs: vm.CPUs, MemoryBytes: vm.MemoryMiB << 20, Log: logf})
+		CPUs: vm.CPUs, MemoryBytes: vm.MemoryMiB << 20, AllowUntestedTool: vm.AllowUntestedTool, Log: logf})
 	if err != nil {
 		return nil, nil, err
 	}

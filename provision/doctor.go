@@ -43,7 +43,8 @@ type DoctorReport struct {
 // Doctor looks at what this host can run: root, /dev/fuse, FUSE
 // passthrough and FUSE over io_uring, then each registered target's own
 // checks, in Order (Registration.Checks: dockerd; QEMU, KVM, limactl,
-// mmdebstrap, apt; macOS and Apple's container; msb), and says which
+// mmdebstrap, apt; macOS and Apple's container; msb, with /dev/kvm and
+// glibc on Linux), and says which
 // registered targets are ready (Registration.Needs). It only looks: it
 // changes nothing.
 func Doctor(ctx context.Context) *DoctorReport {

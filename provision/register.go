@@ -36,6 +36,9 @@ type Registration struct {
 	// Note says more about it in the doctor's list.
 	Needs []string
 	Note  string
+	// Tools, for a target that drives a command-line tool, names the
+	// releases it drives, for the help: "container 1.0.0 to 1.2.2".
+	Tools string
 	// Checks, when not nil, are doctor checks only the target's package
 	// can make (its own tool, with what to install), run after the host's.
 	Checks func(ctx context.Context) []Check
@@ -53,7 +56,10 @@ type NewOptions struct {
 	// CPUs and MemoryBytes size a VM target; zero is its default.
 	CPUs        int
 	MemoryBytes int64
-	Log         func(string, ...any)
+	// AllowUntestedTool lets a VM target drive a tool (container, msb)
+	// newer than the releases it was checked against, with a warning.
+	AllowUntestedTool bool
+	Log               func(string, ...any)
 }
 
 var (

@@ -8,20 +8,44 @@
 // What it runs, in order (every command with a deadline, its output kept in
 // <run>/apple/logs/):
 //
-//	container --version                          # at least MinVersion
+//	container --version                          # MinVersion to MaxVersion
 //	container system status                      # (container system start --enable-kernel-install, with Options.StartSystem)
-//	container image load --input <sandbox-image.tar>
+//	container image load --input <run>/apple/sandbox-image-oci.tar   # the Sandbox image as an OCI layout (ocitar.go)
 //	container run --detach --name sealbench-<run>-vm --label sealbench.run=<run> \
-//	    --cpus N --memory MM --network none \
+//	    --cpus N --memory MM --network none --cap-add ALL \
 //	    --publish-socket <run>/apple/sock/engine.sock:/tmp/sealbench-sock/standin.sock \
 //	    <image ref> /opt/sealbench/bin/linux-<arch>/standin serve \
 //	    --socket /tmp/sealbench-sock/standin.sock --state /var/lib/sealbench/standin
 //
-// and to take it down: `container delete --force`, then the volumes its
-// mounts named (anonymous volumes outlive their container), then
+// and to take it down: `container delete --force`, then the anonymous
+// volumes its mounts named (they outlive their container), then
 // `container image delete`. Inventory and the audit read `container list
 // --all --format json` and keep what carries sealbench.run (the tool has no
 // label filter).
+//
+// Every command line and JSON shape was checked against apple/container's
+// sources at the tags 1.0.0 and 1.2.2 (the newest release when this was
+// written, 2026-08-07): the flags of run in
+// Sources/Services/ContainerAPIService/Client/Flags.swift (Flags.Resource
+// --cpus and --memory, Flags.Management --detach, --name, --label,
+// --network, --cap-add, --publish-socket), `--network none` in
+// Utility.swift (NetworkClient.noNetworkName: no interface at all),
+// --cap-add ALL in Sources/Services/RuntimeLinux/Server/RuntimeService.swift
+// (effectiveCapabilities: since 0.12.0 a container's process gets only the
+// OCI default capabilities, containerization's defaultOCICapabilities,
+// without CAP_SYS_ADMIN, which the stand-in needs for its Sandboxes'
+// namespaces and mounts and layerfsd for FUSE; the VM is the boundary,
+// one per target, and it has /dev/fuse: containerization's
+// LinuxContainer.defaultMounts put a devtmpfs on /dev, and its kernel
+// config has CONFIG_FUSE_FS=y), --publish-socket's
+// host_path:container_path in Parser.swift (publishSocket: it refuses a
+// host socket that exists, so Create removes a stale one first), the
+// name's rule in Sources/ContainerResource/Container/ManagedContainer.swift
+// (nameValid: at most 63 characters in 1.2.2; 1.0.0 had no bound), image
+// load in Sources/ContainerCommands/Image/ImageLoad.swift, list, delete,
+// logs, image list/delete, volume list/delete and system status/start in
+// Sources/ContainerCommands; the JSON in json.go. Options.AllowUntestedTool
+// lets a newer release run, with a warning.
 //
 // The ledger names the VM as a vm and the Sandbox image in the tool's
 // store as an image keyed by its reference, both with the tool's path as
@@ -38,6 +62,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -55,9 +80,20 @@ const Name = "apple"
 // DefaultTool is the tool's name on PATH.
 const DefaultTool = "container"
 
-// MinVersion is the oldest `container` this package drives: `--network
-// none` came in with apple/container#739 (October 2025).
-var MinVersion = toolexec.MustVersion("0.6.0")
+// MinVersion is the oldest `container` this package drives: 1.0.0 gave
+// `list --format json` and `image list --format json` the shapes json.go
+// reads (ManagedContainer, ImageResource; apple/container#1652, #1656).
+// `--network none` is older (0.6.0, apple/container#739).
+var MinVersion = toolexec.MustVersion("1.0.0")
+
+// MaxVersion is the newest `container` whose sources this package was
+// checked against: 1.2.2. A newer one is refused unless
+// Options.AllowUntestedTool.
+var MaxVersion = toolexec.MustVersion("1.2.2")
+
+// maxName is the longest container name the tool takes (ManagedContainer.
+// nameValid in 1.2.2: a DNS label).
+const maxName = 63
 
 // Paths inside the VM. The Sandbox image holds the bundle at
 // /opt/sealbench; the socket and state live on the container's own
@@ -68,20 +104,26 @@ const (
 	GuestState  = "/var/lib/sealbench/standin"
 )
 
+// OCIArchive is the Sandbox image as an OCI layout archive, made in the
+// target's directory for `container image load` and removed once loaded.
+const OCIArchive = "sandbox-image-oci.tar"
+
 // Errors Check answers, wrapped with the details; the CLI tells them apart
 // with errors.Is.
 var (
-	ErrToolMissing = errors.New("Apple's container tool is not installed")
-	ErrToolTooOld  = errors.New("Apple's container tool is too old")
-	ErrNotRunning  = errors.New("the container system service is not running")
+	ErrToolMissing  = errors.New("Apple's container tool is not installed")
+	ErrToolTooOld   = errors.New("Apple's container tool is too old")
+	ErrToolUntested = errors.New("Apple's container tool is newer than the releases sealbench was checked against")
+	ErrNotRunning   = errors.New("the container system service is not running")
 )
 
 const releases = "https://github.com/apple/container/releases"
 
 // spec is the tool this package drives.
-var spec = toolexec.Spec{Default: DefaultTool, Min: MinVersion, MinWhy: "for --network none",
+var spec = toolexec.Spec{Default: DefaultTool, Min: MinVersion, MinWhy: "for the JSON of list and image list",
+	Max: MaxVersion, Checked: "apple/container's sources at 1.0.0 and 1.2.2",
 	Install: "install it from " + releases + " (macOS 26 on Apple silicon)", Upgrade: "upgrade from " + releases,
-	ErrMissing: ErrToolMissing, ErrTooOld: ErrToolTooOld}
+	ErrMissing: ErrToolMissing, ErrTooOld: ErrToolTooOld, ErrUntested: ErrToolUntested}
 
 var _ provision.Target = (*Apple)(nil)
 
@@ -108,6 +150,9 @@ func New(o Options) (*Apple, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(vm.Name) > maxName {
+		return nil, fmt.Errorf("apple target: the VM's name %s is %d characters; `container` takes at most %d: use a run id of at most %d", vm.Name, len(vm.Name), maxName, maxName-len(vm.Name)+len(o.Run.ID))
+	}
 	return &Apple{vm: vm, startSystem: o.StartSystem}, nil
 }
 
@@ -123,7 +168,7 @@ func (a *Apple) up(ctx context.Context) bool {
 		return false
 	}
 	c, err := findContainer(ctx, a.vm.Tool, a.vm.Name)
-	if err != nil || c == nil || c.Status != "running" {
+	if err != nil || c == nil || c.state() != "running" {
 		return false
 	}
 	return vmtarget.Ping(ctx, a.Endpoint(), 5*time.Second) == nil
@@ -142,7 +187,10 @@ func (a *Apple) Create(ctx context.Context) error {
 		return nil
 	}
 	t := vm.Tool
-	if err := check(ctx, t, a.startSystem); err != nil {
+	if _, err := vm.CheckVersion(ctx); err != nil {
+		return err
+	}
+	if err := systemRuns(ctx, t, a.startSystem); err != nil {
 		return err
 	}
 	if err := vm.MakeDirs(); err != nil {
@@ -150,7 +198,15 @@ func (a *Apple) Create(ctx context.Context) error {
 	}
 	img := vm.C.Image
 	present := func(ctx context.Context) (bool, error) { return hasImage(ctx, t, img.Ref) }
-	if err := vm.LoadImage(ctx, present, "image", "load", "--input", img.Tar); err != nil {
+	oci := filepath.Join(vm.Dir, OCIArchive)
+	defer os.Remove(oci) // loaded, the tool has its own copy
+	prepare := func(context.Context) ([]string, error) {
+		if err := ociArchive(img.Tar, oci, img.Ref, img.ID); err != nil {
+			return nil, err
+		}
+		return []string{"image", "load", "--input", oci}, nil
+	}
+	if err := vm.LoadImage(ctx, present, prepare); err != nil {
 		return err
 	}
 	if err := vm.RecordVM("the VM running the stand-in"); err != nil {
@@ -163,7 +219,7 @@ func (a *Apple) Create(ctx context.Context) error {
 	if c, err := findContainer(ctx, t, vm.Name); err != nil {
 		return err
 	} else if c != nil {
-		vm.C.Log("%s is %s and does not answer: deleting it to start again", vm.Name, c.Status)
+		vm.C.Log("%s is %s and does not answer: deleting it to start again", vm.Name, c.state())
 		if err := removeContainer(ctx, t, vm.Name); err != nil {
 			return err
 		}
@@ -174,7 +230,7 @@ func (a *Apple) Create(ctx context.Context) error {
 	args := []string{"run", "--detach", "--name", vm.Name,
 		"--label", manifests.RunLabel + "=" + vm.C.Run.ID,
 		"--cpus", strconv.Itoa(vm.C.CPUs), "--memory", strconv.FormatInt(vm.C.MemoryBytes>>20, 10) + "M",
-		"--network", "none",
+		"--network", "none", "--cap-add", "ALL",
 		"--publish-socket", vm.Sock + ":" + GuestSocket,
 		img.Ref,
 		vmtarget.GuestStandin(vm.C.Arch), "serve", "--socket", GuestSocket, "--state", GuestState}
@@ -193,8 +249,8 @@ func (a *Apple) running(ctx context.Context) error {
 		return err
 	case c == nil:
 		return fmt.Errorf("the apple VM %s is gone before its stand-in answered; its log:\n%s", a.vm.Name, a.vmLog(ctx))
-	case c.Status != "running":
-		return fmt.Errorf("the apple VM %s is %s before its stand-in answered; its log:\n%s", a.vm.Name, c.Status, a.vmLog(ctx))
+	case c.state() != "running":
+		return fmt.Errorf("the apple VM %s is %s before its stand-in answered; its log:\n%s", a.vm.Name, c.state(), a.vmLog(ctx))
 	}
 	return nil
 }
@@ -245,7 +301,7 @@ func (a *Apple) Inventory(ctx context.Context) ([]provision.Resource, error) {
 		cs, err := labelled(ctx, t, a.vm.C.Run.ID)
 		var out []provision.Resource
 		for _, c := range cs {
-			out = append(out, provision.Resource{Kind: manifests.ResourceVM, Key: c.Configuration.ID, Detail: c.Status})
+			out = append(out, provision.Resource{Kind: manifests.ResourceVM, Key: c.Configuration.ID, Detail: c.state()})
 		}
 		return out, err
 	})

@@ -3,6 +3,7 @@ package apple_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,12 +75,16 @@ func TestCommandLines(t *testing.T) {
 	if err := a.Destroy(ctx); err != nil {
 		t.Fatal(err)
 	}
+	oci := filepath.Join(dir, apple.OCIArchive)
+	if _, err := os.Stat(oci); !os.IsNotExist(err) {
+		t.Errorf("the OCI archive of the Sandbox image is still there once loaded: %v", err)
+	}
 	vmtest.WantRan(t, e.Fake,
 		[]string{"container", "--version"},
 		[]string{"container", "system", "status"},
-		[]string{"container", "image", "load", "--input", img.Tar},
+		[]string{"container", "image", "load", "--input", oci},
 		[]string{"container", "run", "--detach", "--name", a.VMName(), "--label", "sealbench.run=" + run.ID, "--cpus", "2", "--memory", "1024M",
-			"--network", "none", "--publish-socket", sock + ":/tmp/sealbench-sock/standin.sock", img.Ref,
+			"--network", "none", "--cap-add", "ALL", "--publish-socket", sock + ":/tmp/sealbench-sock/standin.sock", img.Ref,
 			vmtarget.GuestStandin(runtime.GOARCH), "serve", "--socket", "/tmp/sealbench-sock/standin.sock", "--state", "/var/lib/sealbench/standin"},
 		[]string{"container", "delete", "--force", a.VMName()},
 		[]string{"container", "image", "delete", img.Ref})
@@ -130,10 +135,61 @@ func TestCheck(t *testing.T) {
 	})
 	t.Run("too old", func(t *testing.T) {
 		fakeTool(t, t.TempDir())
-		t.Setenv(faketool.VersionEnv, "0.5.0")
-		if err := apple.Check(ctx, ""); !errors.Is(err, apple.ErrToolTooOld) || !strings.Contains(err.Error(), "0.5.0") {
-			t.Errorf("Check with 0.5.0: %v", err)
+		t.Setenv(faketool.VersionEnv, "0.12.3")
+		err := apple.Check(ctx, "")
+		if !errors.Is(err, apple.ErrToolTooOld) || !strings.Contains(err.Error(), "is 0.12.3, sealbench needs 1.0.0 or newer") ||
+			!strings.Contains(err.Error(), "1.0.0 to 1.2.2, checked against apple/container's sources at 1.0.0 and 1.2.2") {
+			t.Errorf("Check with 0.12.3: %v", err)
 		}
+	})
+	t.Run("in range", func(t *testing.T) {
+		fakeTool(t, t.TempDir())
+		for _, v := range []string{"1.0.0", "1.2.2"} {
+			t.Setenv(faketool.VersionEnv, v)
+			if err := apple.Check(ctx, ""); err != nil {
+				t.Errorf("Check with %s: %v", v, err)
+			}
+		}
+	})
+	t.Run("newer refused", func(t *testing.T) {
+		fk := fakeTool(t, t.TempDir())
+		t.Setenv(faketool.VersionEnv, "1.3.0")
+		err := apple.Check(ctx, "")
+		if !errors.Is(err, apple.ErrToolUntested) || !strings.Contains(err.Error(), "is 1.3.0, newer than the releases sealbench drives (1.0.0 to 1.2.2") ||
+			!strings.Contains(err.Error(), "--allow-untested-tool") {
+			t.Errorf("Check with 1.3.0: %v", err)
+		}
+		_, run := vmtest.NewRun(t)
+		a := newApple(t, run, provisiontest.GetBundle(t).Image)
+		if err := a.Create(ctx); !errors.Is(err, apple.ErrToolUntested) {
+			t.Errorf("Create with 1.3.0: %v", err)
+		}
+		if calls := vmtest.Calls(t, fk); vmtest.Ran(calls, "container", "system", "status") {
+			t.Errorf("Create went on past the refusal; ran:\n%s", vmtest.Render(calls))
+		}
+	})
+	t.Run("newer allowed", func(t *testing.T) {
+		fk := fakeTool(t, t.TempDir())
+		t.Setenv(faketool.VersionEnv, "1.3.0")
+		var logged []string
+		_, run := vmtest.NewRun(t)
+		a := newApple(t, run, provisiontest.GetBundle(t).Image, func(o *apple.Options) {
+			o.AllowUntestedTool = true
+			o.Log = func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }
+		})
+		// The fake's image /opt/sealbench is empty, so the VM's init
+		// fails; what matters is that Create got past the version.
+		a.Create(ctx)
+		if calls := vmtest.Calls(t, fk); !vmtest.Ran(calls, "container", "system", "status") {
+			t.Errorf("Create stopped at the version; ran:\n%s", vmtest.Render(calls))
+		}
+		if !slices.ContainsFunc(logged, func(l string) bool {
+			return strings.HasPrefix(l, "warning: ") && strings.Contains(l, "is 1.3.0, newer than the releases sealbench drives (1.0.0 to 1.2.2") &&
+				strings.Contains(l, "going on because of --allow-untested-tool")
+		}) {
+			t.Errorf("no warning naming the range; logged:\n%s", strings.Join(logged, "\n"))
+		}
+		provision.Teardown(ctx, run.Dir, provision.TeardownOptions{})
 	})
 	t.Run("not running", func(t *testing.T) {
 		fk := fakeTool(t, t.TempDir())
@@ -174,16 +230,40 @@ func TestAuditAndFixFindLabelledVMs(t *testing.T) {
 	target.LoseRunThenFix(t, e, a.VMName())
 	calls := vmtest.Calls(t, e.Fake)
 	if !slices.ContainsFunc(calls, func(c []string) bool {
-		return len(c) == 4 && c[1] == "volume" && c[2] == "delete" && strings.HasPrefix(c[3], "anon-")
+		return len(c) == 4 && c[1] == "volume" && c[2] == "delete"
 	}) {
 		t.Errorf("the anonymous volume was not deleted; ran:\n%s", vmtest.Render(calls))
+	}
+	if out, err := exec.Command("container", "volume", "list", "--format", "json").Output(); err != nil || string(out) != "[]\n" {
+		t.Errorf("volumes left: %s, %v", out, err)
+	}
+}
+
+// TestNamedVolumeStays: a volume a VM mounts that is not anonymous (no
+// com.apple.container.resource.anonymous label) is not the run's to
+// delete with the VM.
+func TestNamedVolumeStays(t *testing.T) {
+	fk := fakeTool(t, t.TempDir())
+	_, run := vmtest.NewRun(t)
+	ctx := context.Background()
+	if out, err := exec.Command("container", "volume", "create", "data-1").CombinedOutput(); err != nil {
+		t.Fatalf("container volume create: %v: %s", err, out)
+	}
+	a := newApple(t, run, provisiontest.GetBundle(t).Image)
+	if err := a.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if calls := vmtest.Calls(t, fk); slices.ContainsFunc(calls, func(c []string) bool { return slices.Contains(c, "delete") }) {
+		t.Errorf("deleted something; ran:\n%s", vmtest.Render(calls))
 	}
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {
 	_, run := vmtest.NewRun(t)
 	good := engine.Image{Tar: "/x.tar", Ref: "r:t", ID: manifests.DigestOf([]byte("x"))}
+	long := &provision.Run{ID: strings.Repeat("r", 51), Dir: run.Dir, Ledger: run.Ledger} // sealbench-<51>-vm is 64 characters
 	for name, o := range map[string]vmtarget.Options{
+		"long name":  {Run: long, Image: good},
 		"no run":     {Image: good},
 		"no image":   {Run: run},
 		"no tar":     {Run: run, Image: engine.Image{Ref: "r:t", ID: good.ID}},
@@ -225,4 +305,16 @@ func TestAuditAndFixFindLabelledVolumes(t *testing.T) {
 		t.Errorf("after --fix: %v", after.Leftovers)
 	}
 	vmtest.WantRan(t, fk, []string{"container", "volume", "delete", "data-1"})
+}
+
+// TestNewTakesTheLongestName: a name of 63 characters, the most the tool
+// takes, is accepted.
+func TestNewTakesTheLongestName(t *testing.T) {
+	_, run := vmtest.NewRun(t)
+	img := engine.Image{Tar: "/x.tar", Ref: "r:t", ID: manifests.DigestOf([]byte("x"))}
+	r := &provision.Run{ID: strings.Repeat("r", 50), Dir: run.Dir, Ledger: run.Ledger}
+	a, err := apple.New(apple.Options{Options: vmtarget.Options{Run: r, Image: img}})
+	if err != nil || len(a.VMName()) != 63 {
+		t.Errorf("New with a run id of 50: %v", err)
+	}
 }

@@ -13,23 +13,21 @@ import (
 )
 
 // Check says whether this host can run the apple target: the tool is on
-// PATH (tool: a path or a name; empty means DefaultTool), at least
-// MinVersion, and its system service runs. The errors wrap
-// ErrToolMissing, ErrToolTooOld or ErrNotRunning, with what to do.
+// PATH (tool: a path or a name; empty means DefaultTool), a release from
+// MinVersion to MaxVersion, and its system service runs. The errors wrap
+// ErrToolMissing, ErrToolTooOld, ErrToolUntested or ErrNotRunning, with
+// what to do.
 func Check(ctx context.Context, tool string) error {
-	p, err := spec.Find(tool)
+	t, _, err := spec.Check(ctx, tool)
 	if err != nil {
 		return err
 	}
-	return check(ctx, &toolexec.Tool{Path: p}, false)
+	return systemRuns(ctx, t, false)
 }
 
-// check checks the tool's version and that its system service runs,
-// starting it when start is set.
-func check(ctx context.Context, t *toolexec.Tool, start bool) error {
-	if err := spec.CheckVersion(ctx, t); err != nil {
-		return err
-	}
+// systemRuns checks that the tool's system service runs, starting it
+// when start is set.
+func systemRuns(ctx context.Context, t *toolexec.Tool, start bool) error {
 	_, err := t.Run(ctx, "system", "status")
 	if err == nil {
 		return nil
@@ -87,8 +85,11 @@ func labelled(ctx context.Context, t *toolexec.Tool, run string) ([]containerJSO
 	return out, nil
 }
 
-// normalRef drops the default registry the tool adds to a reference
-// (docker.io/library/x:t is x:t, docker.io/a/b:t is a/b:t).
+// normalRef drops the default registry the tool may add to a reference
+// (docker.io/library/x:t is x:t, docker.io/a/b:t is a/b:t): the tool
+// keeps a loaded image under the reference its layout names, and finds
+// one by that or by its normalized form (ClientImage.get in
+// Sources/Services/ContainerAPIService/Client/ClientImage.swift).
 func normalRef(ref string) string {
 	ref = strings.TrimPrefix(ref, "docker.io/")
 	return strings.TrimPrefix(ref, "library/")
@@ -100,7 +101,7 @@ func hasImage(ctx context.Context, t *toolexec.Tool, ref string) (bool, error) {
 		return false, fmt.Errorf("listing images: %w", err)
 	}
 	for _, im := range ims {
-		if normalRef(im.Reference) == normalRef(ref) {
+		if normalRef(im.Configuration.Name) == normalRef(ref) {
 			return true, nil
 		}
 	}
@@ -117,8 +118,9 @@ func listVolumes(ctx context.Context, t *toolexec.Tool) ([]volumeJSON, error) {
 
 // removeContainer deletes container name, running or not, and then the
 // anonymous volumes its mounts named (the tool keeps them: unlike
-// Docker, `container delete` and --rm leave anonymous volumes behind).
-// An absent container is not an error.
+// Docker, `container delete` and --rm leave anonymous volumes behind;
+// they are known by anonymousLabel). An absent container is not an
+// error.
 func removeContainer(ctx context.Context, t *toolexec.Tool, name string) error {
 	c, err := findContainer(ctx, t, name)
 	if err != nil || c == nil {
@@ -131,10 +133,23 @@ func removeContainer(ctx context.Context, t *toolexec.Tool, name string) error {
 		}
 		return err
 	}
-	var errs *multierror.Error
+	mounted := map[string]bool{}
 	for _, m := range c.Configuration.Mounts {
-		if v := m.volume(); strings.HasPrefix(v, "anon-") {
-			if err := removeVolume(ctx, t, v); err != nil {
+		if v := m.volume(); v != "" {
+			mounted[v] = true
+		}
+	}
+	if len(mounted) == 0 {
+		return nil
+	}
+	vs, err := listVolumes(ctx, t)
+	if err != nil {
+		return err
+	}
+	var errs *multierror.Error
+	for _, v := range vs {
+		if mounted[v.name()] && v.anonymous() {
+			if err := removeVolume(ctx, t, v.name()); err != nil {
 				errs = multierror.Append(errs, err)
 			}
 		}
@@ -149,7 +164,7 @@ func findVolume(ctx context.Context, t *toolexec.Tool, name string) (*volumeJSON
 		return nil, err
 	}
 	for i := range vs {
-		if vs[i].Name == name {
+		if vs[i].name() == name {
 			return &vs[i], nil
 		}
 	}
@@ -202,7 +217,7 @@ func (holder) Exists(ctx context.Context, t *toolexec.Tool, e manifests.LedgerEn
 	if err != nil || c == nil {
 		return false, "", err
 	}
-	return true, "container VM, " + c.Status, nil
+	return true, "container VM, " + c.state(), nil
 }
 
 // Audit lists the containers and volumes carrying the run label; with
@@ -218,15 +233,15 @@ func (holder) Audit(ctx context.Context, t *toolexec.Tool, run string) ([]provis
 	var out []provision.Resource
 	for _, c := range cs {
 		out = append(out, provision.Resource{Run: c.Configuration.Labels[manifests.RunLabel], Kind: manifests.ResourceVM,
-			Key: c.Configuration.ID, Detail: "container VM, " + c.Status + ", labelled " + manifests.RunLabel})
+			Key: c.Configuration.ID, Detail: "container VM, " + c.state() + ", labelled " + manifests.RunLabel})
 	}
 	vs, err := listVolumes(ctx, t)
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, v := range vs {
-		if r, ok := v.Labels[manifests.RunLabel]; ok && (run == "" || r == run) {
-			out = append(out, provision.Resource{Run: r, Kind: manifests.ResourceVolume, Key: v.Name, Detail: "a container volume labelled " + manifests.RunLabel})
+		if r, ok := v.Configuration.Labels[manifests.RunLabel]; ok && (run == "" || r == run) {
+			out = append(out, provision.Resource{Run: r, Kind: manifests.ResourceVolume, Key: v.name(), Detail: "a container volume labelled " + manifests.RunLabel})
 		}
 	}
 	return out, nil, nil

@@ -1,11 +1,13 @@
 package apple
 
 import (
+	"context"
 	"errors"
 	"runtime"
 
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/internal/toolexec"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 )
 
@@ -14,7 +16,7 @@ func init() {
 		Name: Name, What: "an Apple container VM running the stand-in (macOS on Apple silicon)", Order: 40,
 		Needs: []string{"macos-arm64", "apple-container"}, Note: "one Apple container VM running the stand-in",
 		Spec: spec, Holder: holder{}, Kinds: []manifests.ResourceKind{manifests.ResourceVM, manifests.ResourceImage, manifests.ResourceVolume},
-		Host: func() []provision.Check {
+		Host: func(context.Context) []provision.Check {
 			if runtime.GOOS == "darwin" && runtime.GOARCH == "arm64" {
 				return []provision.Check{{Name: "macos-arm64", OK: true, Detail: "macOS on Apple silicon"}}
 			}
@@ -24,7 +26,9 @@ func init() {
 		Fix: func(err error) string {
 			switch {
 			case errors.Is(err, ErrToolMissing), errors.Is(err, ErrToolTooOld):
-				return "install Apple's container (0.6 or newer) from https://github.com/apple/container/releases"
+				return "install Apple's container " + spec.Range() + " from " + releases
+			case errors.Is(err, ErrToolUntested):
+				return "install Apple's container " + spec.Range() + " from " + releases + ", or pass " + toolexec.AllowUntestedFlag + " to run and provision"
 			case errors.Is(err, ErrNotRunning):
 				return "then `container system start --enable-kernel-install`"
 			}

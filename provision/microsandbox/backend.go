@@ -3,6 +3,7 @@ package microsandbox
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sealbench/sealbench/manifests"
@@ -11,8 +12,10 @@ import (
 )
 
 // sandboxJSON is one entry of `msb ls --format json`: superradcompany/
-// microsandbox crates/cli/lib/commands/list.rs prints name, status
-// (Running, Stopped, Crashed, Draining), created_at and image.
+// microsandbox crates/cli/lib/commands/list.rs (v0.6.8 to v0.6.14,
+// print_json) prints name, status (SandboxStatus in Debug form,
+// crates/db/lib/entity/sandbox.rs: Created, Starting, Running, Draining,
+// Paused, Stopped, Crashed), created_at (RFC 3339) and image; no labels.
 type sandboxJSON struct {
 	Name      string `json:"name"`
 	Status    string `json:"status"`
@@ -20,17 +23,47 @@ type sandboxJSON struct {
 	Image     string `json:"image"`
 }
 
-// listSandboxes is `msb ls --label sealbench.run[=run] --format json`.
+// listSandboxes is `msb ls --label sealbench.run=<run> --format json`,
+// or every sandbox (`msb ls --format json`) when run is "": a label
+// selector without a value matches only the empty value (ui.rs
+// parse_label, then filter_sandbox_ids in
+// sdk/rust/lib/backend/local/sandbox/mod.rs compares key and value).
 func listSandboxes(ctx context.Context, t *toolexec.Tool, run string) ([]sandboxJSON, error) {
-	label := manifests.RunLabel
+	args := []string{"ls", "--format", "json"}
 	if run != "" {
-		label += "=" + run
+		args = []string{"ls", "--label", manifests.RunLabel + "=" + run, "--format", "json"}
 	}
 	var ss []sandboxJSON
-	if err := t.JSON(ctx, &ss, "ls", "--label", label, "--format", "json"); err != nil {
+	if err := t.JSON(ctx, &ss, args...); err != nil {
 		return nil, fmt.Errorf("listing sandboxes: %w", err)
 	}
 	return ss, nil
+}
+
+// labelledAnyRun lists the sandboxes carrying the run label with any
+// value, and the run of each: msb can select only by key and value, and
+// ls prints no labels, so every sandbox whose name SandboxName could have
+// made is asked for by the run the name says.
+func labelledAnyRun(ctx context.Context, t *toolexec.Tool) (map[string][]sandboxJSON, error) {
+	all, err := listSandboxes(ctx, t, "")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]sandboxJSON{}
+	for _, s := range all {
+		r := runOfName(s.Name)
+		if r == "" || out[r] != nil {
+			continue
+		}
+		ss, err := listSandboxes(ctx, t, r)
+		if err != nil {
+			return nil, err
+		}
+		if len(ss) > 0 {
+			out[r] = ss
+		}
+	}
+	return out, nil
 }
 
 func findSandbox(ctx context.Context, t *toolexec.Tool, run, name string) (*sandboxJSON, error) {
@@ -82,7 +115,7 @@ func imageID(ctx context.Context, t *toolexec.Tool, ref string) (string, error) 
 // PATH (tool: a path or a name; empty means DefaultTool) and at least
 // MinVersion. The errors wrap ErrToolMissing or ErrToolTooOld.
 func Check(ctx context.Context, tool string) error {
-	_, err := spec.Check(ctx, tool)
+	_, _, err := spec.Check(ctx, tool)
 	return err
 }
 
@@ -118,22 +151,32 @@ func (holder) Exists(ctx context.Context, t *toolexec.Tool, e manifests.LedgerEn
 	return true, "microVM, " + s.Status, nil
 }
 
-// Audit lists the sandboxes carrying the run label.
+// Audit lists the sandboxes carrying the run label (any run's when run
+// is "": those labelledAnyRun finds).
 func (holder) Audit(ctx context.Context, t *toolexec.Tool, run string) ([]provision.Resource, []string, error) {
-	ss, err := listSandboxes(ctx, t, run)
-	if err != nil {
-		return nil, nil, err
+	byRun := map[string][]sandboxJSON{}
+	var notes []string
+	if run != "" {
+		ss, err := listSandboxes(ctx, t, run)
+		if err != nil {
+			return nil, nil, err
+		}
+		byRun[run] = ss
+	} else {
+		var err error
+		if byRun, err = labelledAnyRun(ctx, t); err != nil {
+			return nil, nil, err
+		}
+		notes = append(notes, "msb selects labels only by value: a sandbox labelled "+manifests.RunLabel+" under a name sealbench did not make is found only by `audit --run`")
 	}
 	var out []provision.Resource
-	for _, s := range ss {
-		r := run
-		if r == "" {
-			// msb ls does not print labels: our names carry the run.
-			r = runOfName(s.Name)
+	for r, ss := range byRun {
+		for _, s := range ss {
+			out = append(out, provision.Resource{Run: r, Kind: manifests.ResourceVM, Key: s.Name, Detail: "microVM, " + s.Status + ", labelled " + manifests.RunLabel})
 		}
-		out = append(out, provision.Resource{Run: r, Kind: manifests.ResourceVM, Key: s.Name, Detail: "microVM, " + s.Status + ", labelled " + manifests.RunLabel})
 	}
-	return out, nil, nil
+	slices.SortFunc(out, func(a, b provision.Resource) int { return strings.Compare(a.Key, b.Key) })
+	return out, notes, nil
 }
 
 // runOfName reads the run out of a sandbox name SandboxName made.

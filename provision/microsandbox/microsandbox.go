@@ -6,24 +6,54 @@
 // background by `sealbench msb-proxy`) listens on a unix socket in the run
 // directory and hands every connection to
 //
-//	msb exec <name> --no-tty -- /opt/sealbench/bin/linux-<arch>/standin dial --socket <guest socket>
+//	msb exec <name> --stream -- /opt/sealbench/bin/linux-<arch>/standin dial --socket <guest socket>
 //
-// as that command's stdin and stdout. Transport says so, for the run's
-// pins: every Engine call pays for one `msb exec`.
+// as that command's stdin and stdout. It must be --stream: without it
+// (with --no-tty, or stdin not a terminal) msb reads stdin to its end
+// before it starts the command and prints the output when it has exited
+// (exec.rs: should_read_buffered_stdin, run_started), which an HTTP
+// conversation never survives. Transport says so, for the run's pins:
+// every Engine call pays for one `msb exec`.
 //
 // What it runs, in order (every command with a deadline, its output kept in
 // <run>/microsandbox/logs/):
 //
-//	msb --version                                        # at least MinVersion
-//	msb image inspect <ref> --format json               # has it, under the image's id?
+//	msb --version                                        # MinVersion to MaxVersion
+//	msb image list --format json                         # has it?
+//	msb image inspect <ref> --format json               # under the image's id?
 //	msb image load --input <sandbox-image.tar> --quiet
 //	msb create --name sealbench-<run>-vm --label sealbench.run=<run> -c N -m MM --no-net <ref>
 //	msb exec sealbench-<run>-vm --no-tty -- /bin/sh -c '<standin> serve ... &'
 //
-// and to take it down `msb rm --force <name>` (or `--label
+// The last runs buffered and returns when the shell exits: the stand-in
+// is started with its output in a file and its stdin from /dev/null, so
+// nothing holds the exec's pipes, and agentd leaves the shell's
+// background children running (crates/agentd/lib/session.rs: the command
+// leads a session of its own, signalled as a group only on a kill or a
+// failure; ProcessManager.release in process.rs signals nothing).
+//
+// To take it down: `msb rm --force <name>` (or `--label
 // sealbench.run=<run>` for whatever else carries the run's label) and
 // `msb image rm --force <ref>`. Inventory and the audit read `msb ls
-// --label sealbench.run=<run> --format json`.
+// --label sealbench.run=<run> --format json`; the audit of every run
+// lists all sandboxes (`msb ls --format json`) and asks that for each run
+// a name says, because `--label KEY` without a value matches only the
+// empty value (ui.rs parse_label; filter_sandbox_ids in
+// sdk/rust/lib/backend/local/sandbox/mod.rs), and ls prints no labels.
+//
+// Every command line and JSON shape was checked against
+// superradcompany/microsandbox's sources at the tags v0.6.8 and v0.6.14
+// (the newest release when this was written, 2026-08-22; the files read
+// did not change between them in what is used here): the flags in
+// crates/cli/lib/commands/common.rs (SandboxOpts: --name, -c/--cpus, a
+// u8, -m/--memory, parsed by ui.rs parse_size_mib, --label, --no-net,
+// which denies all traffic both ways as `--net none` does:
+// build_network_policy), create.rs, exec.rs (--no-tty, --stream, the
+// command after --), list.rs (--label, repeatable and AND-matched,
+// --format json: name, status, created_at, image), remove.rs (names and
+// --label, unioned; --force stops it first), image.rs (list, inspect,
+// load --input, rm --force and their JSON). Options.AllowUntestedTool lets
+// a newer release run, with a warning.
 //
 // The ledger names the microVM as a vm and the Sandbox image in msb's
 // store as an image keyed by its reference, both with msb's path as their
@@ -56,10 +86,16 @@ const Name = "microsandbox"
 // DefaultTool is the tool's name on PATH.
 const DefaultTool = "msb"
 
-// MinVersion is the oldest msb this package drives: it needs create's
-// --label and --no-net, ls --label --format json, image load --input and
-// exec --no-tty.
-var MinVersion = toolexec.MustVersion("0.3.0")
+// MinVersion is the oldest msb this package drives. What it needs came
+// earlier (image load --input in v0.5.4; create, ls and rm --label in
+// v0.5.5; exec --stream in v0.5.10), but its sources were checked from
+// v0.6.8, the first release with today's listing (#1232).
+var MinVersion = toolexec.MustVersion("0.6.8")
+
+// MaxVersion is the newest msb whose sources this package was checked
+// against: v0.6.14. A newer one is refused unless
+// Options.AllowUntestedTool.
+var MaxVersion = toolexec.MustVersion("0.6.14")
 
 // Transport is how the host reaches the Engine in the microVM, as the
 // run's pins record it.
@@ -75,19 +111,24 @@ const (
 
 // Errors Check answers, wrapped with the details.
 var (
-	ErrToolMissing = errors.New("microsandbox's msb tool is not installed")
-	ErrToolTooOld  = errors.New("microsandbox's msb tool is too old")
+	ErrToolMissing  = errors.New("microsandbox's msb tool is not installed")
+	ErrToolTooOld   = errors.New("microsandbox's msb tool is too old")
+	ErrToolUntested = errors.New("microsandbox's msb tool is newer than the releases sealbench was checked against")
 )
 
 // ProxySubcommand is the hidden sealbench command that runs ServeProxy
 // with ParseProxyArgs' flags.
 const ProxySubcommand = "msb-proxy"
 
-const getMsb = "`curl -sSL https://get.microsandbox.dev | sh`"
+// getMsb is how microsandbox's README (v0.6.14) installs msb on macOS
+// and Linux.
+const getMsb = "`curl -fsSL https://install.microsandbox.dev | sh`"
 
 // spec is the tool this package drives.
-var spec = toolexec.Spec{Default: DefaultTool, Min: MinVersion, Install: "install it with " + getMsb, Upgrade: "upgrade with " + getMsb,
-	ErrMissing: ErrToolMissing, ErrTooOld: ErrToolTooOld}
+var spec = toolexec.Spec{Default: DefaultTool, Min: MinVersion, Max: MaxVersion,
+	Checked: "superradcompany/microsandbox's sources at v0.6.8 and v0.6.14",
+	Install: "install it with " + getMsb, Upgrade: "upgrade with " + getMsb,
+	ErrMissing: ErrToolMissing, ErrTooOld: ErrToolTooOld, ErrUntested: ErrToolUntested}
 
 var _ provision.Target = (*Microsandbox)(nil)
 
@@ -178,7 +219,7 @@ func (m *Microsandbox) Create(ctx context.Context) error {
 		return nil
 	}
 	t := vm.Tool
-	if err := spec.CheckVersion(ctx, t); err != nil {
+	if _, err := vm.CheckVersion(ctx); err != nil {
 		return err
 	}
 	if err := vm.MakeDirs(); err != nil {
@@ -228,7 +269,10 @@ func (m *Microsandbox) loadImage(ctx context.Context) error {
 		id, err = imageID(ctx, m.vm.Tool, img.Ref)
 		return id != "", err
 	}
-	if err := m.vm.LoadImage(ctx, present, "image", "load", "--input", img.Tar, "--quiet"); err != nil {
+	args := func(context.Context) ([]string, error) {
+		return []string{"image", "load", "--input", img.Tar, "--quiet"}, nil
+	}
+	if err := m.vm.LoadImage(ctx, present, args); err != nil {
 		return err
 	}
 	if id != img.ID.String() {

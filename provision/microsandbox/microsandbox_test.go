@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -113,7 +115,7 @@ func TestCommandLines(t *testing.T) {
 		[]string{"msb", "image", "load", "--input", img.Tar, "--quiet"},
 		[]string{"msb", "image", "inspect", img.Ref, "--format", "json"},
 		[]string{"msb", "create", "--name", m.VMName(), "--label", "sealbench.run=" + run.ID, "-c", "2", "-m", "1024M", "--no-net", img.Ref},
-		[]string{"msb", "exec", m.VMName(), "--no-tty", "--", m.Proxy().Standin, "dial", "--socket", "/tmp/sealbench-sock/standin.sock"},
+		[]string{"msb", "exec", m.VMName(), "--stream", "--", m.Proxy().Standin, "dial", "--socket", "/tmp/sealbench-sock/standin.sock"},
 		[]string{"msb", "ls", "--label", "sealbench.run=" + run.ID, "--format", "json"},
 		[]string{"msb", "rm", "--force", m.VMName()},
 		[]string{"msb", "image", "rm", "--force", img.Ref})
@@ -147,21 +149,55 @@ func TestAuditFindsLabelledLeftovers(t *testing.T) {
 	target.LoseRunThenFix(t, e, m.VMName())
 }
 
+// TestCheck: missing, too old, in range, and newer than the range
+// checked: refused, or with AllowUntestedTool a warning naming the range.
 func TestCheck(t *testing.T) {
 	ctx := context.Background()
+	img := provisiontest.GetBundle(t).Image // before PATH loses go
 	t.Setenv("PATH", t.TempDir())
 	if err := microsandbox.Check(ctx, ""); !errors.Is(err, microsandbox.ErrToolMissing) {
 		t.Errorf("Check without msb: %v", err)
 	}
-	fakeTool(t, t.TempDir())
-	t.Setenv(faketool.VersionEnv, "0.2.9")
-	if err := microsandbox.Check(ctx, ""); !errors.Is(err, microsandbox.ErrToolTooOld) || !strings.Contains(err.Error(), "0.2.9") {
-		t.Errorf("Check with msb 0.2.9: %v", err)
+	fk := fakeTool(t, t.TempDir())
+	const rng = "0.6.8 to 0.6.14, checked against superradcompany/microsandbox's sources at v0.6.8 and v0.6.14"
+	t.Setenv(faketool.VersionEnv, "0.6.7")
+	if err := microsandbox.Check(ctx, ""); !errors.Is(err, microsandbox.ErrToolTooOld) || !strings.Contains(err.Error(), "is 0.6.7, sealbench needs 0.6.8 or newer (it drives "+rng+")") {
+		t.Errorf("Check with msb 0.6.7: %v", err)
 	}
-	t.Setenv(faketool.VersionEnv, "")
-	if err := microsandbox.Check(ctx, ""); err != nil {
-		t.Errorf("Check with the fake msb: %v", err)
+	for _, v := range []string{"0.6.8", "0.6.14", ""} {
+		t.Setenv(faketool.VersionEnv, v)
+		if err := microsandbox.Check(ctx, ""); err != nil {
+			t.Errorf("Check with msb %q: %v", v, err)
+		}
 	}
+	t.Setenv(faketool.VersionEnv, "0.7.0")
+	if err := microsandbox.Check(ctx, ""); !errors.Is(err, microsandbox.ErrToolUntested) ||
+		!strings.Contains(err.Error(), "is 0.7.0, newer than the releases sealbench drives ("+rng+"); pass --allow-untested-tool") {
+		t.Errorf("Check with msb 0.7.0: %v", err)
+	}
+	_, run := vmtest.NewRun(t)
+	if err := newMsb(t, run, img).Create(ctx); !errors.Is(err, microsandbox.ErrToolUntested) {
+		t.Errorf("Create with msb 0.7.0: %v", err)
+	}
+	if calls := vmtest.Calls(t, fk); vmtest.Ran(calls, "msb", "image", "list", "--format", "json") {
+		t.Errorf("Create went on past the refusal; ran:\n%s", vmtest.Render(calls))
+	}
+	var logged []string
+	m, err := microsandbox.New(microsandbox.Options{Options: vmtarget.Options{Run: run, Image: img, ReadyTimeout: time.Second, AllowUntestedTool: true,
+		Log: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}, ProxyCommand: []string{self(t), microsandbox.ProxySubcommand}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Create(ctx) // the fake's image /opt/sealbench is empty: it goes no further than the stand-in
+	if calls := vmtest.Calls(t, fk); !vmtest.Ran(calls, "msb", "image", "list", "--format", "json") {
+		t.Errorf("Create with AllowUntestedTool stopped at the version; ran:\n%s", vmtest.Render(calls))
+	}
+	if !slices.ContainsFunc(logged, func(l string) bool {
+		return strings.HasPrefix(l, "warning: ") && strings.Contains(l, "is 0.7.0, newer than the releases sealbench drives ("+rng+"): going on because of --allow-untested-tool")
+	}) {
+		t.Errorf("no warning naming the range; logged:\n%s", strings.Join(logged, "\n"))
+	}
+	provision.Teardown(ctx, run.Dir, provision.TeardownOptions{})
 }
 
 func TestProxyArgsRoundTrip(t *testing.T) {
@@ -173,6 +209,47 @@ func TestProxyArgsRoundTrip(t *testing.T) {
 	for _, bad := range [][]string{nil, {"--socket", "rel", "--tool", "/t", "--name", "n", "--standin", "/s", "--guest-socket", "/g"}, append(c.Args(), "extra")} {
 		if _, err := microsandbox.ParseProxyArgs(bad); err == nil {
 			t.Errorf("ParseProxyArgs(%q) accepted", bad)
+		}
+	}
+}
+
+// TestDoctorOnLinux: the doctor asks the msb installed (the fake, as
+// 0.6.10, the last release built for glibc 2.39, then as 0.6.14) and says
+// whether this host's glibc runs it, and so whether microsandbox can run
+// here. On Debian 12 (glibc 2.36) it cannot with 0.6.10, and says why.
+func TestDoctorOnLinux(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the msb-kvm and msb-glibc checks are Linux's")
+	}
+	host, err := microsandbox.HostGlibc(context.Background())
+	if err != nil {
+		t.Skipf("not a glibc host: %v", err)
+	}
+	fakeTool(t, t.TempDir())
+	for _, c := range []struct {
+		msb   string
+		floor microsandbox.GlibcVersion
+	}{{"0.6.10", microsandbox.GlibcVersion{Major: 2, Minor: 39}}, {"0.6.14", microsandbox.GlibcVersion{Major: 2, Minor: 28}}} {
+		t.Setenv(faketool.VersionEnv, c.msb)
+		r := provision.Doctor(context.Background())
+		i := slices.IndexFunc(r.Checks, func(ch provision.Check) bool { return ch.Name == microsandbox.GlibcCheckName })
+		if i < 0 {
+			t.Fatalf("no %s check: %+v", microsandbox.GlibcCheckName, r.Checks)
+		}
+		g := r.Checks[i]
+		want := !host.Less(c.floor)
+		if g.OK != want || !strings.Contains(g.Detail, "glibc "+host.String()) || !strings.Contains(g.Detail, "msb "+c.msb+" needs") {
+			t.Errorf("msb %s on glibc %s: %+v; want ok %v", c.msb, host, g, want)
+		}
+		if !want && !strings.Contains(g.Detail, "needs glibc "+c.floor.String()+" or newer") {
+			t.Errorf("msb %s on glibc %s: the check does not say why: %s", c.msb, host, g.Detail)
+		}
+		j := slices.IndexFunc(r.Targets, func(tr provision.TargetReadiness) bool { return tr.Target == microsandbox.Name })
+		if j < 0 || !slices.Contains(r.Targets[j].Needs, microsandbox.GlibcCheckName) || !slices.Contains(r.Targets[j].Needs, microsandbox.KVMCheckName) {
+			t.Fatalf("microsandbox's readiness: %+v", r.Targets)
+		}
+		if !want && r.Targets[j].Ready {
+			t.Errorf("msb %s on glibc %s: microsandbox is ready", c.msb, host)
 		}
 	}
 }

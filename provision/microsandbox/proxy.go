@@ -10,15 +10,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 )
 
 // ProxyConfig says what the Engine proxy serves and how it reaches the
 // stand-in: every connection to Socket runs
 //
-//	<Tool> exec <Name> --no-tty -- <Standin> dial --socket <GuestSocket>
+//	<Tool> exec <Name> --stream -- <Standin> dial --socket <GuestSocket>
 //
-// with the connection itself as that command's stdin and stdout.
+// with the connection itself as that command's stdin and stdout; --stream
+// forwards them as they come, both ways (see the package comment).
 type ProxyConfig struct {
 	Socket      string // the host socket to serve (its directory must exist, 0700)
 	Tool        string // the msb binary, absolute
@@ -110,6 +112,12 @@ func ServeProxy(ctx context.Context, c ProxyConfig, logf func(string, ...any)) e
 	}
 }
 
+// execArgs are the arguments of the `msb exec` that carries one
+// connection.
+func (c ProxyConfig) execArgs() []string {
+	return []string{"exec", c.Name, "--stream", "--", c.Standin, "dial", "--socket", c.GuestSocket}
+}
+
 // forward hands the connection to one `msb exec`, as its stdin and
 // stdout: the bytes go straight between the socket and the tool.
 func (c ProxyConfig) forward(ctx context.Context, conn *net.UnixConn) error {
@@ -119,7 +127,7 @@ func (c ProxyConfig) forward(ctx context.Context, conn *net.UnixConn) error {
 		return err
 	}
 	defer f.Close()
-	cmd := exec.CommandContext(ctx, c.Tool, "exec", c.Name, "--no-tty", "--", c.Standin, "dial", "--socket", c.GuestSocket)
+	cmd := exec.CommandContext(ctx, c.Tool, c.execArgs()...)
 	cmd.Stdin, cmd.Stdout = f, f
 	var stderr limited
 	cmd.Stderr = &stderr
@@ -131,7 +139,7 @@ func (c ProxyConfig) forward(ctx context.Context, conn *net.UnixConn) error {
 	f.Close()
 	conn.Close()
 	if err := cmd.Wait(); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("`%s exec %s --no-tty -- %s dial --socket %s`: %v: %s", c.Tool, c.Name, c.Standin, c.GuestSocket, err, stderr.String())
+		return fmt.Errorf("`%s %s`: %v: %s", c.Tool, strings.Join(c.execArgs(), " "), err, stderr.String())
 	}
 	return nil
 }

@@ -19,8 +19,11 @@ FUSE passthrough in the kernel, FUSE over io_uring (and whether the fuse
 module's enable_uring is on; optional), the dockerd at DOCKER_HOST (or the default
 socket), qemu-system-x86_64 and whether KVM is usable (it asks /dev/kvm for its
 API version; it never starts a guest), limactl, mmdebstrap and apt, Apple's
-container tool and its system service, and microsandbox's msb. For each
-thing missing it says why, and what to install or do.
+container tool and its system service, and microsandbox's msb (on Linux with
+/dev/kvm open for reading and writing, and a glibc its release runs on, which
+it names). A tool newer than the releases
+sealbench was checked against is refused (see --allow-untested-tool of run and
+provision). For each thing missing it says why, and what to install or do.
 
 doctor only looks; it changes nothing, and exits 0 whatever it finds (it
 fails only if it cannot run at all).`,

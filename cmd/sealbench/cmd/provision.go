@@ -37,6 +37,9 @@ identity: kernel, CPUs, memory, engine.
   microsandbox
            one msb microVM from the Sandbox image, running the stand-in,
            reached through msb exec by a proxy process of the run.
+           apple and microsandbox drive only the releases of their tools
+           whose sources they were checked against (--allow-untested-tool
+           names them): a newer tool is refused unless that flag is given.
   lima     a Lima VM (limactl v1.2.1 from make lima-tools, run as uid 65534)
            under QEMU with TCG, never KVM, booted from the VM image of make
            vm-image, the bundle copied in and checked, the stand-in inside

@@ -4,22 +4,34 @@ package cmd
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/provision"
 )
 
 // vmSettings size the VM targets (lima, apple, microsandbox); zero means
-// each provisioner's default.
+// each provisioner's default. allowUntested lets apple and microsandbox
+// drive a tool newer than the releases they were checked against.
 type vmSettings struct {
-	cpus      int
-	memoryMiB int64
+	cpus          int
+	memoryMiB     int64
+	allowUntested bool
 }
 
 func (v *vmSettings) flags(fl *pflag.FlagSet) {
 	fl.IntVar(&v.cpus, "vm-cpus", 0, fmt.Sprintf("CPUs of a VM target, 1 to %d (default: the provisioner's: 2 for lima, 4 for apple and microsandbox)", maxVMCPUs))
 	fl.Int64Var(&v.memoryMiB, "vm-memory", 0, fmt.Sprintf("memory of a VM target in MiB, %d to %d (default: the provisioner's: 2048 for lima, 4096 for apple and microsandbox)", minVMMemoryMiB, maxVMMemoryMiB))
+	var tools []string
+	for _, r := range provision.Registered() {
+		if r.Tools != "" {
+			tools = append(tools, r.Name+": "+r.Tools)
+		}
+	}
+	fl.BoolVar(&v.allowUntested, "allow-untested-tool", false, "drive a VM target's tool even when it is newer than the releases sealbench was checked against ("+
+		strings.Join(tools, "; ")+"), with a warning naming them; without it a newer tool is refused")
 }
 
 // Bounds of the VM flags: zero is the provisioner's default; anything
@@ -41,4 +53,6 @@ func (v vmSettings) check() error {
 	return nil
 }
 
-func (v vmSettings) host() host.VM { return host.VM{CPUs: v.cpus, MemoryMiB: v.memoryMiB} }
+func (v vmSettings) host() host.VM {
+	return host.VM{CPUs: v.cpus, MemoryMiB: v.memoryMiB, AllowUntestedTool: v.allowUntested}
+}

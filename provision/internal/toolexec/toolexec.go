@@ -249,17 +249,47 @@ func (t *Tool) JSON(ctx context.Context, v any, args ...string) error {
 	return nil
 }
 
-// Spec says which tool a target drives and which release it needs. What
-// Find and Check answer wraps the target's own sentinel errors, so that
-// the CLI tells a missing tool from an old one with errors.Is.
+// Spec says which tool a target drives and which releases: [Min, Max],
+// Max being the newest release whose sources its command lines and JSON
+// shapes were checked against. What Find and CheckVersion answer wraps
+// the target's own sentinel errors, so that the CLI tells a missing tool
+// from an old or an untested one with errors.Is.
 type Spec struct {
 	Default string  // its name on PATH
 	Min     Version // the oldest release driven
 	MinWhy  string  // what Min brings, for the message: "for --network none"; may be empty
-	Install string  // how to install it: "install it from https://..."
-	Upgrade string  // how to upgrade it: "upgrade from https://..."
-	// ErrMissing and ErrTooOld are the target's sentinels.
-	ErrMissing, ErrTooOld error
+	// Max is the newest release checked; a newer one is refused
+	// (ErrUntested) unless the caller allows untested tools, and then it
+	// gets a warning naming the range. Zero: no upper bound.
+	Max Version
+	// Checked says against what the range was checked, for the messages:
+	// "apple/container's sources at 1.0.0 and 1.2.2".
+	Checked string
+	Install string // how to install it: "install it from https://..."
+	Upgrade string // how to upgrade it: "upgrade from https://..."
+	// ErrMissing, ErrTooOld and ErrUntested are the target's sentinels.
+	ErrMissing, ErrTooOld, ErrUntested error
+}
+
+// AllowUntestedFlag is the command-line flag that lets a target drive a
+// release newer than its Spec's Max.
+const AllowUntestedFlag = "--allow-untested-tool"
+
+// Range is the releases the Spec drives: "1.0.0 to 1.2.2", or "1.0.0 or
+// newer" without a Max.
+func (s Spec) Range() string {
+	if s.Max == (Version{}) {
+		return s.Min.String() + " or newer"
+	}
+	return s.Min.String() + " to " + s.Max.String()
+}
+
+// checked is the range with what it was checked against.
+func (s Spec) checked() string {
+	if s.Checked == "" {
+		return s.Range()
+	}
+	return s.Range() + ", checked against " + s.Checked
 }
 
 // Find returns the tool's absolute path: tool is a path or a name on
@@ -275,32 +305,43 @@ func (s Spec) Find(tool string) (string, error) {
 	return p, nil
 }
 
-// CheckVersion runs `<tool> --version` and checks the release against Min.
-func (s Spec) CheckVersion(ctx context.Context, t *Tool) error {
+// CheckVersion runs `<tool> --version` and checks the release against
+// the range: older than Min is ErrTooOld; newer than Max is ErrUntested,
+// unless allowUntested, when it is warning instead (for the caller to
+// log), naming the range. It returns the release it found.
+func (s Spec) CheckVersion(ctx context.Context, t *Tool, allowUntested bool) (v Version, warning string, err error) {
 	out, err := t.Run(ctx, "--version")
 	if err != nil {
-		return fmt.Errorf("%w: %v", s.ErrMissing, err)
+		return v, "", fmt.Errorf("%w: %v", s.ErrMissing, err)
 	}
-	v, err := ParseVersion(string(out))
+	v, err = ParseVersion(string(out))
 	if err != nil {
-		return fmt.Errorf("%s --version: %w", t.Path, err)
+		return v, "", fmt.Errorf("%s --version: %w", t.Path, err)
 	}
 	if v.Less(s.Min) {
 		why := ""
 		if s.MinWhy != "" {
 			why = " (" + s.MinWhy + ")"
 		}
-		return fmt.Errorf("%w: %s is %s, sealbench needs %s or newer%s; %s", s.ErrTooOld, t.Path, v, s.Min, why, s.Upgrade)
+		return v, "", fmt.Errorf("%w: %s is %s, sealbench needs %s or newer%s (it drives %s); %s", s.ErrTooOld, t.Path, v, s.Min, why, s.checked(), s.Upgrade)
 	}
-	return nil
+	if s.Max != (Version{}) && s.Max.Less(v) {
+		if allowUntested {
+			return v, fmt.Sprintf("%s is %s, newer than the releases sealbench drives (%s): going on because of %s; its commands or JSON may have changed", t.Path, v, s.checked(), AllowUntestedFlag), nil
+		}
+		return v, "", fmt.Errorf("%w: %s is %s, newer than the releases sealbench drives (%s); pass %s to drive it anyway, or install a release in that range", s.ErrUntested, t.Path, v, s.checked(), AllowUntestedFlag)
+	}
+	return v, "", nil
 }
 
-// Check finds tool (as Find) and checks its version (as CheckVersion).
-func (s Spec) Check(ctx context.Context, tool string) (*Tool, error) {
+// Check finds tool (as Find) and checks its version (as CheckVersion,
+// refusing an untested release).
+func (s Spec) Check(ctx context.Context, tool string) (*Tool, Version, error) {
 	p, err := s.Find(tool)
 	if err != nil {
-		return nil, err
+		return nil, Version{}, err
 	}
 	t := &Tool{Path: p}
-	return t, s.CheckVersion(ctx, t)
+	v, _, err := s.CheckVersion(ctx, t, false)
+	return t, v, err
 }

@@ -10,10 +10,11 @@ import (
 )
 
 var (
-	errMissing = errors.New("missing")
-	errOld     = errors.New("too old")
-	spec       = Spec{Default: "tool", Min: MustVersion("0.6.0"), MinWhy: "for --x", Install: "install it so", Upgrade: "upgrade so",
-		ErrMissing: errMissing, ErrTooOld: errOld}
+	errMissing  = errors.New("missing")
+	errOld      = errors.New("too old")
+	errUntested = errors.New("untested")
+	spec        = Spec{Default: "tool", Min: MustVersion("0.6.0"), MinWhy: "for --x", Max: MustVersion("1.2.2"), Checked: "its sources at 0.6.0 and 1.2.2",
+		Install: "install it so", Upgrade: "upgrade so", ErrMissing: errMissing, ErrTooOld: errOld, ErrUntested: errUntested}
 )
 
 // script writes an executable shell script named tool in a fresh
@@ -31,21 +32,46 @@ func script(t *testing.T, body string) string {
 func TestSpecCheck(t *testing.T) {
 	ctx := context.Background()
 	t.Setenv("PATH", t.TempDir())
-	if _, err := spec.Check(ctx, ""); !errors.Is(err, errMissing) || !strings.Contains(err.Error(), "install it so") {
+	if _, _, err := spec.Check(ctx, ""); !errors.Is(err, errMissing) || !strings.Contains(err.Error(), "install it so") {
 		t.Errorf("Check without the tool: %v", err)
 	}
 	script(t, `echo "tool version 0.5.9 (build x)"`)
-	if _, err := spec.Check(ctx, ""); !errors.Is(err, errOld) || !strings.Contains(err.Error(), "0.5.9, sealbench needs 0.6.0 or newer (for --x); upgrade so") {
+	if _, _, err := spec.Check(ctx, ""); !errors.Is(err, errOld) ||
+		!strings.Contains(err.Error(), "0.5.9, sealbench needs 0.6.0 or newer (for --x) (it drives 0.6.0 to 1.2.2, checked against its sources at 0.6.0 and 1.2.2); upgrade so") {
 		t.Errorf("Check of 0.5.9: %v", err)
 	}
-	p := script(t, `echo "tool 0.10.0"`)
-	tl, err := spec.Check(ctx, "")
-	if err != nil || tl.Path != p {
-		t.Errorf("Check of 0.10.0 = %+v, %v; want %s", tl, err, p)
+	for _, in := range []string{"0.6.0", "0.10.0", "1.2.2"} {
+		p := script(t, `echo "tool `+in+`"`)
+		tl, v, err := spec.Check(ctx, "")
+		if err != nil || tl.Path != p || v != MustVersion(in) {
+			t.Errorf("Check of %s = %+v, %v, %v; want %s", in, tl, v, err, p)
+		}
 	}
 	script(t, `echo "oops" >&2; exit 3`)
-	if _, err := spec.Check(ctx, ""); !errors.Is(err, errMissing) || !strings.Contains(err.Error(), "oops") {
+	if _, _, err := spec.Check(ctx, ""); !errors.Is(err, errMissing) || !strings.Contains(err.Error(), "oops") {
 		t.Errorf("Check of a tool that fails: %v", err)
+	}
+}
+
+// TestSpecNewerThanChecked: a release newer than Max is refused, naming
+// the range and the flag; allowed, it is a warning naming the range.
+func TestSpecNewerThanChecked(t *testing.T) {
+	ctx := context.Background()
+	p := script(t, `echo "tool version 1.3.0 (build: release)"`)
+	tl := &Tool{Path: p}
+	const rng = "0.6.0 to 1.2.2, checked against its sources at 0.6.0 and 1.2.2"
+	_, warn, err := spec.CheckVersion(ctx, tl, false)
+	if !errors.Is(err, errUntested) || warn != "" || !strings.Contains(err.Error(), "is 1.3.0, newer than the releases sealbench drives ("+rng+"); pass --allow-untested-tool") {
+		t.Errorf("CheckVersion of 1.3.0: %q, %v", warn, err)
+	}
+	v, warn, err := spec.CheckVersion(ctx, tl, true)
+	if err != nil || v != MustVersion("1.3.0") || !strings.Contains(warn, "is 1.3.0, newer than the releases sealbench drives ("+rng+"): going on because of --allow-untested-tool") {
+		t.Errorf("CheckVersion of 1.3.0, allowed: %v, %q, %v", v, warn, err)
+	}
+	open := spec
+	open.Max = Version{}
+	if _, warn, err := open.CheckVersion(ctx, tl, false); err != nil || warn != "" || open.Range() != "0.6.0 or newer" {
+		t.Errorf("without a Max: %q, %v, range %q", warn, err, open.Range())
 	}
 }
 

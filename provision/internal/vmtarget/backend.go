@@ -121,7 +121,7 @@ type Registration struct {
 	Holder           Holder
 	// Host, when set, are the doctor's checks of the host the tool needs,
 	// made before the tool's.
-	Host func() []provision.Check
+	Host func(ctx context.Context) []provision.Check
 	// Check checks the tool (the doctor's check named CheckName); Fix says
 	// what to do about the error it returned.
 	CheckName string
@@ -135,9 +135,10 @@ type Registration struct {
 // its Backend over its Holder, and its tool's doctor check.
 func Register(r Registration) {
 	provision.Register(provision.Registration{
-		Name: r.Name, What: r.What, Order: r.Order, Needs: r.Needs, Note: r.Note,
+		Name: r.Name, What: r.What, Order: r.Order, Needs: r.Needs, Note: r.Note, Tools: r.Spec.Default + " " + r.Spec.Range(),
 		New: func(o provision.NewOptions) (provision.Target, error) {
-			return r.Make(Options{Run: o.Run, Image: o.Image, CPUs: o.CPUs, MemoryBytes: o.MemoryBytes, Log: o.Log})
+			return r.Make(Options{Run: o.Run, Image: o.Image, CPUs: o.CPUs, MemoryBytes: o.MemoryBytes,
+				AllowUntestedTool: o.AllowUntestedTool, Log: o.Log})
 		},
 		Backend: Backend{Target: r.Name, Spec: r.Spec, Holder: r.Holder, Kinds: r.Kinds},
 		Checks: func(ctx context.Context) []provision.Check {
@@ -148,7 +149,7 @@ func Register(r Registration) {
 			}
 			var checks []provision.Check
 			if r.Host != nil {
-				checks = r.Host()
+				checks = r.Host(ctx)
 			}
 			return append(checks, provision.ToolCheck(r.CheckName, err, fix))
 		},

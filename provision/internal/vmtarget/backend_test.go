@@ -122,3 +122,28 @@ func TestBackendDispatch(t *testing.T) {
 		t.Errorf("the holder was asked:\n  %s\nwant:\n  %s", strings.Join(calls, "\n  "), strings.Join(want, "\n  "))
 	}
 }
+
+// TestRegisterPassesAllowUntested: what provision.NewOptions says of
+// untested tools reaches the target's Options, and the registration names
+// the releases its tool is checked for.
+func TestRegisterPassesAllowUntested(t *testing.T) {
+	var got Options
+	spec := toolexec.Spec{Default: "faketool", Min: toolexec.MustVersion("1.0.0"), Max: toolexec.MustVersion("1.2.2")}
+	Register(Registration{Name: "vmt-allow", Spec: spec, CheckName: "faketool",
+		Make: func(o Options) (provision.Target, error) { got = o; return nil, nil }})
+	r, ok := provision.Lookup("vmt-allow")
+	if !ok {
+		t.Fatal("not registered")
+	}
+	if r.Tools != "faketool 1.0.0 to 1.2.2" {
+		t.Errorf("Tools = %q", r.Tools)
+	}
+	for _, allow := range []bool{true, false} {
+		if _, err := r.New(provision.NewOptions{AllowUntestedTool: allow, CPUs: 3}); err != nil {
+			t.Fatal(err)
+		}
+		if got.AllowUntestedTool != allow || got.CPUs != 3 {
+			t.Errorf("NewOptions{AllowUntestedTool: %v} made %+v", allow, got)
+		}
+	}
+}

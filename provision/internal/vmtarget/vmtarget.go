@@ -46,7 +46,11 @@ type Options struct {
 	// a VM boots first), CommandTimeout each command (default
 	// toolexec.DefaultTimeout), LoadTimeout the image load (default 10m).
 	ReadyTimeout, CommandTimeout, LoadTimeout time.Duration
-	Log                                       func(format string, args ...any)
+	// AllowUntestedTool drives a release of the tool newer than the range
+	// its package was checked against, with a warning naming the range
+	// (otherwise that is refused: toolexec.Spec.CheckVersion).
+	AllowUntestedTool bool
+	Log               func(format string, args ...any)
 }
 
 // Config is a target's Options and what its package says about itself.
@@ -142,6 +146,17 @@ func (v *VM) ResolveTool() error {
 	return nil
 }
 
+// CheckVersion checks the tool's release against the target's range,
+// logging the warning for an untested one that AllowUntestedTool lets
+// through; it returns the release.
+func (v *VM) CheckVersion(ctx context.Context) (toolexec.Version, error) {
+	ver, warn, err := v.C.Spec.CheckVersion(ctx, v.Tool, v.C.AllowUntestedTool)
+	if warn != "" {
+		v.C.Log("warning: %s", warn)
+	}
+	return ver, err
+}
+
 // Record records e, as the target's, in the run's ledger.
 func (v *VM) Record(e manifests.LedgerEntry) error {
 	e.Target = v.C.Target
@@ -171,11 +186,13 @@ func (v *VM) MakeDirs() error {
 	return nil
 }
 
-// LoadImage loads the Sandbox image into the tool's own image store by
-// running the tool with args, unless present says the tool has it under
-// its ref already (then it is not this run's to remove). The image is
-// recorded first, by its ref, as held by the tool.
-func (v *VM) LoadImage(ctx context.Context, present func(context.Context) (bool, error), args ...string) error {
+// LoadImage loads the Sandbox image into the tool's own image store,
+// unless present says the tool has it under its ref already (then it is
+// not this run's to remove). The image is recorded first, by its ref, as
+// held by the tool; then prepare gives the tool's arguments (making what
+// they name, in the target's directory, when the tool cannot read the
+// Sandbox image's tar as it is) and the tool runs with them.
+func (v *VM) LoadImage(ctx context.Context, present func(context.Context) (bool, error), prepare func(context.Context) ([]string, error)) error {
 	img := v.C.Image
 	if have, err := present(ctx); err != nil || have {
 		return err
@@ -186,6 +203,10 @@ func (v *VM) LoadImage(ctx context.Context, present func(context.Context) (bool,
 	}
 	if _, err := os.Stat(img.Tar); err != nil {
 		return fmt.Errorf("the Sandbox image: %w", err)
+	}
+	args, err := prepare(ctx)
+	if err != nil {
+		return fmt.Errorf("preparing the Sandbox image for %s: %w", v.C.Spec.Default, err)
 	}
 	if _, err := v.Tool.RunTimeout(ctx, v.C.LoadTimeout, args...); err != nil {
 		return fmt.Errorf("loading the Sandbox image into %s: %w", v.C.Spec.Default, err)

@@ -1,5 +1,7 @@
 // Package faketool is a faithful stand-in, for tests, for the tools the VM
-// targets drive: Apple's `container` and microsandbox's `msb`. A test
+// targets drive: Apple's `container` (as of apple/container 1.2.2) and
+// microsandbox's `msb` (as of superradcompany/microsandbox v0.6.14);
+// container.go and msb.go name the source files each answer follows. A test
 // binary calls Main first thing in TestMain; Install puts links named
 // after the tools, pointing at the test binary, in a directory for PATH.
 // Run under those names, the binary is the fake: it checks the exact
@@ -351,6 +353,116 @@ func readDockerSave(p string) ([]image, error) {
 	}
 }
 
+// readOCIArchive reads the images of an OCI image layout archive as
+// `container image load` does: apple/container 1.2.2's ImagesService.load
+// (Sources/Services/ContainerImagesService/Server/ImagesService.swift)
+// extracts it and hands the directory to containerization 0.40.1's
+// ImageStore.load(from:) (Sources/Containerization/Image/ImageStore/
+// ImageStore+OCILayout.swift), which needs oci-layout (with
+// imageLayoutVersion) and index.json (LocalOCILayoutClient.
+// loadIndexFromOCILayout), names each image by its descriptor's
+// annotations (getImageReferencefromDescriptor) and imports every blob the
+// manifest names. A `docker save` archive without them is refused.
+func readOCIArchive(p string) ([]image, error) {
+	fh, err := os.Open(p)
+	if err != nil {
+		return nil, failure(fmt.Sprintf("notFound: %q: %v", p, err))
+	}
+	defer fh.Close()
+	files := map[string][]byte{}
+	tr := tar.NewReader(fh)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, failure(fmt.Sprintf("invalidArgument: reading %s: %v", p, err))
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, err
+		}
+		files[filepath.Clean(h.Name)] = b
+	}
+	const dir = "/var/folders/xx/T/C6B0A5E2-0000-4000-8000-000000000000" // where the tool extracts it
+	var layout map[string]string
+	lb, ok := files["oci-layout"]
+	if !ok {
+		return nil, failure(fmt.Sprintf("notFound: %q", dir+"/oci-layout"))
+	}
+	if err := json.Unmarshal(lb, &layout); err != nil || layout["imageLayoutVersion"] == "" {
+		return nil, failure(fmt.Sprintf("empty: \"missing key imageLayoutVersion in %s/oci-layout\"", dir))
+	}
+	ib, ok := files["index.json"]
+	if !ok {
+		return nil, failure(fmt.Sprintf("notFound: %q", dir+"/index.json"))
+	}
+	type desc struct {
+		MediaType   string            `json:"mediaType"`
+		Digest      string            `json:"digest"`
+		Size        int64             `json:"size"`
+		Annotations map[string]string `json:"annotations"`
+	}
+	var index struct {
+		Manifests []desc `json:"manifests"`
+	}
+	if err := json.Unmarshal(ib, &index); err != nil {
+		return nil, failure("internalError: index.json: " + err.Error())
+	}
+	blob := func(d desc) ([]byte, error) {
+		hexd, ok := strings.CutPrefix(d.Digest, "sha256:")
+		b, found := files["blobs/sha256/"+hexd]
+		if !ok || !found {
+			return nil, failure(fmt.Sprintf("notFound: \"content with digest %s\"", d.Digest))
+		}
+		sum := sha256.Sum256(b)
+		if hex.EncodeToString(sum[:]) != hexd || int64(len(b)) != d.Size {
+			return nil, failure(fmt.Sprintf("internalError: \"digest or size mismatch for %s\"", d.Digest))
+		}
+		return b, nil
+	}
+	var out []image
+	for _, m := range index.Manifests {
+		ref := ""
+		for _, k := range []string{"com.apple.containerization.image.name", "io.containerd.image.name", "org.opencontainers.image.ref.name"} {
+			if ref = m.Annotations[k]; ref != "" {
+				break
+			}
+		}
+		if ref == "" {
+			return nil, failure("invalidArgument: \"cannot parse image reference\"")
+		}
+		if m.MediaType != "application/vnd.oci.image.manifest.v1+json" && m.MediaType != "application/vnd.docker.distribution.manifest.v2+json" {
+			return nil, failure("internalError: the fake loads only manifests, not " + m.MediaType)
+		}
+		mb, err := blob(m)
+		if err != nil {
+			return nil, err
+		}
+		var man struct {
+			Config desc   `json:"config"`
+			Layers []desc `json:"layers"`
+		}
+		if err := json.Unmarshal(mb, &man); err != nil {
+			return nil, failure("internalError: manifest: " + err.Error())
+		}
+		for _, d := range append([]desc{man.Config}, man.Layers...) {
+			if _, err := blob(d); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, image{Reference: ref, Digest: m.Digest, Config: man.Config.Digest})
+	}
+	if len(out) == 0 {
+		return nil, failure("internalError: \"failed to import image\"")
+	}
+	return out, nil
+}
+
 // guestPath maps a path inside the VM onto the host.
 func guestPath(root, p string) string {
 	if rest, ok := strings.CutPrefix(p, manifests.SandboxBundleDir+"/"); ok {
@@ -507,12 +619,6 @@ func relay(host, guest string) {
 			<-done
 		}()
 	}
-}
-
-func labelsMatch(l map[string]string, filter string) bool {
-	k, v, hasV := strings.Cut(filter, "=")
-	got, ok := l[k]
-	return ok && (!hasV || got == v)
 }
 
 func parseLabels(ls []string) (map[string]string, error) {
