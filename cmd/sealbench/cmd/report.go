@@ -76,8 +76,8 @@ inline SVG charts, no script, that fits a phone's width; the same input gives
 the same bytes), json, csv (one tidy row per summary figure, count and timing
 value). --json writes the JSON report to stdout, or, with --out, a JSON
 summary. --out is written atomically, and never over the files the report
-reads (samples.jsonl, pins.json, results.sigstore.json): that is refused (exit 3) before anything is
-read.
+reads (samples.jsonl, pins.json, results.sigstore.json): that is refused
+(exit 3) before anything is read.
 
 Signed results: a run made with --sign-key leaves results.sigstore.json beside
 its samples. The report checks it, here on the host, against the very bytes it
