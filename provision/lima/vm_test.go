@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/engine"
@@ -89,114 +87,14 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestLifecycle takes one VM through everything a run does with it, with
-// room for TCG's slow boot: Create (twice: the second changes nothing),
-// InstallImage, a Sandbox, Identity, Destroy, and an audit that finds
-// nothing of the run on the host.
-func TestLifecycle(t *testing.T) {
-	limactl, vmImage := needLima(t)
-	b := provisiontest.GetBundle(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	state, err := os.MkdirTemp("", "sbl-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(state)
-	run, err := provision.NewRun(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer run.Close()
-	defer provision.Teardown(context.Background(), run.Dir, provision.TeardownOptions{})
-	vm, err := lima.New(lima.Options{Run: run, Bundle: b.Dir, Manifest: readManifest(t, b.Dir), VMImage: vmImage, Limactl: limactl, Log: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	if err := vm.Create(ctx); err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	t.Logf("created in %s", time.Since(start).Round(time.Second))
-	entries := len(run.Ledger.Entries())
-	if err := vm.Create(ctx); err != nil {
-		t.Fatalf("Create again: %v", err)
-	}
-	if n := len(run.Ledger.Entries()); n != entries {
-		t.Errorf("the second Create recorded %d more ledger entries", n-entries)
-	}
-	if err := vm.InstallImage(ctx, b.Image); err != nil {
-		t.Fatalf("InstallImage: %v", err)
-	}
-	id, err := vm.Identity(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("identity %+v, emulated %v", id, vm.Emulated())
-	if id.CPUs != lima.DefaultCPUs || !strings.Contains(id.Kernel, "cloud") || !vm.Emulated() {
-		t.Errorf("identity %+v, emulated %v: want %d CPUs, the guest's cloud kernel, emulated", id, vm.Emulated(), lima.DefaultCPUs)
-	}
-	cli, err := engine.NewClient(vm.Endpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	cid, err := engine.CreateSandbox(ctx, cli, run.Ledger, engine.Sandbox{RunID: run.ID, Target: lima.Name, Endpoint: vm.Endpoint(), Image: b.Image.ID, Name: "probe", Cmd: []string{"sh", "-c", "sleep 600"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cli.ContainerStart(ctx, cid, container.StartOptions{}); err != nil {
-		// Not fatal: Destroy and the audit below must work either way.
-		t.Errorf("starting a Sandbox in the VM: %v", err)
-	}
-	inv, err := vm.Inventory(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kinds := map[manifests.ResourceKind]int{}
-	for _, r := range inv {
-		kinds[r.Kind]++
-		t.Logf("holds %s", r)
-	}
-	if kinds[manifests.ResourceVM] != 2 || kinds[manifests.ResourceProcess] != 2 || kinds[manifests.ResourceContainer] != 1 || kinds[manifests.ResourceImage] != 1 {
-		t.Errorf("inventory by kind %v: want the Lima directory and instance, hostagent and QEMU, the Sandbox and the image", kinds)
-	}
-	// The audit sees the live VM (it is a run's, whichever).
-	res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{lima.Name}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Leftovers) == 0 {
-		t.Error("the audit does not see the running VM")
-	}
-	start = time.Now()
-	if err := vm.Destroy(ctx); err != nil {
-		t.Fatalf("Destroy: %v", err)
-	}
-	t.Logf("destroyed in %s", time.Since(start).Round(time.Second))
-	if inv, err := vm.Inventory(ctx); err != nil || len(inv) > 0 {
-		t.Errorf("after Destroy: %v %v", inv, err)
-	}
-	if err := vm.Destroy(ctx); err != nil {
-		t.Errorf("Destroy again: %v", err)
-	}
-	res, err = provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{lima.Name}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res.Leftovers {
-		t.Errorf("left after Destroy: %s", r)
-	}
-	if _, err := os.Stat(vm.LimaDir()); !os.IsNotExist(err) {
-		t.Errorf("the run's Lima directory is still there: %v", err)
-	}
-}
-
 // TestTwelveCellsLikeLocal is the whole flow: seal this tree with its
 // Sandbox image, provision local and lima from it, run all twelve cells
 // on both, and require every verifier to pass with exact counts (FUSE
 // requests by opcode, SQLite statements, files and bytes) equal to
-// local's; then tear the run down and audit that nothing is left.
+// local's; then take the VM through the rest of its life (what it holds,
+// the audit seeing it, Destroy twice) and tear the run down, with an
+// audit that finds nothing left. It is the one test that boots a VM for
+// the lifecycle, beside the conformance suite's two boots.
 func TestTwelveCellsLikeLocal(t *testing.T) {
 	limactl, vmImage := needLima(t)
 	testenv.NeedFUSE(t)
@@ -273,6 +171,7 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 		if err := target.Create(ctx); err != nil {
 			t.Fatalf("creating %s: %v", target.Name(), err)
 		}
+		step("created %s", target.Name())
 		if err := target.InstallImage(ctx, img); err != nil {
 			t.Fatalf("installing the image on %s: %v", target.Name(), err)
 		}
@@ -285,8 +184,8 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 	if !vm.Emulated() {
 		t.Error("the lima target does not say it is emulated")
 	}
-	if id, _ := vm.Identity(ctx); id.CPUs != lima.DefaultCPUs || id.MemoryBytes > lima.DefaultMemoryBytes || id.MemoryBytes < lima.DefaultMemoryBytes/2 {
-		t.Errorf("the VM has %d CPUs and %d bytes of memory, want %d and about %d", id.CPUs, id.MemoryBytes, lima.DefaultCPUs, lima.DefaultMemoryBytes)
+	if id, _ := vm.Identity(ctx); id.CPUs != lima.DefaultCPUs || id.MemoryBytes > lima.DefaultMemoryBytes || id.MemoryBytes < lima.DefaultMemoryBytes/2 || !strings.Contains(id.Kernel, "cloud") {
+		t.Errorf("the VM has %d CPUs, %d bytes of memory and kernel %q, want %d, about %d and the guest's cloud kernel", id.CPUs, id.MemoryBytes, id.Kernel, lima.DefaultCPUs, lima.DefaultMemoryBytes)
 	}
 
 	runnerFile, _ := verified.Manifest.File("bin/linux-" + runtime.GOARCH + "/sealbench")
@@ -344,6 +243,9 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 		}
 	}
 
+	vmLifecycle(ctx, t, run, state, vm)
+	step("destroyed the VM")
+
 	run.Close()
 	torn = true
 	res, err := provision.Teardown(ctx, run.Dir, provision.TeardownOptions{Log: t.Logf})
@@ -364,5 +266,52 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 	}
 	if _, err := os.Stat(vm.LimaDir()); !os.IsNotExist(err) {
 		t.Errorf("the run's Lima directory %s is still there: %v", vm.LimaDir(), err)
+	}
+}
+
+// vmLifecycle takes the VM, up after a run, through the rest of its life:
+// it holds what a Lima VM holds (its directory and instance, hostagent and
+// QEMU, the image), the audit sees it while it is up, Destroy removes all
+// of it and its Lima directory, a second Destroy is nil, and the audit of
+// lima then finds nothing of the run.
+func vmLifecycle(ctx context.Context, t *testing.T, run *provision.Run, state string, vm *lima.Lima) {
+	t.Helper()
+	inv, err := vm.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[manifests.ResourceKind]int{}
+	for _, r := range inv {
+		kinds[r.Kind]++
+		t.Logf("holds %s", r)
+	}
+	if kinds[manifests.ResourceVM] != 2 || kinds[manifests.ResourceProcess] != 2 || kinds[manifests.ResourceImage] != 1 {
+		t.Errorf("inventory by kind %v: want the Lima directory and instance, hostagent and QEMU, and the image", kinds)
+	}
+	res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{lima.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Leftovers) == 0 {
+		t.Error("the audit does not see the running VM")
+	}
+	if err := vm.Destroy(ctx); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	if inv, err := vm.Inventory(ctx); err != nil || len(inv) > 0 {
+		t.Errorf("after Destroy: %v %v", inv, err)
+	}
+	if err := vm.Destroy(ctx); err != nil {
+		t.Errorf("Destroy again: %v", err)
+	}
+	res, err = provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{lima.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Leftovers {
+		t.Errorf("left after Destroy: %s", r)
+	}
+	if _, err := os.Stat(vm.LimaDir()); !os.IsNotExist(err) {
+		t.Errorf("the run's Lima directory is still there: %v", err)
 	}
 }
