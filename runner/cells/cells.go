@@ -21,6 +21,20 @@ var bodies embed.FS
 // Timeout bounds every cell body, and each verifier check.
 const Timeout = 2 * time.Minute
 
+// EmulatedTimeout is Timeout on a target whose CPU is emulated (QEMU's
+// TCG, 10 to 50 times slower than the host): C02's thousand creates took
+// over two minutes in a Lima VM here while the host's other core was
+// busy, a failure that said nothing about the target.
+const EmulatedTimeout = 5 * Timeout
+
+// TimeoutOn is the bound of a cell body on a target, emulated or not.
+func TimeoutOn(emulated bool) time.Duration {
+	if emulated {
+		return EmulatedTimeout
+	}
+	return Timeout
+}
+
 // Cell is one workload of the twelve: its body, its base and its verifier.
 type Cell struct {
 	Name  string // C01..C12
