@@ -168,6 +168,10 @@ type Barrier struct {
 	// (the window started all the same, and says so here).
 	WaitNs  int64 `json:"waitNs"`
 	Drained bool  `json:"drained"`
+	// Unmeasured says the Sandbox's kernel has no /proc/vmstat (gVisor's
+	// Sentry, whose page cache is its own): the barrier was sync(2)
+	// alone, with no counts to wait on (both 0, Drained false).
+	Unmeasured bool `json:"unmeasured,omitempty"`
 }
 
 // FUSETotal is the sum of the FUSE request counts over all opcodes.

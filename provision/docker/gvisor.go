@@ -30,7 +30,7 @@ const (
 )
 
 // gvisorFix is what the doctor and Create say to do when dockerd has no runsc.
-const gvisorFix = "`make gvisor-tools` builds runsc into ~/.cache/sealbench/tools; `scripts/dockerd stop; scripts/dockerd start` then runs a private dockerd with it as the runtime runsc (or add runsc to your dockerd's daemon.json runtimes, with runtimeArgs [\"--platform=systrap\"])"
+const gvisorFix = "`make gvisor-tools` builds runsc into ~/.cache/sealbench/tools; `scripts/dockerd stop; scripts/dockerd start` then runs a private dockerd with it as the runtime runsc (or add runsc to your dockerd's daemon.json runtimes, with runtimeArgs [\"--platform=systrap\", \"--oci-seccomp\"])"
 
 func init() {
 	engine.RegisterRuntime(GVisorName, GVisorRuntime)

@@ -1026,7 +1026,7 @@ func (r *Report) suspectNotes(idx map[string]map[string][]*manifests.Sample, m m
 				nativeFirst++
 			}
 			for _, ph := range s.Phases {
-				if ph.Kind == manifests.PhaseTimed && ph.Barrier != nil && !ph.Barrier.Drained {
+				if ph.Kind == manifests.PhaseTimed && ph.Barrier != nil && !ph.Barrier.Drained && !ph.Barrier.Unmeasured {
 					undrained++
 				}
 			}
@@ -1119,7 +1119,7 @@ func (r *Report) noteBarriers(byTarget map[string][]*manifests.Sample) {
 					continue
 				}
 				t.TimedWindows++
-				if !ph.Barrier.Drained {
+				if !ph.Barrier.Drained && !ph.Barrier.Unmeasured {
 					t.UndrainedWindows++
 					side[ph.Side]++
 					cellsHit = append(cellsHit, s.Cell)
