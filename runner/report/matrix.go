@@ -87,7 +87,7 @@ func (r *Report) countMatrix(rows []CountRow, keys []string) matrix {
 			case !ok:
 				v.Text = "—"
 			case !c.Differs:
-				v.Text = sharedText(names, c.Values)
+				v.Text = sharedText(names, c.Values, k == "result")
 			default:
 				for i, n := range names {
 					v.Parts = append(v.Parts, n+" "+grouped(c.Values[i]))
@@ -102,9 +102,10 @@ func (r *Report) countMatrix(rows []CountRow, keys []string) matrix {
 	return m
 }
 
-// sharedText is a row's value the targets share, and which targets do
-// not support the cell: "pass (gvisor: not supported)".
-func sharedText(names, values []string) string {
+// sharedText is a row's value the targets share, and with say, which
+// targets do not support the cell: "pass (gvisor: not supported)" (the
+// result column says it once for the row).
+func sharedText(names, values []string, say bool) string {
 	shared, without := NotSupported, []string{}
 	for i, v := range values {
 		if v == NotSupported {
@@ -113,7 +114,7 @@ func sharedText(names, values []string) string {
 			shared = grouped(v)
 		}
 	}
-	if len(without) == 0 || len(without) == len(values) {
+	if !say || len(without) == 0 || len(without) == len(values) {
 		return shared
 	}
 	return shared + " (" + strings.Join(without, ", ") + ": " + NotSupported + ")"

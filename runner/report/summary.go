@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sealbench/sealbench/manifests"
 )
 
 // Overview is the answer first: what ran, whether every count matched,
@@ -216,6 +218,12 @@ var targetTraits = []struct {
 		return gib(t.MemoryBytes)
 	}},
 	{"kernel", "Kernels differ", "the kernel decides which FUSE requests reach the daemon and what each costs.", func(t TargetInfo) string { return t.Kernel }},
+	{"FUSE implementation", "FUSE implementations differ", "gVisor's Sentry serves a Sandbox's system calls and its FUSE itself: a ratio includes gVisor, and its FUSE sends other requests.", func(t TargetInfo) string {
+		if t.FUSE != manifests.FUSEGVisor {
+			return t.FUSE
+		}
+		return "gVisor's (runsc " + t.RuntimeVersion + ", " + t.RuntimePlatform + ")"
+	}},
 	{"emulation", "Emulation differs", "an emulated target's timings are the emulator's: compare its counts, not its times.", func(t TargetInfo) string {
 		if t.Engine == "" {
 			return ""
