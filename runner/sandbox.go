@@ -29,7 +29,7 @@ type sandbox struct {
 // and returns it with the function that removes it.
 func newSandbox(ctx context.Context, c *engineConn, o EngineOptions, name string) (*sandbox, func(), error) {
 	id, err := engine.CreateSandbox(ctx, c.cli, o.Ledger, engine.Sandbox{RunID: o.RunID, Target: c.Target, Endpoint: c.Endpoint,
-		Engine: c.Engine, Image: o.Image.ID, Name: name, Cmd: []string{"sleep", "infinity"}})
+		Engine: c.Engine, Runtime: c.Runtime, Image: o.Image.ID, Name: name, Cmd: []string{"sleep", "infinity"}})
 	if err != nil {
 		return nil, nil, err
 	}
