@@ -134,7 +134,7 @@ bench: ## Verify throughput against sha256sum, and seal time with a warm cache
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./bundle/
 
 .PHONY: run
-run: build ## The main job: seal, verify, run the twelve cells on local (and docker when dockerd answers), report, tear down, audit
+run: build ## The main job: seal, verify, run the twelve cells on local (and docker when dockerd answers), report, tear down, audit, sign the results
 	@mkdir -p $(OUT)
 	@if [ ! -f $(KEYS)/sealbench.key ]; then \
 		SEALBENCH_PASSWORD="$${SEALBENCH_PASSWORD-}" ./bin/sealbench keygen --out $(KEYS); fi
@@ -144,7 +144,8 @@ run: build ## The main job: seal, verify, run the twelve cells on local (and doc
 	./bin/sealbench verify --bundle $$b.tar --key $(KEYS)/sealbench.pub && \
 	targets=local; if docker version >/dev/null 2>&1; then targets=local,docker; \
 		else echo "dockerd does not answer (DOCKER_HOST=$${DOCKER_HOST-}): running on local only; scripts/dockerd start runs one"; fi; \
-	./bin/sealbench run --target $$targets --bundle $$b --key $(KEYS)/sealbench.pub --id $$(basename $$b) --native $(RUN_FLAGS)
+	SEALBENCH_PASSWORD="$${SEALBENCH_PASSWORD-}" ./bin/sealbench run --target $$targets --bundle $$b --key $(KEYS)/sealbench.pub --id $$(basename $$b) \
+		--sign-key $(KEYS)/sealbench.key --native $(RUN_FLAGS)
 
 .PHONY: clean
 clean: ## Remove bin/ and out/ (keeps the tools and packages in ~/.cache/sealbench)

@@ -18,7 +18,8 @@ import (
 // palette colours targets in order; opPalette colours FUSE opcodes.
 var (
 	palette   = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f"}
-	opPalette = []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#8c564b"}
+	opPalette = []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
+		"#a0cbe8", "#ffbe7d", "#8cd17d", "#b6992d", "#499894", "#86bcb6", "#d37295", "#fabfd2", "#79706e", "#d4a6c8"} // a real run's cells send about 20 opcodes
 )
 
 // The chart's geometry, in viewBox units.
@@ -91,7 +92,7 @@ func (s scale) ticks() []float64 {
 		decades := math.Log10(s.max) - math.Log10(s.min)
 		for d := math.Floor(math.Log10(s.min)); d <= math.Log10(s.max)+1e-9; d++ {
 			for _, m := range []float64{1, 2, 5} {
-				if m != 1 && decades > 3 {
+				if m != 1 && decades > 2 { // 2 and 5 crowd the labels of three decades
 					continue
 				}
 				if v := m * math.Pow(10, d); v >= s.min*(1-1e-9) && v <= s.max*(1+1e-9) {
@@ -153,9 +154,13 @@ func (w *svgWriter) p(format string, args ...any) { fmt.Fprintf(&w.b, format, ar
 // legend draws swatches with names in rows that fit the width; it
 // returns the height it took.
 func (w *svgWriter) legend(names, colours []string, y float64) float64 {
-	perRow := int(math.Floor((svgWidth - plotLeft) / legendItem))
+	item := legendItem
+	for _, n := range names {
+		item = math.Max(item, 22+6.5*float64(len(n))) // swatch, gap, capitals at about 6.5 units a letter
+	}
+	perRow := max(int(math.Floor((svgWidth-plotLeft)/item)), 1)
 	for i, n := range names {
-		x := plotLeft + float64(i%perRow)*legendItem
+		x := plotLeft + float64(i%perRow)*item
 		ly := y + float64(i/perRow)*legendRow
 		w.p(`<rect x="%s" y="%s" width="10" height="10" fill="%s"/><text x="%s" y="%s">%s</text>`+"\n", f1(x), f1(ly), colours[i], f1(x+14), f1(ly+9), esc(n))
 	}

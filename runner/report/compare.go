@@ -325,33 +325,9 @@ func (c *Comparison) warn(ro, rn *Report) {
 				diffs = append(diffs, what+" "+a+" → "+b)
 			}
 		}
-		num := func(n int) string {
-			if n == 0 {
-				return ""
-			}
-			return strconv.Itoa(n)
+		for _, tr := range targetTraits {
+			differ(tr.name, tr.of(o), tr.of(n))
 		}
-		mem := func(b int64) string {
-			if b == 0 {
-				return ""
-			}
-			return gib(b)
-		}
-		emu := func(t TargetInfo) string {
-			switch {
-			case t.Engine == "":
-				return ""
-			case t.Emulated:
-				return "emulated"
-			}
-			return "native"
-		}
-		differ("CPUs", num(o.CPUs), num(n.CPUs))
-		differ("memory", mem(o.MemoryBytes), mem(n.MemoryBytes))
-		differ("kernel", o.Kernel, n.Kernel)
-		differ("emulation", emu(o), emu(n))
-		differ("Engine transport", o.Transport, n.Transport)
-		differ("FUSE transport", strings.Join(o.FUSETransports, " / "), strings.Join(n.FUSETransports, " / "))
 		if len(diffs) > 0 {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: %s: a change includes these, not only the code.", p, strings.Join(diffs, ", ")))
 		}

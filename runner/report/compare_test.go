@@ -133,3 +133,22 @@ func TestCompareRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareWarnsOfAnEngineTransport: a target reached over a socket
+// leaves its transport empty; one that moved to msb exec is warned of.
+func TestCompareWarnsOfAnEngineTransport(t *testing.T) {
+	op, os := fixedRun()
+	np, ns := changed()
+	for i := range np.Targets {
+		if np.Targets[i].Name == "docker" {
+			np.Targets[i].Transport = "msb-exec"
+		}
+	}
+	c, err := Compare([]Input{{Source: "old", Pins: op, Samples: os}}, []Input{{Source: "new", Pins: np, Samples: ns}}, CompareOptions{Resamples: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(c.Warnings, "\n"); !strings.Contains(w, "docker: Engine transport socket → msb-exec") {
+		t.Errorf("no warning of docker's Engine transport:\n%s", w)
+	}
+}

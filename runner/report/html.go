@@ -235,7 +235,10 @@ func opcodeChart(r *Report, m matrix) stackedChart {
 			}
 			var total int64
 			for _, k := range m.Keys {
-				v := first(rows[k].Values[i])
+				var v int64 // a cell that sent no request of k has no row for it
+				if row, ok := rows[k]; ok {
+					v = first(row.Values[i])
+				}
 				b.counts = append(b.counts, v)
 				total += v
 			}

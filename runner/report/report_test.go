@@ -665,3 +665,43 @@ func TestFUSEURingPin(t *testing.T) {
 		t.Error("a note about docker, whose samples all used io_uring")
 	}
 }
+
+// realRun is a real run's results (`make run` on this project's CI
+// machine: local and docker, twelve cells, five samples each, --native):
+// cells that send only some opcodes, where the fixed run sends the same
+// three everywhere.
+const realRun = "testdata/realrun"
+
+func TestRealRunRendersEveryFormat(t *testing.T) {
+	inputs, err := Load([]string{realRun})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Build(inputs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range Formats {
+		var b bytes.Buffer
+		if err := Write(&b, r, f); err != nil || b.Len() == 0 {
+			t.Errorf("Write(%s) = %v, %d bytes", f, err, b.Len())
+		}
+	}
+	// Each cell's stacked bar adds up to its FUSE requests, the opcodes a
+	// cell never sent counting zero.
+	c := opcodeChart(r, r.countMatrix(r.Opcodes, nil))
+	if len(c.groups) != len(r.Cells) {
+		t.Fatalf("the opcode chart has %d cells, want %d", len(c.groups), len(r.Cells))
+	}
+	for _, g := range c.groups {
+		var want string
+		for _, row := range r.Counts {
+			if row.Cell == g.label && row.Count == "fuseRequests" {
+				want = grouped(row.Values[0])
+			}
+		}
+		if len(g.bars) != 1 || g.bars[0].total != want {
+			t.Errorf("%s: opcode bars %+v, want one adding up to %s FUSE requests", g.label, g.bars, want)
+		}
+	}
+}

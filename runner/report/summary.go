@@ -179,20 +179,35 @@ func (r *Report) comparability() []string {
 			warnings = append(warnings, fmt.Sprintf("%s (%s): %s", what, strings.Join(parts, ", "), consequence))
 		}
 	}
-	differ("CPUs differ", "a ratio between these targets includes the machines, not only the platforms.", func(t TargetInfo) string {
+	for _, tr := range targetTraits {
+		differ(tr.differ, tr.means, tr.of)
+	}
+	return warnings
+}
+
+// targetTraits are what, differing between two targets (or between a
+// target's old and new run), puts more than the platform or the code into
+// a ratio: each as a target's text, "" where the results do not say.
+var targetTraits = []struct {
+	name   string // as a comparison names it
+	differ string // as the summary says it
+	means  string // what the difference does to a ratio
+	of     func(TargetInfo) string
+}{
+	{"CPUs", "CPUs differ", "a ratio between these targets includes the machines, not only the platforms.", func(t TargetInfo) string {
 		if t.CPUs == 0 {
 			return ""
 		}
 		return strconv.Itoa(t.CPUs)
-	})
-	differ("Memory sizes differ", "the page cache each target has differs.", func(t TargetInfo) string {
+	}},
+	{"memory", "Memory sizes differ", "the page cache each target has differs.", func(t TargetInfo) string {
 		if t.MemoryBytes == 0 {
 			return ""
 		}
 		return gib(t.MemoryBytes)
-	})
-	differ("Kernels differ", "the kernel decides which FUSE requests reach the daemon and what each costs.", func(t TargetInfo) string { return t.Kernel })
-	differ("Emulation differs", "an emulated target's timings are the emulator's: compare its counts, not its times.", func(t TargetInfo) string {
+	}},
+	{"kernel", "Kernels differ", "the kernel decides which FUSE requests reach the daemon and what each costs.", func(t TargetInfo) string { return t.Kernel }},
+	{"emulation", "Emulation differs", "an emulated target's timings are the emulator's: compare its counts, not its times.", func(t TargetInfo) string {
 		if t.Engine == "" {
 			return ""
 		}
@@ -200,8 +215,9 @@ func (r *Report) comparability() []string {
 			return "emulated"
 		}
 		return "native"
-	})
-	differ("Engine transports differ", "exec wall time and per-exec overhead include the transport.", func(t TargetInfo) string {
+	}},
+	// An Engine reached over a socket leaves its transport empty.
+	{"Engine transport", "Engine transports differ", "exec wall time and per-exec overhead include the transport.", func(t TargetInfo) string {
 		if t.Engine == "" {
 			return ""
 		}
@@ -209,11 +225,10 @@ func (r *Report) comparability() []string {
 			return "socket"
 		}
 		return t.Transport
-	})
-	differ("FUSE transports differ", "what a FUSE request costs depends on the transport that carries it.", func(t TargetInfo) string {
+	}},
+	{"FUSE transport", "FUSE transports differ", "what a FUSE request costs depends on the transport that carries it.", func(t TargetInfo) string {
 		return strings.Join(t.FUSETransports, " / ")
-	})
-	return warnings
+	}},
 }
 
 // SignatureText says what the host found about a run's signed results, in

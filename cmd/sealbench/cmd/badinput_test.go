@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sealbench/sealbench/bundle"
+	"github.com/sealbench/sealbench/bundle/attest"
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
@@ -266,6 +267,8 @@ func TestBadInput(t *testing.T) {
 			want: []string{"which this command reads"}},
 		{name: "report --out the pins beside a samples file", args: []string{"report", filepath.Join(fx.Run, manifests.SamplesFile), "--out", filepath.Join(fx.Run, manifests.PinsFile)},
 			code: ExitUnusable, want: []string{"which this command reads"}},
+		{name: "report --out the results attestation", args: []string{"report", fx.Run, "--out", filepath.Join(fx.Run, attest.ResultsFile)}, code: ExitUnusable,
+			want: []string{"which this command reads"}},
 		{name: "report --out the samples by another path", args: []string{"report", fx.Run, "--out", filepath.Join(fx.RunLink, manifests.SamplesFile)}, code: ExitUnusable,
 			want: []string{"which this command reads"}},
 		{name: "report --out a directory", args: []string{"report", fx.Run, "--out", fx.Run}, code: ExitUnusable, want: []string{"is a directory"}},

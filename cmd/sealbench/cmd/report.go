@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sealbench/sealbench/bundle/attest"
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/manifests"
@@ -75,8 +76,8 @@ inline SVG charts, no script, that fits a phone's width; the same input gives
 the same bytes), json, csv (one tidy row per summary figure, count and timing
 value). --json writes the JSON report to stdout, or, with --out, a JSON
 summary. --out is written atomically, and never over the files the report
-reads (samples.jsonl, pins.json): that is refused (exit 3) before anything is
-read.
+reads (samples.jsonl, pins.json, results.sigstore.json): that is refused
+(exit 3) before anything is read.
 
 Signed results: a run made with --sign-key leaves results.sigstore.json beside
 its samples. The report checks it, here on the host, against the very bytes it
@@ -238,9 +239,9 @@ func writeReport(g *global, f reportFlags, b []byte, summary map[string]any, wha
 	return nil
 }
 
-// reportInputs are the files report.Load reads for args: each run
-// directory's samples.jsonl and pins.json, each samples file and the
-// pins.json beside it.
+// reportInputs are the files report reads for args: each run directory's
+// samples.jsonl, pins.json and results.sigstore.json, each samples file
+// and the pins.json and results.sigstore.json beside it.
 func reportInputs(args []string) []string {
 	var files []string
 	for _, a := range args {
@@ -249,7 +250,7 @@ func reportInputs(args []string) []string {
 			dir = a
 			a = filepath.Join(a, manifests.SamplesFile)
 		}
-		files = append(files, a, filepath.Join(dir, manifests.PinsFile))
+		files = append(files, a, filepath.Join(dir, manifests.PinsFile), filepath.Join(dir, attest.ResultsFile))
 	}
 	return files
 }
