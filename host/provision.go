@@ -3,8 +3,6 @@ package host
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/hashicorp/go-multierror"
 
@@ -21,26 +19,6 @@ type VM struct {
 	CPUs              int
 	MemoryMiB         int64
 	AllowUntestedTool bool
-}
-
-// CheckTargets checks target names as --target and provision take them:
-// registered, not twice, and runnable by this user.
-func CheckTargets(names []string) error {
-	seen := map[string]bool{}
-	hint := "targets: " + strings.Join(provision.Names(), ", ") + "; `sealbench doctor` says what this host can run"
-	for _, n := range names {
-		t, ok := provision.Lookup(n)
-		switch {
-		case !ok:
-			return usagef(hint, "no target named %q", n)
-		case seen[n]:
-			return usagef(hint, "target %s named twice", n)
-		case t.Root && os.Geteuid() != 0:
-			return usagef("run it as root (sudo); "+hint, "the %s target needs root: the stand-in runs Sandboxes as mount, PID and network namespaces", n)
-		}
-		seen[n] = true
-	}
-	return nil
 }
 
 // bringUp makes target name's provisioner for run, creates the target,

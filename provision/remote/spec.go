@@ -6,6 +6,7 @@
 package remote
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -46,6 +47,23 @@ func (h *Host) String() string {
 // SSH is the sshx configuration that reaches the host; the caller adds
 // the identity, known_hosts and the rest.
 func (h *Host) SSH() sshx.Config { return sshx.Config{User: h.User, Host: h.Host, Port: h.Port} }
+
+// Options say how hosts are reached: the --ssh-identity and
+// --ssh-known-hosts files (empty: the agent and the default keys;
+// ~/.ssh/known_hosts), and where each command's output is kept.
+type Options struct {
+	Identity   string
+	KnownHosts string
+	LogDir     string
+	Log        func(string, ...any)
+}
+
+// Dial connects to h as o says.
+func (h *Host) Dial(ctx context.Context, o Options) (*sshx.Client, error) {
+	cfg := h.SSH()
+	cfg.Identity, cfg.KnownHosts, cfg.LogDir, cfg.Log = o.Identity, o.KnownHosts, o.LogDir, o.Log
+	return sshx.Dial(ctx, cfg)
+}
 
 // String is the spec in canonical form: NAME=KIND@ssh://user@host:port,
 // with NAME= left out when it is the default.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 )
@@ -19,8 +20,9 @@ const ExitLeftovers = 1
 func newAuditCmd(g *global) *cobra.Command {
 	var target, runID string
 	var fix bool
+	var ssh sshSettings
 	c := &cobra.Command{
-		Use:   "audit [--target local|docker] [--run ID] [--fix]",
+		Use:   "audit [--target local,docker,...] [--run ID] [--fix]",
 		Short: "Prove nothing of sealbench is left, or list what is (exit 1)",
 		Long: `Ask every backend for anything sealbench made that is still there: each run's
 ledger entries whose resource still exists (processes, containers, the images
@@ -49,10 +51,14 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 				}
 			}
 			if target != "" {
-				if _, ok := provision.Lookup(target); !ok {
-					return usageErrorf("--target takes one of "+strings.Join(provision.Names(), ", "), "no target named %q to audit", target)
+				specs, err := host.ParseTargets(strings.Split(target, ","))
+				if err != nil {
+					return err
 				}
-				opts.Targets = []string{target}
+				opts.Targets = host.Names(specs)
+			}
+			if err := ssh.check(); err != nil {
+				return err
 			}
 			var res *provision.AuditResult
 			var fixErr error
@@ -104,7 +110,8 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&target, "target", "", "audit only this target: "+strings.Join(provision.Names(), ", ")+" (default: all)")
+	c.Flags().StringVar(&target, "target", "", "audit only these targets, comma-separated: "+strings.Join(provision.Names(), ", ")+" (default: all)")
+	ssh.flags(c.Flags())
 	c.Flags().BoolVar(&fix, "fix", false, "tear down what is found")
 	c.Flags().StringVar(&runID, "run", "", "audit (and fix) only this run")
 	return c

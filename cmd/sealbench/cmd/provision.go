@@ -19,8 +19,9 @@ func newProvisionCmd(g *global) *cobra.Command {
 	var fuseURing bool
 	var vm vmSettings
 	var debs debSettings
+	var ssh sshSettings
 	c := &cobra.Command{
-		Use:   "provision local|docker|lima|apple|microsandbox --bundle B",
+		Use:   "provision local|docker|lima|apple|microsandbox|KIND@ssh://USER@HOST[:PORT] --bundle B",
 		Short: "Bring up a target from a verified bundle and leave it up",
 		Long: `Verify the bundle (signature, then every file), take its Sandbox image from
 <bundle>.image/ (what seal writes; built from the pinned packages when it is
@@ -70,8 +71,12 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
   sealbench teardown --run <run>`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			target := args[0]
-			if err := host.CheckTargets([]string{target}); err != nil {
+			specs, err := host.CheckTargets([]string{args[0]})
+			if err != nil {
+				return err
+			}
+			target := specs[0].Name
+			if err := ssh.check(); err != nil {
 				return err
 			}
 			if bundlePath == "" {
@@ -122,5 +127,6 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
 	c.Flags().BoolVar(&fuseURing, "fuse-uring", false, "turn the host's enable_uring (FUSE over io_uring, kernel-wide) on until teardown; recorded, and put back then")
 	vm.flags(c.Flags())
 	debs.flags(c.Flags())
+	ssh.flags(c.Flags())
 	return c
 }

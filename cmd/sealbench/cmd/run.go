@@ -39,6 +39,7 @@ type runFlags struct {
 	source                string
 	vm                    vmSettings
 	debs                  debSettings
+	ssh                   sshSettings
 }
 
 func newRunCmd(g *global) *cobra.Command {
@@ -139,7 +140,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 		RunE: func(c *cobra.Command, _ []string) error { return runCells(c.Context(), g, &f) },
 	}
 	fl := c.Flags()
-	fl.StringVar(&f.targets, "target", "", "targets to provision and run on, comma-separated: "+strings.Join(provision.Names(), ", "))
+	fl.StringVar(&f.targets, "target", "", "targets to provision and run on, comma-separated: "+strings.Join(provision.Names(), ", ")+", each as KIND or [NAME=]KIND@ssh://USER@HOST[:PORT]")
 	fl.StringVar(&f.engine, "engine", "", "run on this Engine API endpoint instead (unix:///path/to/socket)")
 	fl.StringVar(&f.name, "name", "target", "with --engine: the target's name in the results")
 	fl.StringVar(&f.bundle, "bundle", "", "verified bundle directory (its Sandbox image is <bundle>.image/); default: seal one")
@@ -156,6 +157,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the interleaving (0: one from the clock; recorded in pins.json)")
 	f.vm.flags(fl)
 	f.debs.flags(fl)
+	f.ssh.flags(fl)
 	return c
 }
 
@@ -167,10 +169,11 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	case f.engine == "" && f.targets == "":
 		return usageErrorf("sealbench run --target local,docker (or --engine unix:///path/to/socket)", "--target or --engine is required")
 	case f.targets != "":
-		names = strings.Split(f.targets, ",")
-		if err := host.CheckTargets(names); err != nil {
+		specs, err := host.CheckTargets(strings.Split(f.targets, ","))
+		if err != nil {
 			return err
 		}
+		names = host.Names(specs)
 	default:
 		if err := engine.CheckEndpoint(f.engine); err != nil {
 			return usageErrorf("--engine takes unix:///path/to/docker.sock or tcp://host:port", "--engine: %v", err)
@@ -180,6 +183,9 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 		}
 	}
 	if err := f.vm.check(); err != nil {
+		return err
+	}
+	if err := f.ssh.check(); err != nil {
 		return err
 	}
 	if f.out != "" {
