@@ -23,6 +23,11 @@ func (s SSH) options() remote.Options {
 	return remote.Options{Identity: s.Identity, KnownHosts: s.KnownHosts}
 }
 
+// provision is how teardown and the audit take it.
+func (s SSH) provision() provision.SSHOptions {
+	return provision.SSHOptions{Identity: s.Identity, KnownHosts: s.KnownHosts}
+}
+
 // ParseTargets parses a --target list (split at its commas) into specs:
 // each kind registered, a NAME= only for a target on a remote host (a
 // target here is named by its kind), a remote host only for a kind that

@@ -18,7 +18,10 @@ type TeardownOptions struct {
 	All bool
 	// Targets limits teardown to these targets' resources (their names
 	// in the run); the run directories stay.
-	Targets  []string
+	Targets []string
+	// SSH overrides how each run's hosts.json says its remote hosts are
+	// reached.
+	SSH      SSH
 	StateDir string // empty: provision.DefaultStateDir
 	Log      func(string, ...any)
 }
@@ -47,7 +50,7 @@ func Teardown(ctx context.Context, o TeardownOptions) ([]*provision.TeardownResu
 	results := []*provision.TeardownResult{}
 	var errs *multierror.Error
 	for _, id := range ids {
-		res, err := provision.Teardown(ctx, filepath.Join(provision.RunsDir(state), id), provision.TeardownOptions{Targets: o.Targets, Log: o.Log})
+		res, err := provision.Teardown(ctx, filepath.Join(provision.RunsDir(state), id), provision.TeardownOptions{Targets: o.Targets, SSH: o.SSH.provision(), Log: o.Log})
 		results = append(results, res)
 		if err != nil {
 			errs = multierror.Append(errs, fmt.Errorf("run %s: %w", id, err))

@@ -35,6 +35,9 @@ type AuditOptions struct {
 	// Run limits the audit (and Fix) to one run; empty means every run,
 	// and what belongs to no run.
 	Run string
+	// SSH overrides how each run's hosts.json says its remote hosts are
+	// reached.
+	SSH SSHOptions
 }
 
 func (o AuditOptions) wants(target string) bool {
@@ -73,7 +76,7 @@ func (a *auditor) add(r Resource) {
 	if a.opts.Run != "" && r.Run != a.opts.Run {
 		return
 	}
-	k := r.Target + "\x00" + string(r.Kind) + "\x00" + r.Key
+	k := r.Target + "\x00" + r.Host + "\x00" + string(r.Kind) + "\x00" + r.Key
 	if a.seen[k] {
 		return
 	}
@@ -163,8 +166,20 @@ func (a *auditor) run(ctx context.Context, id, dir string) {
 		return
 	}
 	held := false
+	rh, err := newRemoteHosts(dir, entries, a.opts.SSH)
+	if err != nil {
+		a.res.Notes = append(a.res.Notes, fmt.Sprintf("run %s: %v: its remote hosts are not checked", id, err))
+		rh = &remoteHosts{hosts: map[string]*remoteHost{}}
+	}
+	defer rh.close()
 	for _, e := range entries {
 		if e.Target == "" || !a.opts.wants(e.Target) {
+			continue
+		}
+		if e.Host != "" {
+			if a.remote(ctx, rh, id, e) {
+				held = true
+			}
 			continue
 		}
 		exists, detail, err := Exists(ctx, dir, e)
@@ -193,6 +208,32 @@ func (a *auditor) run(ctx context.Context, id, dir string) {
 			a.add(Resource{Run: id, Kind: e.Kind, Key: e.Key, Detail: detail})
 		}
 	}
+}
+
+// remote audits e, an entry on a remote host, over SSH, and says whether
+// it is still there. A host that cannot be reached has not shown its
+// resources gone: they count as left, saying why.
+func (a *auditor) remote(ctx context.Context, rh *remoteHosts, id string, e manifests.LedgerEntry) bool {
+	h, ok := rh.hosts[e.Host]
+	if !ok {
+		return false
+	}
+	if h = rh.get(ctx, e.Host); h.done {
+		return false
+	}
+	exists, detail := true, ""
+	if h.err != nil {
+		detail = "cannot check: the host cannot be reached: " + h.err.Error()
+	} else {
+		var err error
+		if exists, detail, err = h.exists(ctx, e); err != nil {
+			exists, detail = true, fmt.Sprintf("cannot check: %v", err)
+		}
+	}
+	if exists {
+		a.add(Resource{Target: e.Target, Run: id, Host: e.Host, Kind: e.Kind, Key: e.Key, Detail: detail})
+	}
+	return exists
 }
 
 // Exists reports whether the resource of e is still there, with a few
@@ -335,7 +376,7 @@ func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*Au
 		if _, _, err := ledger.Read(dir); err != nil {
 			continue // no usable ledger: handled as a plain directory below
 		}
-		if _, err := Teardown(ctx, dir, TeardownOptions{Targets: opts.Targets, Log: logf}); err != nil {
+		if _, err := Teardown(ctx, dir, TeardownOptions{Targets: opts.Targets, SSH: opts.SSH, Log: logf}); err != nil {
 			errs = multierror.Append(errs, fmt.Errorf("run %s: %w", id, err))
 		}
 	}

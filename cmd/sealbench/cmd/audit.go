@@ -31,7 +31,10 @@ and volumes labelled sealbench.run on your dockerd, FUSE and other mounts under
 the run directories (/proc/self/mountinfo), processes running from a run
 directory, and directories under runs/ without a ledger (a run stopped before it
 could record anything). A target left up by ` + "`sealbench provision`" + ` counts: audit is
-the check that nothing is.
+the check that nothing is. Ledger entries on a remote host are checked there
+over SSH (reached as the run's hosts.json says, or with --ssh-identity and
+--ssh-known-hosts); one on a host that cannot be reached counts as left, saying
+why.
 
 Exit codes for audit: 0 nothing left; 1 something is left (each listed);
 3 bad input, such as a --run that names no run made here (the state
@@ -44,7 +47,7 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
   sealbench audit --fix            # after a crash: remove what was left`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			opts := provision.AuditOptions{StateDir: provision.DefaultStateDir(), Run: runID}
+			opts := provision.AuditOptions{StateDir: provision.DefaultStateDir(), Run: runID, SSH: provision.SSHOptions{Identity: ssh.identity, KnownHosts: ssh.knownHosts}}
 			if runID != "" {
 				if err := manifests.ValidateRunID(runID); err != nil {
 					return usageErrorf("run ids look like 20261129T085500-3f9a1c", "--run: %v", err)

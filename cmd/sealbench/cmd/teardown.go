@@ -30,6 +30,13 @@ can fix the cause and run teardown again. A run that is gone already is done:
 teardown is safe to run twice. Run directories live under $SEALBENCH_STATE_DIR
 (default /var/lib/sealbench as root, ~/.local/state/sealbench otherwise).
 
+Resources on a remote host (the ledger names the host) are removed over SSH,
+reached as the run's hosts.json says (the known_hosts and identity files the
+run used; --ssh-known-hosts and --ssh-identity override them). A host that
+cannot be reached is reported with what is left there, and the run directory
+is kept: run teardown again once the host is back. A host done once is not
+connected to again.
+
 --target limits teardown to the resources of those targets (as run and
 provision name them: local, docker, or KIND@ssh://USER@HOST[:PORT] for one on
 a remote host); the run directory and the other targets' resources stay, for
@@ -53,7 +60,7 @@ a later teardown of the whole run.`,
 			}
 			p := newProgress(g.stderr, "teardown")
 			defer p.Close()
-			results, err := host.Teardown(c.Context(), host.TeardownOptions{Run: runID, All: all, Targets: targets, Log: p.Logf})
+			results, err := host.Teardown(c.Context(), host.TeardownOptions{Run: runID, All: all, Targets: targets, SSH: ssh.host(), Log: p.Logf})
 			if results == nil {
 				return err
 			}
@@ -63,6 +70,12 @@ a later teardown of the whole run.`,
 			}
 			if !g.json {
 				for _, r := range results {
+					for _, u := range r.Unreachable {
+						fmt.Fprintf(g.stdout, "run %s: host %s cannot be reached (%s); left there:\n", r.Run, u.Host, u.Reason)
+						for _, l := range u.Left {
+							fmt.Fprintf(g.stdout, "  %s\n", l)
+						}
+					}
 					switch {
 					case len(r.Kept) > 0:
 						fmt.Fprintf(g.stdout, "run %s: %d removed; kept %s, because of the failures below\n", r.Run, len(r.Removed), r.Kept[0])
