@@ -27,6 +27,9 @@ type remoteHost struct {
 	err     error    // why it cannot be reached
 	runDirs []string // the run's directories on the host
 	done    bool     // hosts.json says teardown finished there
+	// engines are the host's Engine sockets forwarded here, by the
+	// endpoint as the host sees it, each in a 0700 directory of its own.
+	engines map[string]*sshx.Forward
 }
 
 // remoteHosts are the remote hosts of one run's ledger, each reached
@@ -82,10 +85,41 @@ func (rh *remoteHosts) get(ctx context.Context, host string) *remoteHost {
 
 func (rh *remoteHosts) close() {
 	for _, h := range rh.hosts {
+		for _, f := range h.engines {
+			f.Close()
+			os.Remove(filepath.Dir(f.Local()))
+		}
 		if h.c != nil {
 			h.c.Close()
 		}
 	}
+}
+
+// onEngine is e with its Engine the host's endpoint forwarded here: the
+// Engine API reached over the SSH connection, as the docker CLI does
+// for DOCKER_HOST=ssh://.
+func (h *remoteHost) onEngine(ctx context.Context, e manifests.LedgerEntry) (manifests.LedgerEntry, error) {
+	sock, ok := strings.CutPrefix(e.Engine, "unix://")
+	if !ok {
+		return e, fmt.Errorf("%s on %s: the Engine %s is not a unix socket there, which is how sealbench reaches a remote Engine", e.Name(), h.host, e.Engine)
+	}
+	f := h.engines[e.Engine]
+	if f == nil {
+		dir, err := os.MkdirTemp("", "sealbench-engine-")
+		if err != nil {
+			return e, err
+		}
+		if f, err = h.c.ForwardUnix(ctx, filepath.Join(dir, "engine.sock"), sock); err != nil {
+			os.Remove(dir)
+			return e, err
+		}
+		if h.engines == nil {
+			h.engines = map[string]*sshx.Forward{}
+		}
+		h.engines[e.Engine] = f
+	}
+	e.Engine = f.Endpoint()
+	return e, nil
 }
 
 // inRunDir refuses a path the ledger names on the host outside the run's
@@ -124,6 +158,15 @@ func (h *remoteHost) remove(ctx context.Context, e manifests.LedgerEntry, grace 
 		return err
 	case manifests.ResourceProcess:
 		return h.kill(ctx, MarkedBy(e.Exe, e.Key), grace)
+	case manifests.ResourceContainer, manifests.ResourceImage, manifests.ResourceVolume:
+		if e.ToolHeld() {
+			break
+		}
+		fe, err := h.onEngine(ctx, e)
+		if err != nil {
+			return err
+		}
+		return RemoveOnEngine(ctx, fe)
 	}
 	return fmt.Errorf("this sealbench cannot remove a %s on a remote host (%s)", e.Kind, h.host)
 }
@@ -150,6 +193,16 @@ func (h *remoteHost) exists(ctx context.Context, e manifests.LedgerEntry) (bool,
 			return false, "", err
 		}
 		return true, fmt.Sprintf("pid %d on %s", ps[0].Pid, h.host), nil
+	case manifests.ResourceContainer, manifests.ResourceImage, manifests.ResourceVolume:
+		if e.ToolHeld() {
+			break
+		}
+		fe, err := h.onEngine(ctx, e)
+		if err != nil {
+			return false, "", err
+		}
+		ok, _, err := Exists(ctx, "/nonexistent", fe)
+		return ok, "on " + e.Engine + " on " + h.host, err
 	}
 	return false, "", fmt.Errorf("this sealbench cannot look for a %s on a remote host (%s)", e.Kind, h.host)
 }

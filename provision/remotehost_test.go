@@ -12,6 +12,11 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision/sshx/sshtest"
 )
@@ -200,4 +205,53 @@ func TestRemotePathOutsideTheRunIsRefused(t *testing.T) {
 		t.Errorf("a directory outside the run was removed: %v", err)
 	}
 	r.gone(t, true)
+}
+
+// TestEngineResourcesOnARemoteHost: a volume on a fake host's own dockerd
+// (a private one, which nothing else sees) is found by the audit and
+// removed by teardown through the host's Engine socket forwarded over SSH;
+// the ledger names the Engine as the host sees it.
+func TestEngineResourcesOnARemoteHost(t *testing.T) {
+	h := sshtest.Start(t, "127.0.0.2")
+	endpoint := testenv.PrivateDockerd(t)
+	state, run := newTestRun(t)
+	host := fmt.Sprintf("ssh://%s@%s:%d", h.User, h.Addr, h.Port)
+	if err := RecordHost(run.Dir, HostRecord{Host: host, KnownHosts: h.KnownHosts, Identity: h.ClientKey}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	name := "sealbench-" + run.ID + "-v"
+	labels := map[string]string{manifests.RunLabel: run.ID}
+	if err := run.Ledger.Record(manifests.LedgerEntry{Target: "docker-h", Host: host, Kind: manifests.ResourceVolume, Key: name, Engine: endpoint, Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := engine.NewClient(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Audit(ctx, AuditOptions{StateDir: state, Run: run.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Leftovers) == 0 || res.Leftovers[0].Host != host || res.Leftovers[0].Key != name || !strings.Contains(res.Leftovers[0].Detail, "on "+endpoint+" on "+host) {
+		t.Errorf("the audit of the volume over SSH: %+v", res.Leftovers)
+	}
+	if _, err := Teardown(ctx, run.Dir, TeardownOptions{}); err != nil {
+		t.Fatalf("teardown: %v", err)
+	}
+	if _, err := cli.VolumeInspect(ctx, name); !cerrdefs.IsNotFound(err) {
+		t.Errorf("the volume is still on the host's dockerd: %v", err)
+	}
+	if res, err = Audit(ctx, AuditOptions{StateDir: state, Run: run.ID}); err != nil || len(res.Leftovers) != 0 {
+		t.Errorf("the audit after teardown: %+v %v", res, err)
+	}
+	// The forward went with teardown: nothing of it is left in the
+	// temporary directory.
+	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "sealbench-engine-*")); len(left) != 0 {
+		t.Errorf("forwarded Engine sockets left: %v", left)
+	}
 }
