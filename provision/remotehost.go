@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -97,7 +98,9 @@ func (rh *remoteHosts) close() {
 
 // onEngine is e with its Engine the host's endpoint forwarded here: the
 // Engine API reached over the SSH connection, as the docker CLI does
-// for DOCKER_HOST=ssh://.
+// for DOCKER_HOST=ssh://: through the socket itself (direct-streamlocal),
+// or, on a host whose sshd forwards none, through `docker system
+// dial-stdio` there.
 func (h *remoteHost) onEngine(ctx context.Context, e manifests.LedgerEntry) (manifests.LedgerEntry, error) {
 	sock, ok := strings.CutPrefix(e.Engine, "unix://")
 	if !ok {
@@ -109,7 +112,21 @@ func (h *remoteHost) onEngine(ctx context.Context, e manifests.LedgerEntry) (man
 		if err != nil {
 			return e, err
 		}
-		if f, err = h.c.ForwardUnix(ctx, filepath.Join(dir, "engine.sock"), sock); err != nil {
+		dial := func(ctx context.Context) (net.Conn, error) { return h.c.DialUnix(ctx, sock) }
+		if probe, err := dial(ctx); sshx.IsRefused(err) {
+			// The host's sshd forwards no sockets (or cannot open this
+			// one): the docker CLI there carries each connection, as it
+			// does for DOCKER_HOST=ssh://, and says why when it cannot.
+			dial = func(ctx context.Context) (net.Conn, error) {
+				return h.c.DialCommand(ctx, "docker", "-H", "unix://"+sock, "system", "dial-stdio")
+			}
+		} else if err != nil {
+			os.Remove(dir)
+			return e, err
+		} else {
+			probe.Close()
+		}
+		if f, err = h.c.Forward(ctx, filepath.Join(dir, "engine.sock"), sock, dial); err != nil {
 			os.Remove(dir)
 			return e, err
 		}

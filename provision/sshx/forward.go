@@ -40,6 +40,16 @@ func (c *Client) DialUnix(ctx context.Context, remote string) (net.Conn, error) 
 	return conn, nil
 }
 
+// IsRefused reports whether err is the host's sshd refusing to open a
+// channel, the connection itself being fine. OpenSSH answers "connect
+// failed" both for a socket it cannot open and for a configuration that
+// forbids forwarding (AllowStreamLocalForwarding no, AllowTcpForwarding
+// no), so the two look alike: where it matters, try DialCommand.
+func IsRefused(err error) bool {
+	var oce *ssh.OpenChannelError
+	return errors.As(err, &oce)
+}
+
 // Forward is a local unix socket whose every connection is carried to
 // the host: to a unix socket there (ForwardUnix), or to a command's stdin
 // and stdout (Forward with DialCommand). Close it when done.

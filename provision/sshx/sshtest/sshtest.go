@@ -63,10 +63,26 @@ func Need(t testing.TB) {
 	}
 }
 
+// Option changes a fake host's sshd configuration.
+type Option func(*settings)
+
+type settings struct {
+	tcpForwarding string
+}
+
+// NoForwarding configures the host's sshd with AllowTcpForwarding no,
+// which OpenSSH applies to unix sockets too: a host that forwards
+// nothing, reached through commands' stdin and stdout instead.
+func NoForwarding() Option { return func(s *settings) { s.tcpForwarding = "no" } }
+
 // Start runs an sshd on addr (a loopback address such as 127.0.0.2) and a
 // free port, and stops it when the test ends.
-func Start(t testing.TB, addr string) *Host {
+func Start(t testing.TB, addr string, opts ...Option) *Host {
 	t.Helper()
+	set := settings{tcpForwarding: "local"}
+	for _, o := range opts {
+		o(&set)
+	}
 	Need(t)
 	u, err := user.Current()
 	if err != nil {
@@ -119,14 +135,14 @@ KbdInteractiveAuthentication no
 PermitRootLogin prohibit-password
 AllowStreamLocalForwarding yes
 # OpenSSH applies AllowTcpForwarding to unix-socket forwarding too.
-AllowTcpForwarding local
+AllowTcpForwarding %s
 X11Forwarding no
 PermitTunnel no
 PrintMotd no
 LogLevel VERBOSE
 MaxStartups 64
 MaxSessions 64
-`, net.JoinHostPort(addr, strconv.Itoa(h.Port)), filepath.Join(dir, "host_ed25519"), authorized)
+`, net.JoinHostPort(addr, strconv.Itoa(h.Port)), filepath.Join(dir, "host_ed25519"), authorized, set.tcpForwarding)
 	if err := os.WriteFile(h.ConfigFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
