@@ -204,6 +204,10 @@ func (a *auditor) run(ctx context.Context, id, dir string) {
 		if e.Target != "" || (len(a.opts.Targets) > 0 && !held) {
 			continue
 		}
+		if e.Host != "" {
+			a.remote(ctx, rh, id, e)
+			continue
+		}
 		if exists, detail, err := Exists(ctx, dir, e); err == nil && exists {
 			a.add(Resource{Run: id, Kind: e.Kind, Key: e.Key, Detail: detail})
 		}
@@ -222,6 +226,25 @@ func (a *auditor) remote(ctx context.Context, rh *remoteHosts, id string, e mani
 		return false
 	}
 	exists, detail := true, ""
+	if h.err == nil && isRunDir(e) {
+		// What the runner there recorded, in its ledger in that directory.
+		if entries, err := h.ledgerIn(ctx, e.Key); err != nil {
+			a.add(Resource{Target: e.Target, Run: id, Host: e.Host, Kind: e.Kind, Key: e.Key, Detail: "cannot read its ledger: " + err.Error()})
+		} else {
+			for _, re := range entries {
+				if !a.opts.wants(re.Target) {
+					continue
+				}
+				ok, d, err := h.exists(ctx, re)
+				if err != nil {
+					ok, d = true, fmt.Sprintf("cannot check: %v", err)
+				}
+				if ok {
+					a.add(Resource{Target: re.Target, Run: id, Host: re.Host, Kind: re.Kind, Key: re.Key, Detail: d})
+				}
+			}
+		}
+	}
 	if h.err != nil {
 		detail = "cannot check: the host cannot be reached: " + h.err.Error()
 	} else {

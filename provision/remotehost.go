@@ -224,6 +224,34 @@ func (h *remoteHost) exists(ctx context.Context, e manifests.LedgerEntry) (bool,
 	return false, "", fmt.Errorf("this sealbench cannot look for a %s on a remote host (%s)", e.Kind, h.host)
 }
 
+// isRunDir reports whether e is the run's directory on the host, which
+// holds the ledger the run's runner there keeps.
+func isRunDir(e manifests.LedgerEntry) bool {
+	return e.Host != "" && e.Kind == manifests.ResourceDir && filepath.Base(e.Key) == e.RunID
+}
+
+// ledgerIn reads the ledger a runner kept on the host in dir, the run's
+// directory there (none there: none), each entry marked as the host's.
+// It is the same run's, or it is refused.
+func (h *remoteHost) ledgerIn(ctx context.Context, dir string) ([]manifests.LedgerEntry, error) {
+	p := filepath.Join(dir, manifests.LedgerFile)
+	out, err := h.c.Exec(ctx, sshx.Command{Name: "ledger", Argv: []string{"sh", "-c", `if [ -f "$1" ]; then cat -- "$1"; fi`, "sh", p}})
+	if err != nil {
+		return nil, err
+	}
+	entries, _, err := manifests.ReadLedger(bytes.NewReader(out))
+	if err != nil {
+		return nil, fmt.Errorf("the ledger %s on %s: %w", p, h.host, err)
+	}
+	for i := range entries {
+		if entries[i].RunID != h.run || entries[i].Host != "" && entries[i].Host != h.host {
+			return nil, fmt.Errorf("the ledger %s on %s: entry %d is run %s's on %q, not run %s's there", p, h.host, entries[i].Seq, entries[i].RunID, entries[i].Host, h.run)
+		}
+		entries[i].Host = h.host
+	}
+	return entries, nil
+}
+
 // mountsUnder lists the host's mounts at or below dir.
 func (h *remoteHost) mountsUnder(ctx context.Context, dir string) ([]mountinfo.Mount, error) {
 	out, err := h.c.Exec(ctx, sshx.Command{Argv: []string{"cat", "/proc/self/mountinfo"}, Name: "mountinfo"})

@@ -18,6 +18,7 @@ import (
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision/ledger"
 	"github.com/sealbench/sealbench/provision/sshx/sshtest"
 )
 
@@ -75,14 +76,23 @@ func newRemoteRun(t *testing.T) *remoteRun {
 	}
 	// The process the ledger names: the copied binary, the marker among
 	// its arguments.
-	r.proc = exec.Command(exe, "-f", marker)
-	if err := r.proc.Start(); err != nil {
+	r.proc, _ = startMarked(t, exe, marker)
+	return r
+}
+
+// startMarked starts exe (a copy of tail) following marker, a file, so
+// that its argv names both; it is killed when the test ends. exited is
+// closed when it is gone.
+func startMarked(t *testing.T, exe, marker string) (cmd *exec.Cmd, exited chan struct{}) {
+	t.Helper()
+	cmd = exec.Command(exe, "-f", marker)
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() { r.proc.Wait(); close(exited) }()
-	t.Cleanup(func() { r.proc.Process.Kill(); <-exited })
-	return r
+	exited = make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	return cmd, exited
 }
 
 func (r *remoteRun) gone(t *testing.T, want bool) {
@@ -271,5 +281,52 @@ func engineOnHost(t *testing.T, endpoint string, opts ...sshtest.Option) {
 	// temporary directory.
 	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "sealbench-engine-*")); len(left) != 0 {
 		t.Errorf("forwarded Engine sockets left: %v", left)
+	}
+}
+
+// TestTheLedgerOnTheHostIsTornDownFirst: what a runner on the host
+// recorded in its own ledger, in the run's directory there, is found by
+// the audit and removed by teardown before that directory, over SSH.
+func TestTheLedgerOnTheHostIsTornDownFirst(t *testing.T) {
+	r := newRemoteRun(t)
+	ctx := context.Background()
+	l, err := ledger.Create(r.remoteDir, r.run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(r.remoteDir, "bin", "tail")
+	marker := filepath.Join(r.remoteDir, "sample-1")
+	if err := l.Record(manifests.LedgerEntry{Target: "docker-h", Kind: manifests.ResourceProcess, Key: marker, Exe: exe}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, exited := startMarked(t, exe, marker)
+
+	res, err := Audit(ctx, AuditOptions{StateDir: r.state, Run: r.run.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, l := range res.Leftovers {
+		found = found || l.Host == r.host && l.Key == marker && l.Kind == manifests.ResourceProcess
+	}
+	if !found {
+		t.Errorf("the audit does not find the process the host's ledger names: %v", res.Leftovers)
+	}
+	td, err := Teardown(ctx, r.run.Dir, TeardownOptions{Grace: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Errorf("the process the host's ledger names is still running")
+	}
+	r.gone(t, true)
+	if !strings.Contains(strings.Join(td.Removed, "\n"), "process "+marker+" on "+r.host) {
+		t.Errorf("teardown does not say it removed the host's process: %v", td.Removed)
 	}
 }

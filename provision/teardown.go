@@ -174,7 +174,16 @@ func removeRemote(ctx context.Context, rh *remoteHosts, e manifests.LedgerEntry,
 		}
 		return errs
 	}
-	if err := h.remove(ctx, e, grace); err != nil {
+	var err error
+	if isRunDir(e) {
+		// First what the runner there recorded, newest first: the run's
+		// directory on the host holds its ledger.
+		err = removeRemoteLedger(ctx, h, e.Key, res, grace, logf)
+	}
+	if err == nil {
+		err = h.remove(ctx, e, grace)
+	}
+	if err != nil {
 		hostFailed[e.Host] = true
 		logf("FAILED %s: %v", name, err)
 		errs = multierror.Append(errs, fmt.Errorf("%s (%s, ledger seq %d): %w", name, targetName(e.Target), e.Seq, err))
@@ -188,6 +197,31 @@ func removeRemote(ctx context.Context, rh *remoteHosts, e manifests.LedgerEntry,
 		}
 	}
 	return errs
+}
+
+// removeRemoteLedger removes, newest first, what the ledger in dir on
+// h names, and returns every failure.
+func removeRemoteLedger(ctx context.Context, h *remoteHost, dir string, res *TeardownResult, grace time.Duration, logf func(string, ...any)) error {
+	entries, err := h.ledgerIn(ctx, dir)
+	if err != nil {
+		return err
+	}
+	var errs *multierror.Error
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		name := e.Name() + " on " + e.Host
+		if err := h.remove(ctx, e, grace); err != nil {
+			logf("FAILED %s: %v", name, err)
+			errs = multierror.Append(errs, fmt.Errorf("%s (%s, seq %d of the ledger on the host): %w", name, targetName(e.Target), e.Seq, err))
+			continue
+		}
+		res.Removed = append(res.Removed, name)
+		logf("removed %s", name)
+	}
+	if errs != nil {
+		return fmt.Errorf("what the ledger in %s names: %w", dir, listed(errs))
+	}
+	return nil
 }
 
 func targetName(t string) string {
