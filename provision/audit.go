@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/client"
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/sealbench/sealbench/engine"
@@ -197,6 +198,11 @@ func (a *auditor) run(ctx context.Context, id, dir string) {
 			a.add(Resource{Target: e.Target, Run: id, Kind: e.Kind, Key: e.Key, Detail: detail})
 		}
 	}
+	// What carries the run's label on the Engines the ledger names on its
+	// hosts: a Sandbox recorded nowhere (a bug) is found there too.
+	if a.labelledOnHosts(ctx, rh, id, entries) {
+		held = true
+	}
 	// The run's own entries (its directory, a kernel parameter it
 	// changed) count whenever the run is in scope: with no --target, or
 	// when one of its targets still holds something.
@@ -257,6 +263,44 @@ func (a *auditor) remote(ctx context.Context, rh *remoteHosts, id string, e mani
 		a.add(Resource{Target: e.Target, Run: id, Host: e.Host, Kind: e.Kind, Key: e.Key, Detail: detail})
 	}
 	return exists
+}
+
+// labelledOnHosts adds the containers and volumes labelled with run id
+// on each Engine the ledger names on a reachable remote host, through a
+// forward of its socket, and says whether it found any.
+func (a *auditor) labelledOnHosts(ctx context.Context, rh *remoteHosts, id string, entries []manifests.LedgerEntry) bool {
+	found := false
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if e.Host == "" || !e.Kind.OnEngine() || e.ToolHeld() || !a.opts.wants(e.Target) || seen[e.Host+" "+e.Engine] {
+			continue
+		}
+		seen[e.Host+" "+e.Engine] = true
+		h := rh.get(ctx, e.Host)
+		if h.err != nil || h.done {
+			continue // the entries themselves say so
+		}
+		fe, err := h.onEngine(ctx, e)
+		var rs []Resource
+		if err == nil {
+			var cli *client.Client
+			if cli, err = engine.NewClient(fe.Engine); err == nil {
+				rs, err = Labelled(ctx, cli, e.Target, id)
+				cli.Close()
+			}
+		}
+		if err != nil {
+			a.res.Notes = append(a.res.Notes, fmt.Sprintf("run %s: the Engine %s on %s: %v", id, e.Engine, e.Host, err))
+			continue
+		}
+		for _, r := range rs {
+			r.Host = e.Host
+			r.Detail = strings.TrimSpace(r.Detail + " on " + e.Engine + " on " + e.Host + ", labelled " + manifests.RunLabel)
+			a.add(r)
+			found = true
+		}
+	}
+	return found
 }
 
 // Exists reports whether the resource of e is still there, with a few

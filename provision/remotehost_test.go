@@ -257,16 +257,31 @@ func engineOnHost(t *testing.T, endpoint string, opts ...sshtest.Option) {
 	if _, err := cli.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: labels}); err != nil {
 		t.Fatal(err)
 	}
+	// A volume with the run's label that no ledger names (as a bug would
+	// leave it): the audit finds it on the host's Engine all the same.
+	orphan := name + "-orphan"
+	if _, err := cli.VolumeCreate(ctx, volume.CreateOptions{Name: orphan, Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.VolumeRemove(ctx, orphan, true) })
+	held, err := run.Held(ctx, "docker-h")
+	if err != nil || len(held) != 1 || held[0].Host != host || held[0].Key != name {
+		t.Errorf("Held, over SSH: %+v %v", held, err)
+	}
 	res, err := Audit(ctx, AuditOptions{StateDir: state, Run: run.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
+	found, foundOrphan := false, false
 	for _, l := range res.Leftovers {
 		found = found || l.Host == host && l.Key == name && l.Detail == "on "+endpoint+" on "+host
+		foundOrphan = foundOrphan || l.Host == host && l.Key == orphan && strings.Contains(l.Detail, "labelled "+manifests.RunLabel)
 	}
-	if !found {
-		t.Errorf("the audit over SSH does not find the volume: %+v", res.Leftovers)
+	if !found || !foundOrphan {
+		t.Errorf("the audit over SSH does not find the volume (%v) or the labelled one no ledger names (%v): %+v", found, foundOrphan, res.Leftovers)
+	}
+	if err := cli.VolumeRemove(ctx, orphan, true); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := Teardown(ctx, run.Dir, TeardownOptions{}); err != nil {
 		t.Fatalf("teardown: %v", err)
