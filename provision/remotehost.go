@@ -102,31 +102,13 @@ func (rh *remoteHosts) close() {
 // or, on a host whose sshd forwards none, through `docker system
 // dial-stdio` there.
 func (h *remoteHost) onEngine(ctx context.Context, e manifests.LedgerEntry) (manifests.LedgerEntry, error) {
-	sock, ok := strings.CutPrefix(e.Engine, "unix://")
-	if !ok {
-		return e, fmt.Errorf("%s on %s: the Engine %s is not a unix socket there, which is how sealbench reaches a remote Engine", e.Name(), h.host, e.Engine)
-	}
 	f := h.engines[e.Engine]
 	if f == nil {
 		dir, err := os.MkdirTemp("", "sealbench-engine-")
 		if err != nil {
 			return e, err
 		}
-		dial := func(ctx context.Context) (net.Conn, error) { return h.c.DialUnix(ctx, sock) }
-		if probe, err := dial(ctx); sshx.IsRefused(err) {
-			// The host's sshd forwards no sockets (or cannot open this
-			// one): the docker CLI there carries each connection, as it
-			// does for DOCKER_HOST=ssh://, and says why when it cannot.
-			dial = func(ctx context.Context) (net.Conn, error) {
-				return h.c.DialCommand(ctx, "docker", "-H", "unix://"+sock, "system", "dial-stdio")
-			}
-		} else if err != nil {
-			os.Remove(dir)
-			return e, err
-		} else {
-			probe.Close()
-		}
-		if f, err = h.c.Forward(ctx, filepath.Join(dir, "engine.sock"), sock, dial); err != nil {
+		if f, err = ForwardEngine(ctx, h.c, filepath.Join(dir, "engine.sock"), e.Engine); err != nil {
 			os.Remove(dir)
 			return e, err
 		}
@@ -137,6 +119,32 @@ func (h *remoteHost) onEngine(ctx context.Context, e manifests.LedgerEntry) (man
 	}
 	e.Engine = f.Endpoint()
 	return e, nil
+}
+
+// ForwardEngine makes local (a socket path in a 0700 directory) carry
+// each connection to the Engine at endpoint (unix:///..., as the host
+// sees it) on c's host: through the socket itself (direct-streamlocal),
+// or, where the host's sshd forwards no sockets, through `docker system
+// dial-stdio` there, as the docker CLI does for DOCKER_HOST=ssh://.
+func ForwardEngine(ctx context.Context, c *sshx.Client, local, endpoint string) (*sshx.Forward, error) {
+	sock, ok := strings.CutPrefix(endpoint, "unix://")
+	if !ok {
+		return nil, fmt.Errorf("the Engine %s on %s is not a unix socket there, which is how sealbench reaches a remote Engine", endpoint, c)
+	}
+	dial := func(ctx context.Context) (net.Conn, error) { return c.DialUnix(ctx, sock) }
+	if probe, err := dial(ctx); sshx.IsRefused(err) {
+		// OpenSSH says "connect failed" alike for a socket it cannot open
+		// and for forwarding it does not allow: the docker CLI there
+		// carries each connection, and says why when it cannot.
+		dial = func(ctx context.Context) (net.Conn, error) {
+			return c.DialCommand(ctx, "docker", "-H", endpoint, "system", "dial-stdio")
+		}
+	} else if err != nil {
+		return nil, err
+	} else {
+		probe.Close()
+	}
+	return c.Forward(ctx, local, sock, dial)
 }
 
 // inRunDir refuses a path the ledger names on the host outside the run's

@@ -68,12 +68,19 @@ type Option func(*settings)
 
 type settings struct {
 	tcpForwarding string
+	env           []string
 }
 
 // NoForwarding configures the host's sshd with AllowTcpForwarding no,
 // which OpenSSH applies to unix sockets too: a host that forwards
 // nothing, reached through commands' stdin and stdout instead.
 func NoForwarding() Option { return func(s *settings) { s.tcpForwarding = "no" } }
+
+// SetEnv sets an environment variable in every session on the host
+// (sshd's SetEnv): DOCKER_HOST, naming the host's own dockerd, say.
+func SetEnv(name, value string) Option {
+	return func(s *settings) { s.env = append(s.env, name+"="+value) }
+}
 
 // Start runs an sshd on addr (a loopback address such as 127.0.0.2) and a
 // free port, and stops it when the test ends.
@@ -143,6 +150,9 @@ LogLevel VERBOSE
 MaxStartups 64
 MaxSessions 64
 `, net.JoinHostPort(addr, strconv.Itoa(h.Port)), filepath.Join(dir, "host_ed25519"), authorized, set.tcpForwarding)
+	for _, e := range set.env {
+		cfg += "SetEnv " + e + "\n"
+	}
 	if err := os.WriteFile(h.ConfigFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
