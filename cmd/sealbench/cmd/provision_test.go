@@ -390,3 +390,53 @@ func TestDoctorTargetOnARemoteHost(t *testing.T) {
 		t.Errorf("doctor --target: exit %d, or a target not named is listed:\n%s%s", code, stdout, stderr)
 	}
 }
+
+// TestTeardownReportsAnUnreachableHost: teardown of a run with a resource
+// on a host that is down says which host, why, and what is left there,
+// exits with the failure code and keeps the run; JSON carries the same.
+func TestTeardownReportsAnUnreachableHost(t *testing.T) {
+	h := sshtest.Start(t, "127.0.0.2")
+	state := t.TempDir()
+	t.Setenv(provision.StateDirEnv, state)
+	r, err := provision.NewRun(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := fmt.Sprintf("ssh://%s@%s:%d", h.User, h.Addr, h.Port)
+	if err := provision.RecordHost(r.Dir, provision.HostRecord{Host: host, KnownHosts: h.KnownHosts, Identity: h.ClientKey}); err != nil {
+		t.Fatal(err)
+	}
+	remoteDir := filepath.Join(t.TempDir(), r.ID)
+	if err := r.Ledger.Record(manifests.LedgerEntry{Target: "docker-h", Host: host, Kind: manifests.ResourceDir, Key: remoteDir}); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if err := os.Mkdir(remoteDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h.Stop()
+	code, stdout, stderr := run(t, "teardown", "--run", r.ID)
+	for _, want := range []string{"host " + host + " cannot be reached", "left there:\n  dir " + remoteDir + "\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("no %q in:\n%s", want, stdout)
+		}
+	}
+	if code != ExitFailed || !strings.Contains(stderr, "teardown --run "+r.ID) {
+		t.Errorf("exit %d, want %d and the command that finishes it:\n%s", code, ExitFailed, stderr)
+	}
+	code, stdout, _ = run(t, "teardown", "--run", r.ID, "--json")
+	var doc struct {
+		Runs []provision.TeardownResult `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || code != ExitFailed || len(doc.Runs) != 1 || len(doc.Runs[0].Unreachable) != 1 ||
+		doc.Runs[0].Unreachable[0].Host != host || len(doc.Runs[0].Unreachable[0].Left) != 1 {
+		t.Errorf("teardown --json: exit %d, %v:\n%s", code, err, stdout)
+	}
+	h.Restart()
+	if code, stdout, stderr := run(t, "teardown", "--run", r.ID); code != ExitOK {
+		t.Errorf("teardown with the host back: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(remoteDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the run's directory on the host is still there: %v", err)
+	}
+}
