@@ -47,6 +47,10 @@ identity: kernel, CPUs, memory, engine.
            reached through Lima's socket forwarding. Emulated: its timings
            are the emulator's. Needs root.
 
+A target on a remote host (docker@ssh://USER@HOST) is reached through this
+process's SSH connection, so provision cannot leave one up yet: use
+` + "`sealbench run --target docker@ssh://...`" + `, or the docker CLI (DOCKER_HOST=ssh://USER@HOST).
+
 Every resource is recorded in the run's ledger before it is created, in the
 run directory under $SEALBENCH_STATE_DIR (default /var/lib/sealbench as root,
 ~/.local/state/sealbench otherwise). ` + "`sealbench teardown --run ID`" + ` takes it all
@@ -74,6 +78,10 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
 			specs, err := host.CheckTargets([]string{args[0]})
 			if err != nil {
 				return err
+			}
+			if specs[0].Host != nil {
+				return usageErrorf("run it with `sealbench run --target "+args[0]+"`, or reach the host's Engine with the docker CLI (DOCKER_HOST=ssh://...)",
+					"provision leaves a target up after it exits, and a target on a remote host is reached through this process's SSH connection: provision cannot leave %s up yet", args[0])
 			}
 			target := specs[0].Name
 			if err := ssh.check(); err != nil {

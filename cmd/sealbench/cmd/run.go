@@ -16,6 +16,7 @@ import (
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/remote"
 	"github.com/sealbench/sealbench/runner/cells"
 )
 
@@ -59,6 +60,18 @@ source tree around the working directory with a throw-away key, and says so.
 With --engine instead, it drives an Engine that already exists (a target left
 up by ` + "`sealbench provision`" + `, or a dockerd), loading the Sandbox image
 into it when it lacks it.
+
+A target may be on another host: docker@ssh://USER@HOST[:PORT] (named
+docker-HOST, or NAME=docker@ssh://...) is that host's dockerd (its sessions'
+DOCKER_HOST, or /var/run/docker.sock), reached over one SSH connection per
+host: host keys checked against known_hosts (--ssh-known-hosts), keys only
+(your agent, or --ssh-identity), the host recorded in the run's hosts.json
+before it is connected to. Its socket is forwarded into the run directory
+(or carried by ` + "`docker system dial-stdio`" + ` there when the host's sshd forwards
+no sockets); everything made there is in the ledger with the host, and
+teardown and the audit reach it over SSH. For now this host's runner drives
+it through the forward, so its pins say transport "ssh" and its exec
+overhead includes the connection.
 
 The samples are taken by the bundle's own runner, not by this binary: after
 verifying the bundle and bringing the targets up, run copies the bundle's
@@ -163,6 +176,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 
 func runCells(ctx context.Context, g *global, f *runFlags) error {
 	var names []string
+	far := map[string]remote.Spec{}
 	switch {
 	case f.engine != "" && f.targets != "":
 		return usageErrorf("--target provisions targets; --engine drives one that is up", "pass --target or --engine, not both")
@@ -174,6 +188,11 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 			return err
 		}
 		names = host.Names(specs)
+		for _, s := range specs {
+			if s.Host != nil {
+				far[s.Name] = s
+			}
+		}
 	default:
 		if err := engine.CheckEndpoint(f.engine); err != nil {
 			return usageErrorf("--engine takes unix:///path/to/docker.sock or tcp://host:port", "--engine: %v", err)
@@ -233,7 +252,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 		return err
 	}
 	o, err := host.Run(ctx, host.RunOptions{
-		Bundle: b, Targets: names, Engine: f.engine, Name: f.name, VM: f.vm.host(),
+		Bundle: b, Targets: names, Remote: far, SSH: f.ssh.host(), Engine: f.engine, Name: f.name, VM: f.vm.host(),
 		Cells: cellList, Samples: f.samples, Seed: f.seed, Native: f.native, Out: f.out, Keep: f.keep, FUSEURing: f.fuseURing,
 		SignKey: signer, Log: p.Logf, Status: p.Status,
 		Report: func(md string) {
