@@ -3,13 +3,13 @@ package host
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/remote"
+	"github.com/sealbench/sealbench/provision/sshx"
 	_ "github.com/sealbench/sealbench/provision/targets" // every target's registration
 )
 
@@ -23,35 +23,29 @@ type VM struct {
 	AllowUntestedTool bool
 }
 
-// CheckTargets checks target names as --target and provision take them:
-// registered, not twice, and runnable by this user.
-func CheckTargets(names []string) error {
-	seen := map[string]bool{}
-	hint := "targets: " + strings.Join(provision.Names(), ", ") + "; `sealbench doctor` says what this host can run"
-	for _, n := range names {
-		t, ok := provision.Lookup(n)
-		switch {
-		case !ok:
-			return usagef(hint, "no target named %q", n)
-		case seen[n]:
-			return usagef(hint, "target %s named twice", n)
-		case t.Root && os.Geteuid() != 0:
-			return usagef("run it as root (sudo); "+hint, "the %s target needs root: the stand-in runs Sandboxes as mount, PID and network namespaces", n)
-		}
-		seen[n] = true
-	}
-	return nil
-}
-
-// bringUp makes target name's provisioner for run, creates the target,
-// installs the Sandbox image and asks its identity.
-func bringUp(ctx context.Context, name string, run *provision.Run, b *Bundle, vm VM, logf func(string, ...any)) (provision.Target, *engine.Identity, error) {
-	reg, ok := provision.Lookup(name)
+// bringUp makes spec's provisioner for run (on its remote host, over the
+// run's connection there), creates the target, installs the Sandbox image
+// and asks its identity.
+func bringUp(ctx context.Context, spec remote.Spec, run *provision.Run, conns *hostConns, b *Bundle, vm VM, logf func(string, ...any)) (provision.Target, *engine.Identity, error) {
+	reg, ok := provision.Lookup(spec.Kind)
 	if !ok {
-		return nil, nil, fmt.Errorf("no provisioner for target %q", name)
+		return nil, nil, fmt.Errorf("no provisioner for target %q", spec.Kind)
 	}
-	t, err := reg.New(provision.NewOptions{Run: run, Bundle: b.Dir, Manifest: b.Verified.Manifest, BundleName: b.Verified.Name, Image: b.Image,
-		CPUs: vm.CPUs, MemoryBytes: vm.MemoryMiB << 20, AllowUntestedTool: vm.AllowUntestedTool, Log: logf})
+	no := provision.NewOptions{Run: run, Bundle: b.Dir, Manifest: b.Verified.Manifest, BundleName: b.Verified.Name, Image: b.Image,
+		CPUs: vm.CPUs, MemoryBytes: vm.MemoryMiB << 20, AllowUntestedTool: vm.AllowUntestedTool, Log: logf}
+	var t provision.Target
+	var err error
+	switch {
+	case spec.Host == nil:
+		t, err = reg.New(no)
+	case reg.Remote == nil || conns == nil:
+		err = fmt.Errorf("target %s: %s cannot run on a remote host here", spec, spec.Kind)
+	default:
+		var c *sshx.Client
+		if c, err = conns.get(ctx, spec.Host); err == nil {
+			t, err = reg.Remote(provision.RemoteOptions{NewOptions: no, Name: spec.Name, Host: spec.Host.String(), SSH: c})
+		}
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -116,7 +110,7 @@ func Provision(ctx context.Context, o ProvisionOptions) (_ *Provisioned, err err
 	if err != nil {
 		return nil, err
 	}
-	t, id, err := bringUp(ctx, o.Target, run, o.Bundle, o.VM, logf)
+	t, id, err := bringUp(ctx, remote.Spec{Name: o.Target, Kind: o.Target}, run, nil, o.Bundle, o.VM, logf)
 	if err != nil {
 		return nil, err
 	}

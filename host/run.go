@@ -16,6 +16,7 @@ import (
 	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/remote"
 	"github.com/sealbench/sealbench/runner/report"
 	"github.com/sealbench/sealbench/runner/stats"
 )
@@ -27,11 +28,15 @@ type RunOptions struct {
 	// endpoint that is up already, named Name in the results.
 	Targets      []string
 	Engine, Name string
-	VM           VM
-	Cells        []string
-	Samples      int
-	Seed         uint64
-	Native       bool
+	// Remote are the specs of the targets on a remote host
+	// (docker@ssh://...), by target name, and SSH how hosts are reached.
+	Remote  map[string]remote.Spec
+	SSH     SSH
+	VM      VM
+	Cells   []string
+	Samples int
+	Seed    uint64
+	Native  bool
 	// Out is the results directory; empty: out/runs/<run id>.
 	Out string
 	// Keep leaves the targets up after the run.
@@ -90,6 +95,10 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 		return nil, err
 	}
 	defer run.Close()
+	// The connections to remote hosts close after teardown (deferred
+	// below, so run first), which reaches their Engines over them.
+	conns := newHostConns(run, o.SSH, logf)
+	defer conns.close()
 	out := o.Out
 	if out == "" {
 		out = filepath.Join("out", "runs", run.ID)
@@ -126,7 +135,11 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 	}
 	for _, name := range o.Targets {
 		status("provisioning " + name)
-		_, id, err := bringUp(ctx, name, run, b, o.VM, logf)
+		spec, far := o.Remote[name]
+		if !far {
+			spec = remote.Spec{Name: name, Kind: name}
+		}
+		_, id, err := bringUp(ctx, spec, run, conns, b, o.VM, logf)
 		if err != nil {
 			return outcome, err
 		}

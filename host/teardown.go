@@ -14,8 +14,14 @@ import (
 // TeardownOptions says which runs Teardown takes down: Run, or every run
 // in the state directory when All.
 type TeardownOptions struct {
-	Run      string
-	All      bool
+	Run string
+	All bool
+	// Targets limits teardown to these targets' resources (their names
+	// in the run); the run directories stay.
+	Targets []string
+	// SSH overrides how each run's hosts.json says its remote hosts are
+	// reached.
+	SSH      SSH
 	StateDir string // empty: provision.DefaultStateDir
 	Log      func(string, ...any)
 }
@@ -44,7 +50,7 @@ func Teardown(ctx context.Context, o TeardownOptions) ([]*provision.TeardownResu
 	results := []*provision.TeardownResult{}
 	var errs *multierror.Error
 	for _, id := range ids {
-		res, err := provision.Teardown(ctx, filepath.Join(provision.RunsDir(state), id), provision.TeardownOptions{Log: o.Log})
+		res, err := provision.Teardown(ctx, filepath.Join(provision.RunsDir(state), id), provision.TeardownOptions{Targets: o.Targets, SSH: o.SSH.provision(), Log: o.Log})
 		results = append(results, res)
 		if err != nil {
 			errs = multierror.Append(errs, fmt.Errorf("run %s: %w", id, err))

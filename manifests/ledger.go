@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -102,6 +104,10 @@ type LedgerEntry struct {
 	// Engine is the Engine API endpoint (unix:///..., tcp://...) holding a
 	// container, image or volume.
 	Engine string `json:"engine,omitempty"`
+	// Host is the remote host the resource lives on, ssh://user@host:port
+	// (docs/design/remote-hosts.md); empty for this host. On a remote
+	// host a path is that host's, and Engine the endpoint as seen there.
+	Host string `json:"host,omitempty"`
 	// Exe is, for a process, the path of the binary it runs: teardown
 	// matches a process by its argv (Exe first, Key among the rest), never
 	// by a pid alone. For a VM, and for a container, image or volume with
@@ -195,7 +201,15 @@ func (e *LedgerEntry) validate(p *problems) {
 	case e.Kind == ResourceKernelParam && !kernelParamPattern.MatchString(e.Key):
 		p.addf("key", "%q: a kernel parameter is named by its path, /sys/module/<module>/parameters/<name>", e.Key)
 	}
+	if e.Host != "" {
+		if err := ValidateSSHHost(e.Host); err != nil {
+			p.addf("host", "%v", err)
+		}
+	}
 	if e.Kind == ResourceKernelParam {
+		if e.Host != "" {
+			p.addf("host", "%q set on a kernel parameter, which only this host's runs change", e.Host)
+		}
 		if e.Target != "" {
 			p.addf("target", "%q set on a kernel parameter, which is the host's, not one target's", e.Target)
 		}
@@ -240,6 +254,47 @@ func (e *LedgerEntry) validate(p *problems) {
 			p.addf("labels", "a %s must carry %s=%s (has %q)", e.Kind, RunLabel, e.RunID, got)
 		}
 	}
+}
+
+// sshUserPattern is a login name as a remote host's spec takes it.
+var sshUserPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$`)
+
+// sshHostPattern is a lowercase DNS name.
+var sshHostPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
+
+// ValidateSSHHost checks a remote host in the canonical form the ledger
+// and hosts.json record: ssh://user@host:port, the port always written,
+// the host lowercase, an IPv6 address in brackets, nothing else.
+func ValidateSSHHost(s string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("%q is not a host as ssh://user@host:port: %s", s, why)
+	}
+	rest, ok := strings.CutPrefix(s, "ssh://")
+	if !ok {
+		return bad("not ssh://")
+	}
+	user, hostPort, ok := strings.Cut(rest, "@")
+	if !ok || !sshUserPattern.MatchString(user) {
+		return bad("no user, or not a login name")
+	}
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return bad(err.Error())
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '0' {
+		return bad("the port is not 1 to 65535")
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		v6 := ip.To4() == nil
+		if v6 != strings.HasPrefix(hostPort, "[") || !v6 && ip.String() != host {
+			return bad("an address not in its usual form (IPv6 in brackets)")
+		}
+		return nil
+	}
+	if len(host) > 253 || !sshHostPattern.MatchString(host) {
+		return bad("the host is not a lowercase name or an address")
+	}
+	return nil
 }
 
 // ToolHeld reports whether e names a container, image or volume held by a

@@ -155,3 +155,34 @@ func TestLedgerReadRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestLedgerHost: an entry on a remote host names it in the canonical
+// form, which survives a round trip; anything else is refused, and a
+// kernel parameter never has one.
+func TestLedgerHost(t *testing.T) {
+	e := LedgerEntry{RunID: "r1", Seq: 2, Time: time.Unix(1, 0), Target: "docker-gpu1", Host: "ssh://root@gpu1:22",
+		Kind: ResourceDir, Key: "/var/lib/sealbench/runs/r1"}
+	e.FillDefaults()
+	for _, h := range []string{"ssh://root@gpu1:22", "ssh://bench@10.0.0.7:2222", "ssh://ci_runner.2@build-box.example.com:22", "ssh://root@[fd00::7]:22"} {
+		e.Host = h
+		if err := e.Validate(); err != nil {
+			t.Errorf("%s: %v", h, err)
+		}
+	}
+	line, err := e.MarshalLine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := ParseLedgerLine(bytes.TrimSuffix(line, []byte("\n"))); err != nil || back.Host != e.Host {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	for _, h := range []string{"gpu1", "ssh://gpu1:22", "ssh://root@gpu1", "ssh://root@GPU1:22", "ssh://root@gpu1:0", "ssh://root@gpu1:022",
+		"ssh://root@fd00::7:22", "ssh://root@[10.0.0.7]:22", "ssh://-o@gpu1:22", "http://root@gpu1:22", "ssh://root@gpu1:22/x"} {
+		e.Host = h
+		wantProblems(t, e.Validate(), "host")
+	}
+	k := LedgerEntry{RunID: "r1", Seq: 2, Time: time.Unix(1, 0), Kind: ResourceKernelParam, Host: "ssh://root@gpu1:22",
+		Key: "/sys/module/fuse/parameters/enable_uring", Value: "Y", Previous: "N"}
+	k.FillDefaults()
+	wantProblems(t, k.Validate(), "host")
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/client"
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/sealbench/sealbench/engine"
@@ -35,6 +36,9 @@ type AuditOptions struct {
 	// Run limits the audit (and Fix) to one run; empty means every run,
 	// and what belongs to no run.
 	Run string
+	// SSH overrides how each run's hosts.json says its remote hosts are
+	// reached.
+	SSH SSHOptions
 }
 
 func (o AuditOptions) wants(target string) bool {
@@ -73,7 +77,7 @@ func (a *auditor) add(r Resource) {
 	if a.opts.Run != "" && r.Run != a.opts.Run {
 		return
 	}
-	k := r.Target + "\x00" + string(r.Kind) + "\x00" + r.Key
+	k := r.Target + "\x00" + r.Host + "\x00" + string(r.Kind) + "\x00" + r.Key
 	if a.seen[k] {
 		return
 	}
@@ -163,8 +167,20 @@ func (a *auditor) run(ctx context.Context, id, dir string) {
 		return
 	}
 	held := false
+	rh, err := newRemoteHosts(dir, entries, a.opts.SSH)
+	if err != nil {
+		a.res.Notes = append(a.res.Notes, fmt.Sprintf("run %s: %v: its remote hosts are not checked", id, err))
+		rh = &remoteHosts{hosts: map[string]*remoteHost{}}
+	}
+	defer rh.close()
 	for _, e := range entries {
 		if e.Target == "" || !a.opts.wants(e.Target) {
+			continue
+		}
+		if e.Host != "" {
+			if a.remote(ctx, rh, id, e) {
+				held = true
+			}
 			continue
 		}
 		exists, detail, err := Exists(ctx, dir, e)
@@ -182,6 +198,11 @@ func (a *auditor) run(ctx context.Context, id, dir string) {
 			a.add(Resource{Target: e.Target, Run: id, Kind: e.Kind, Key: e.Key, Detail: detail})
 		}
 	}
+	// What carries the run's label on the Engines the ledger names on its
+	// hosts: a Sandbox recorded nowhere (a bug) is found there too.
+	if a.labelledOnHosts(ctx, rh, id, entries) {
+		held = true
+	}
 	// The run's own entries (its directory, a kernel parameter it
 	// changed) count whenever the run is in scope: with no --target, or
 	// when one of its targets still holds something.
@@ -189,10 +210,97 @@ func (a *auditor) run(ctx context.Context, id, dir string) {
 		if e.Target != "" || (len(a.opts.Targets) > 0 && !held) {
 			continue
 		}
+		if e.Host != "" {
+			a.remote(ctx, rh, id, e)
+			continue
+		}
 		if exists, detail, err := Exists(ctx, dir, e); err == nil && exists {
 			a.add(Resource{Run: id, Kind: e.Kind, Key: e.Key, Detail: detail})
 		}
 	}
+}
+
+// remote audits e, an entry on a remote host, over SSH, and says whether
+// it is still there. A host that cannot be reached has not shown its
+// resources gone: they count as left, saying why.
+func (a *auditor) remote(ctx context.Context, rh *remoteHosts, id string, e manifests.LedgerEntry) bool {
+	h, ok := rh.hosts[e.Host]
+	if !ok {
+		return false
+	}
+	if h = rh.get(ctx, e.Host); h.done {
+		return false
+	}
+	exists, detail := true, ""
+	if h.err == nil && isRunDir(e) {
+		// What the runner there recorded, in its ledger in that directory.
+		if entries, err := h.ledgerIn(ctx, e.Key); err != nil {
+			a.add(Resource{Target: e.Target, Run: id, Host: e.Host, Kind: e.Kind, Key: e.Key, Detail: "cannot read its ledger: " + err.Error()})
+		} else {
+			for _, re := range entries {
+				if !a.opts.wants(re.Target) {
+					continue
+				}
+				ok, d, err := h.exists(ctx, re)
+				if err != nil {
+					ok, d = true, fmt.Sprintf("cannot check: %v", err)
+				}
+				if ok {
+					a.add(Resource{Target: re.Target, Run: id, Host: re.Host, Kind: re.Kind, Key: re.Key, Detail: d})
+				}
+			}
+		}
+	}
+	if h.err != nil {
+		detail = "cannot check: the host cannot be reached: " + h.err.Error()
+	} else {
+		var err error
+		if exists, detail, err = h.exists(ctx, e); err != nil {
+			exists, detail = true, fmt.Sprintf("cannot check: %v", err)
+		}
+	}
+	if exists {
+		a.add(Resource{Target: e.Target, Run: id, Host: e.Host, Kind: e.Kind, Key: e.Key, Detail: detail})
+	}
+	return exists
+}
+
+// labelledOnHosts adds the containers and volumes labelled with run id
+// on each Engine the ledger names on a reachable remote host, through a
+// forward of its socket, and says whether it found any.
+func (a *auditor) labelledOnHosts(ctx context.Context, rh *remoteHosts, id string, entries []manifests.LedgerEntry) bool {
+	found := false
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if e.Host == "" || !e.Kind.OnEngine() || e.ToolHeld() || !a.opts.wants(e.Target) || seen[e.Host+" "+e.Engine] {
+			continue
+		}
+		seen[e.Host+" "+e.Engine] = true
+		h := rh.get(ctx, e.Host)
+		if h.err != nil || h.done {
+			continue // the entries themselves say so
+		}
+		fe, err := h.onEngine(ctx, e)
+		var rs []Resource
+		if err == nil {
+			var cli *client.Client
+			if cli, err = engine.NewClient(fe.Engine); err == nil {
+				rs, err = Labelled(ctx, cli, e.Target, id)
+				cli.Close()
+			}
+		}
+		if err != nil {
+			a.res.Notes = append(a.res.Notes, fmt.Sprintf("run %s: the Engine %s on %s: %v", id, e.Engine, e.Host, err))
+			continue
+		}
+		for _, r := range rs {
+			r.Host = e.Host
+			r.Detail = strings.TrimSpace(r.Detail + " on " + e.Engine + " on " + e.Host + ", labelled " + manifests.RunLabel)
+			a.add(r)
+			found = true
+		}
+	}
+	return found
 }
 
 // Exists reports whether the resource of e is still there, with a few
@@ -335,7 +443,7 @@ func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*Au
 		if _, _, err := ledger.Read(dir); err != nil {
 			continue // no usable ledger: handled as a plain directory below
 		}
-		if _, err := Teardown(ctx, dir, TeardownOptions{Targets: opts.Targets, Log: logf}); err != nil {
+		if _, err := Teardown(ctx, dir, TeardownOptions{Targets: opts.Targets, SSH: opts.SSH, Log: logf}); err != nil {
 			errs = multierror.Append(errs, fmt.Errorf("run %s: %w", id, err))
 		}
 	}

@@ -20,6 +20,9 @@ import (
 
 // Check is one thing the doctor looked at on this host.
 type Check struct {
+	// Host is the remote host looked at (ssh://user@host:port); empty
+	// for this one.
+	Host   string `json:"host,omitempty"`
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
@@ -29,6 +32,7 @@ type Check struct {
 // TargetReadiness says whether a target can run here, and why not.
 type TargetReadiness struct {
 	Target string   `json:"target"`
+	Host   string   `json:"host,omitempty"` // a remote host's; empty for this one
 	Ready  bool     `json:"ready"`
 	Note   string   `json:"note,omitempty"`
 	Needs  []string `json:"needs"` // the checks it needs

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision/sshx"
 )
 
 // Registration is everything sealbench knows about one target, in one
@@ -28,6 +29,11 @@ type Registration struct {
 	// New makes the target's provisioner for a run, from a verified bundle
 	// and its Sandbox image. It creates nothing.
 	New func(NewOptions) (Target, error)
+	// Remote, when not nil, makes the target's provisioner on a remote
+	// host, reached through an SSH connection (KIND@ssh://USER@HOST, see
+	// docs/design/remote-hosts.md). Nil: the target cannot run on another
+	// host, and a spec naming one is refused before anything starts.
+	Remote func(RemoteOptions) (Target, error)
 	// Backend, when not nil, reaches what the target holds outside the
 	// run directory and its Engines' ledger entries (VMs, a tool's images,
 	// labelled containers): for teardown, the audit and --fix.
@@ -60,6 +66,31 @@ type NewOptions struct {
 	// newer than the releases it was checked against, with a warning.
 	AllowUntestedTool bool
 	Log               func(string, ...any)
+}
+
+// RemoteOptions is what a target's provisioner on a remote host is made
+// from: what NewOptions says (the bundle is this host's verified copy),
+// the name the target has in this run, and the connection to its host.
+type RemoteOptions struct {
+	NewOptions
+	// Name is the target's name in the run's samples, pins and ledger
+	// (docker-gpu1): the spec's, never the kind alone.
+	Name string
+	// Host is the host in canonical form, ssh://user@host:port: what the
+	// ledger records with every entry on it.
+	Host string
+	SSH  *sshx.Client
+}
+
+// RemoteKinds lists the targets that can run on a remote host, in Order.
+func RemoteKinds() []string {
+	var ns []string
+	for _, r := range Registered() {
+		if r.Remote != nil {
+			ns = append(ns, r.Name)
+		}
+	}
+	return ns
 }
 
 var (

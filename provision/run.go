@@ -159,19 +159,40 @@ func within(p, dir string) bool {
 }
 
 // Held lists what of the run's ledger entries for target is still there:
-// the common half of every Target's Inventory.
+// the common half of every Target's Inventory. Entries on a remote host
+// are looked for there, over SSH (hosts.json says how); a host that
+// cannot be reached is an error: nothing there is shown gone.
 func (r *Run) Held(ctx context.Context, target string) ([]Resource, error) {
+	entries := r.Ledger.Entries()
+	rh, err := newRemoteHosts(r.Dir, entries, SSHOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer rh.close()
 	var out []Resource
-	for _, e := range r.Ledger.Entries() {
+	for _, e := range entries {
 		if e.Target != target {
 			continue
 		}
-		ok, detail, err := Exists(ctx, r.Dir, e)
+		var ok bool
+		var detail string
+		if e.Host != "" {
+			h := rh.get(ctx, e.Host)
+			if h.err != nil {
+				return nil, fmt.Errorf("%s on %s: the host cannot be reached: %w", e.Name(), e.Host, h.err)
+			}
+			if h.done {
+				continue
+			}
+			ok, detail, err = h.exists(ctx, e)
+		} else {
+			ok, detail, err = Exists(ctx, r.Dir, e)
+		}
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			out = append(out, Resource{Target: target, Run: r.ID, Kind: e.Kind, Key: e.Key, Detail: detail})
+			out = append(out, Resource{Target: target, Run: r.ID, Host: e.Host, Kind: e.Kind, Key: e.Key, Detail: detail})
 		}
 	}
 	return out, nil

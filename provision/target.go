@@ -78,6 +78,7 @@ var ErrNotYet = errors.New("this target is not provisioned yet")
 type Resource struct {
 	Target string                 `json:"target,omitempty"`
 	Run    string                 `json:"run,omitempty"`
+	Host   string                 `json:"host,omitempty"` // a remote host's, ssh://user@host:port
 	Kind   manifests.ResourceKind `json:"kind"`
 	Key    string                 `json:"key"`
 	Detail string                 `json:"detail,omitempty"`
@@ -87,6 +88,9 @@ func (r Resource) String() string {
 	s := string(r.Kind) + " " + r.Key
 	if r.Target != "" {
 		s = r.Target + ": " + s
+	}
+	if r.Host != "" {
+		s += " on " + r.Host
 	}
 	if r.Run != "" {
 		s += " (run " + r.Run + ")"

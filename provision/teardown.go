@@ -32,6 +32,8 @@ type TeardownOptions struct {
 	Log func(format string, args ...any)
 	// Grace is how long a process has between SIGTERM and SIGKILL (default 10s).
 	Grace time.Duration
+	// SSH overrides how hosts.json says the run's remote hosts are reached.
+	SSH SSHOptions
 }
 
 // TeardownResult says what Teardown did.
@@ -40,6 +42,16 @@ type TeardownResult struct {
 	Removed  []string `json:"removed"`  // every entry handled: removed, or already absent
 	Kept     []string `json:"kept"`     // the run directory, kept because a step failed
 	Warnings []string `json:"warnings"` // a cut-off ledger line, say
+	// Unreachable are the remote hosts teardown could not reach, with
+	// what is left on each: a later teardown of the run finishes them.
+	Unreachable []UnreachableHost `json:"unreachable,omitempty"`
+}
+
+// UnreachableHost is a remote host teardown could not reach.
+type UnreachableHost struct {
+	Host   string   `json:"host"`
+	Reason string   `json:"reason"`
+	Left   []string `json:"left"` // the ledger's entries there, newest first
 }
 
 // ProcessGrace is how long a process of ours has to exit after SIGTERM.
@@ -84,9 +96,35 @@ func Teardown(ctx context.Context, runDir string, opts TeardownOptions) (*Teardo
 		want[t] = true
 	}
 	var errs *multierror.Error
+	// Entries on remote hosts are removed over SSH, each host reached
+	// once; on one that cannot be reached, everything of the run is left
+	// and said so, for a later teardown.
+	rh, err := newRemoteHosts(runDir, entries, opts.SSH)
+	if err != nil {
+		return res, fmt.Errorf("run %s: %w", res.Run, err)
+	}
+	defer rh.close()
+	if rh.ssh.LogDir == "" {
+		rh.ssh.LogDir = remoteLogDir(runDir)
+	}
+	onHost := map[string][]string{} // what teardown is to remove on each host, newest first
+	for i := len(entries) - 1; i >= 0; i-- {
+		if e := entries[i]; e.Host != "" && (len(want) == 0 || want[e.Target]) {
+			onHost[e.Host] = append(onHost[e.Host], e.Name())
+		}
+	}
+	hostFailed := map[string]bool{}
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
 		if len(want) > 0 && !want[e.Target] {
+			continue
+		}
+		if e.Host != "" {
+			if err := ctx.Err(); err != nil {
+				errs = multierror.Append(errs, err)
+				break
+			}
+			errs = removeRemote(ctx, rh, e, onHost, hostFailed, len(want) == 0, res, errs, opts.Grace, logf)
 			continue
 		}
 		if e.Target == "" && e.Kind == manifests.ResourceDir && e.Key == runDir && errs.ErrorOrNil() != nil {
@@ -111,6 +149,79 @@ func Teardown(ctx context.Context, runDir string, opts TeardownOptions) (*Teardo
 		logf("removed %s", e.Name())
 	}
 	return res, listed(errs)
+}
+
+// removeRemote removes e, an entry on a remote host, over SSH, and
+// appends to errs what fails. When the last entry of a host is handled
+// without a failure, and the whole run is torn down (all), hosts.json
+// says the host is done.
+func removeRemote(ctx context.Context, rh *remoteHosts, e manifests.LedgerEntry, onHost map[string][]string, hostFailed map[string]bool, all bool,
+	res *TeardownResult, errs *multierror.Error, grace time.Duration, logf func(string, ...any)) *multierror.Error {
+	name := e.Name() + " on " + e.Host
+	h := rh.get(ctx, e.Host)
+	left := onHost[e.Host]
+	onHost[e.Host] = left[1:]
+	switch {
+	case h.done:
+		res.Removed = append(res.Removed, name)
+		return errs
+	case h.err != nil:
+		if !hostFailed[e.Host] {
+			hostFailed[e.Host] = true
+			res.Unreachable = append(res.Unreachable, UnreachableHost{Host: e.Host, Reason: h.err.Error(), Left: left})
+			logf("FAILED %s: cannot be reached: %v", e.Host, h.err)
+			return multierror.Append(errs, h.unreachable(left))
+		}
+		return errs
+	}
+	var err error
+	if isRunDir(e) {
+		// First what the runner there recorded, newest first: the run's
+		// directory on the host holds its ledger.
+		err = removeRemoteLedger(ctx, h, e.Key, res, grace, logf)
+	}
+	if err == nil {
+		err = h.remove(ctx, e, grace)
+	}
+	if err != nil {
+		hostFailed[e.Host] = true
+		logf("FAILED %s: %v", name, err)
+		errs = multierror.Append(errs, fmt.Errorf("%s (%s, ledger seq %d): %w", name, targetName(e.Target), e.Seq, err))
+	} else {
+		res.Removed = append(res.Removed, name)
+		logf("removed %s", name)
+	}
+	if len(onHost[e.Host]) == 0 && !hostFailed[e.Host] && all {
+		if err := markTornDown(rh.runDir, e.Host); err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("recording that %s is torn down: %w", e.Host, err))
+		}
+	}
+	return errs
+}
+
+// removeRemoteLedger removes, newest first, what the ledger in dir on
+// h names, and returns every failure.
+func removeRemoteLedger(ctx context.Context, h *remoteHost, dir string, res *TeardownResult, grace time.Duration, logf func(string, ...any)) error {
+	entries, err := h.ledgerIn(ctx, dir)
+	if err != nil {
+		return err
+	}
+	var errs *multierror.Error
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		name := e.Name() + " on " + e.Host
+		if err := h.remove(ctx, e, grace); err != nil {
+			logf("FAILED %s: %v", name, err)
+			errs = multierror.Append(errs, fmt.Errorf("%s (%s, seq %d of the ledger on the host): %w", name, targetName(e.Target), e.Seq, err))
+			continue
+		}
+		res.Removed = append(res.Removed, name)
+		logf("removed %s", name)
+	}
+	if errs != nil {
+		return fmt.Errorf("what the ledger in %s names: %w", dir, listed(errs))
+	}
+	return nil
 }
 
 func targetName(t string) string {

@@ -10,7 +10,7 @@ import (
 // TestRunnerLinksNoProvisioning holds the line between the sides: the
 // runner samples (Sandboxes, execs, timing, telemetry, verifiers) as the
 // bundle's own runner, so it reaches Engines only through package engine
-// and links no provisioning, keys, signing or VM code; and package
+// and links no provisioning, keys, signing, SSH or VM code; and package
 // engine, which the host imports too, links none of them either. The one
 // piece of provision it links is the ledger writer, a leaf over
 // manifests, to record each Sandbox before creating it.
@@ -28,6 +28,8 @@ func TestRunnerLinksNoProvisioning(t *testing.T) {
 		"github.com/google/go-containerregistry/",
 		"github.com/hashicorp/go-multierror",
 		"github.com/spf13/",
+		"golang.org/x/crypto/ssh",
+		"golang.org/x/crypto/ssh/",
 	}
 	for _, goos := range []string{"linux", "darwin"} {
 		for _, pkg := range []string{"./runner", "./engine"} {

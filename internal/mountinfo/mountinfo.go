@@ -35,6 +35,9 @@ func Read() ([]Mount, error) {
 	return parse(b), nil
 }
 
+// Parse reads a mountinfo file's text: another host's, read over SSH.
+func Parse(b []byte) []Mount { return parse(b) }
+
 func parse(b []byte) []Mount {
 	var out []Mount
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -58,6 +61,11 @@ func Under(dir string) ([]Mount, error) {
 	if err != nil {
 		return nil, err
 	}
+	return UnderOf(all, dir), nil
+}
+
+// UnderOf is Under, of the mounts all (Parse's, say).
+func UnderOf(all []Mount, dir string) []Mount {
 	var out []Mount
 	for _, m := range all {
 		if m.Point == dir || strings.HasPrefix(m.Point, strings.TrimSuffix(dir, "/")+"/") {
@@ -65,7 +73,7 @@ func Under(dir string) ([]Mount, error) {
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return len(out[i].Point) > len(out[j].Point) })
-	return out, nil
+	return out
 }
 
 // IsMountpoint reports whether dir is a mount point.

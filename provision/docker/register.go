@@ -8,6 +8,7 @@ import (
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/remote"
 )
 
 func init() {
@@ -16,6 +17,8 @@ func init() {
 		New: func(o provision.NewOptions) (provision.Target, error) {
 			return New(Options{Run: o.Run, Log: o.Log})
 		},
+		// docker@ssh://USER@HOST: the host's dockerd over SSH.
+		Remote:  func(o provision.RemoteOptions) (provision.Target, error) { return remote.NewDocker(o) },
 		Backend: backend{name: Name},
 		Needs:   []string{"dockerd", "fuse"},
 		Checks: func(ctx context.Context) []provision.Check {

@@ -42,6 +42,10 @@ type Suite struct {
 	// Timeout bounds each test and each step (default 3 minutes); a VM
 	// target booting under emulation needs more.
 	Timeout time.Duration
+	// Host is, for a target on a remote host, the ssh://USER@HOST:PORT
+	// its ledger entries name; they name the Engine as that host sees it,
+	// never the Endpoint forwarded here (docs/design/remote-hosts.md).
+	Host string
 }
 
 // A Test runs on the suite's target, up with the image installed, and
@@ -186,8 +190,16 @@ func installImage(t *testing.T, e *Env, s *Suite) {
 	}
 	found := false
 	for _, en := range e.Run.Ledger.Entries() {
-		if en.Kind == manifests.ResourceImage && en.Key == s.Image.ID.String() && en.Engine == e.Target.Endpoint() {
+		if en.Kind != manifests.ResourceImage || en.Key != s.Image.ID.String() {
+			continue
+		}
+		switch {
+		case s.Host == "" && en.Host == "" && en.Engine == e.Target.Endpoint():
 			found = true
+		case s.Host != "" && en.Host == s.Host && en.Engine != "" && en.Engine != e.Target.Endpoint():
+			found = true
+		default:
+			t.Errorf("the image is recorded as %+v: want host %q and the Engine as it sees it (%s here)", en, s.Host, e.Target.Endpoint())
 		}
 	}
 	if !found {

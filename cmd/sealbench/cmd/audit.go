@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 )
@@ -19,8 +20,9 @@ const ExitLeftovers = 1
 func newAuditCmd(g *global) *cobra.Command {
 	var target, runID string
 	var fix bool
+	var ssh sshSettings
 	c := &cobra.Command{
-		Use:   "audit [--target local|docker] [--run ID] [--fix]",
+		Use:   "audit [--target local,docker,...] [--run ID] [--fix]",
 		Short: "Prove nothing of sealbench is left, or list what is (exit 1)",
 		Long: `Ask every backend for anything sealbench made that is still there: each run's
 ledger entries whose resource still exists (processes, containers, the images
@@ -29,7 +31,10 @@ and volumes labelled sealbench.run on your dockerd, FUSE and other mounts under
 the run directories (/proc/self/mountinfo), processes running from a run
 directory, and directories under runs/ without a ledger (a run stopped before it
 could record anything). A target left up by ` + "`sealbench provision`" + ` counts: audit is
-the check that nothing is.
+the check that nothing is. Ledger entries on a remote host are checked there
+over SSH (reached as the run's hosts.json says, or with --ssh-identity and
+--ssh-known-hosts); one on a host that cannot be reached counts as left, saying
+why.
 
 Exit codes for audit: 0 nothing left; 1 something is left (each listed);
 3 bad input, such as a --run that names no run made here (the state
@@ -42,17 +47,21 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
   sealbench audit --fix            # after a crash: remove what was left`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			opts := provision.AuditOptions{StateDir: provision.DefaultStateDir(), Run: runID}
+			opts := provision.AuditOptions{StateDir: provision.DefaultStateDir(), Run: runID, SSH: provision.SSHOptions{Identity: ssh.identity, KnownHosts: ssh.knownHosts}}
 			if runID != "" {
 				if err := manifests.ValidateRunID(runID); err != nil {
 					return usageErrorf("run ids look like 20261129T085500-3f9a1c", "--run: %v", err)
 				}
 			}
 			if target != "" {
-				if _, ok := provision.Lookup(target); !ok {
-					return usageErrorf("--target takes one of "+strings.Join(provision.Names(), ", "), "no target named %q to audit", target)
+				specs, err := host.ParseTargets(strings.Split(target, ","))
+				if err != nil {
+					return err
 				}
-				opts.Targets = []string{target}
+				opts.Targets = host.Names(specs)
+			}
+			if err := ssh.check(); err != nil {
+				return err
 			}
 			var res *provision.AuditResult
 			var fixErr error
@@ -104,7 +113,8 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&target, "target", "", "audit only this target: "+strings.Join(provision.Names(), ", ")+" (default: all)")
+	c.Flags().StringVar(&target, "target", "", "audit only these targets, comma-separated: "+strings.Join(provision.Names(), ", ")+" (default: all)")
+	ssh.flags(c.Flags())
 	c.Flags().BoolVar(&fix, "fix", false, "tear down what is found")
 	c.Flags().StringVar(&runID, "run", "", "audit (and fix) only this run")
 	return c

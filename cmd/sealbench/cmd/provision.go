@@ -19,8 +19,9 @@ func newProvisionCmd(g *global) *cobra.Command {
 	var fuseURing bool
 	var vm vmSettings
 	var debs debSettings
+	var ssh sshSettings
 	c := &cobra.Command{
-		Use:   "provision local|docker|lima|apple|microsandbox --bundle B",
+		Use:   "provision local|docker|lima|apple|microsandbox|KIND@ssh://USER@HOST[:PORT] --bundle B",
 		Short: "Bring up a target from a verified bundle and leave it up",
 		Long: `Verify the bundle (signature, then every file), take its Sandbox image from
 <bundle>.image/ (what seal writes; built from the pinned packages when it is
@@ -46,6 +47,10 @@ identity: kernel, CPUs, memory, engine.
            reached through Lima's socket forwarding. Emulated: its timings
            are the emulator's. Needs root.
 
+A target on a remote host (docker@ssh://USER@HOST) is reached through this
+process's SSH connection, so provision cannot leave one up yet: use
+` + "`sealbench run --target docker@ssh://...`" + `, or the docker CLI (DOCKER_HOST=ssh://USER@HOST).
+
 Every resource is recorded in the run's ledger before it is created, in the
 run directory under $SEALBENCH_STATE_DIR (default /var/lib/sealbench as root,
 ~/.local/state/sealbench otherwise). ` + "`sealbench teardown --run ID`" + ` takes it all
@@ -70,8 +75,16 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
   sealbench teardown --run <run>`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			target := args[0]
-			if err := host.CheckTargets([]string{target}); err != nil {
+			specs, err := host.CheckTargets([]string{args[0]})
+			if err != nil {
+				return err
+			}
+			if specs[0].Host != nil {
+				return usageErrorf("run it with `sealbench run --target "+args[0]+"`, or reach the host's Engine with the docker CLI (DOCKER_HOST=ssh://...)",
+					"provision leaves a target up after it exits, and a target on a remote host is reached through this process's SSH connection: provision cannot leave %s up yet", args[0])
+			}
+			target := specs[0].Name
+			if err := ssh.check(); err != nil {
 				return err
 			}
 			if bundlePath == "" {
@@ -122,5 +135,6 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
 	c.Flags().BoolVar(&fuseURing, "fuse-uring", false, "turn the host's enable_uring (FUSE over io_uring, kernel-wide) on until teardown; recorded, and put back then")
 	vm.flags(c.Flags())
 	debs.flags(c.Flags())
+	ssh.flags(c.Flags())
 	return c
 }

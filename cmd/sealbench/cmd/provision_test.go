@@ -5,6 +5,7 @@ package cmd
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/ledger"
 	"github.com/sealbench/sealbench/provision/provisiontest"
+	"github.com/sealbench/sealbench/provision/sshx/sshtest"
 )
 
 // TestProvisionTeardownAuditCLI drives the real commands end to end on
@@ -96,6 +98,15 @@ func TestProvisionRefusesBadInput(t *testing.T) {
 		{[]string{"teardown", "--run", "x", "--all"}, ExitUnusable, "exactly one"},
 		{[]string{"teardown", "--run", "../etc"}, ExitUnusable, "run id"},
 		{[]string{"audit", "--target", "vmware"}, ExitUnusable, `no target named "vmware"`},
+		{[]string{"audit", "--target", "docker,docker"}, ExitUnusable, "named twice"},
+		{[]string{"audit", "--target", "apple@ssh://root@mac1"}, ExitUnusable, "apple cannot run on a remote host"},
+		{[]string{"teardown", "--all", "--target", "vmware"}, ExitUnusable, `no target named "vmware"`},
+		{[]string{"teardown", "--all", "--target", "docker@ssh://root@h:0"}, ExitUnusable, "1 to 65535"},
+		{[]string{"teardown", "--all", "--ssh-known-hosts", filepath.Join(state, "absent")}, ExitUnusable, "--ssh-known-hosts"},
+		{[]string{"doctor", "--target", "docker@http://h"}, ExitUnusable, "over ssh:// only"},
+		{[]string{"doctor", "--target", "vmware"}, ExitUnusable, `no target named "vmware"`},
+		{[]string{"doctor", "--target", "docker=local@ssh://root@h"}, ExitUnusable, "is a target kind's"},
+		{[]string{"provision", "docker@ssh://root@gpu1", "--bundle", "x"}, ExitUnusable, "provision cannot leave docker@ssh://root@gpu1 up yet"},
 	} {
 		code, stdout, stderr := run(t, c.args...)
 		if code != c.code || !strings.Contains(stdout+stderr, c.want) {
@@ -315,4 +326,117 @@ func provisionAndDie(t *testing.T, spec []string) {
 	t.Logf("provision: exit %d\n%s\n%s", code, stdout, stderr)
 	time.Sleep(time.Second) // the poll above sees Y by now, if it ever will
 	t.Fatal("enable_uring never read Y")
+}
+
+// TestTeardownTarget takes down one target's resources of a run and
+// leaves the other's, and the run directory, for a later teardown of the
+// whole run.
+func TestTeardownTarget(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv(provision.StateDirEnv, state)
+	r, err := provision.NewRun(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := map[string]string{"docker": filepath.Join(r.Dir, "docker"), "local": filepath.Join(r.Dir, "local")}
+	for target, dir := range dirs {
+		if err := r.Ledger.Record(manifests.LedgerEntry{Target: target, Kind: manifests.ResourceDir, Key: dir}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Close()
+	code, stdout, stderr := run(t, "teardown", "--run", r.ID, "--target", "docker")
+	if code != ExitOK || !strings.Contains(stdout, "removed 1 resources of docker; the run directory stays") {
+		t.Fatalf("teardown --target docker: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(dirs["docker"]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("docker's directory is still there: %v", err)
+	}
+	if _, err := os.Stat(dirs["local"]); err != nil {
+		t.Errorf("local's directory went with docker's: %v", err)
+	}
+	// Safe to run twice (an absent resource counts as handled).
+	if code, stdout, _ := run(t, "teardown", "--run", r.ID, "--target", "docker"); code != ExitOK {
+		t.Errorf("second teardown --target docker: exit %d\n%s", code, stdout)
+	}
+	if _, err := os.Stat(dirs["local"]); err != nil {
+		t.Errorf("local's directory went with a second teardown of docker: %v", err)
+	}
+	if code, stdout, stderr := run(t, "teardown", "--run", r.ID); code != ExitOK || !strings.Contains(stdout, "removed 3 resources") {
+		t.Errorf("teardown of the rest: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(r.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the run directory is still there: %v", err)
+	}
+}
+
+// TestDoctorTargetOnARemoteHost: doctor --target looks at a fake host
+// over SSH with the identity and known_hosts given, lists only the
+// targets named, and exits 0 whatever it finds.
+func TestDoctorTargetOnARemoteHost(t *testing.T) {
+	h := sshtest.Start(t, "127.0.0.2")
+	spec := fmt.Sprintf("local@ssh://%s@%s:%d", h.User, h.Addr, h.Port)
+	code, stdout, stderr := run(t, "doctor", "--target", "docker,"+spec, "--ssh-identity", h.ClientKey, "--ssh-known-hosts", h.KnownHosts)
+	host := fmt.Sprintf("ssh://%s@%s:%d", h.User, h.Addr, h.Port)
+	for _, want := range []string{"\non " + host + ":\n", "ok  ssh", "ok  root", "logged in as uid 0", "  docker ", "cannot run on " + host + " (needs [ssh linux root sha256sum])"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("doctor --target: no %q in:\n%s", want, stdout)
+		}
+	}
+	if code != ExitOK || strings.Contains(stdout, "  lima ") {
+		t.Errorf("doctor --target: exit %d, or a target not named is listed:\n%s%s", code, stdout, stderr)
+	}
+}
+
+// TestTeardownReportsAnUnreachableHost: teardown of a run with a resource
+// on a host that is down says which host, why, and what is left there,
+// exits with the failure code and keeps the run; JSON carries the same.
+func TestTeardownReportsAnUnreachableHost(t *testing.T) {
+	h := sshtest.Start(t, "127.0.0.2")
+	state := t.TempDir()
+	t.Setenv(provision.StateDirEnv, state)
+	r, err := provision.NewRun(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := fmt.Sprintf("ssh://%s@%s:%d", h.User, h.Addr, h.Port)
+	if err := provision.RecordHost(r.Dir, provision.HostRecord{Host: host, KnownHosts: h.KnownHosts, Identity: h.ClientKey}); err != nil {
+		t.Fatal(err)
+	}
+	remoteDir := filepath.Join(t.TempDir(), r.ID)
+	if err := r.Ledger.Record(manifests.LedgerEntry{Target: "docker-h", Host: host, Kind: manifests.ResourceDir, Key: remoteDir}); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if err := os.Mkdir(remoteDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h.Stop()
+	code, stdout, stderr := run(t, "teardown", "--run", r.ID)
+	for _, want := range []string{"host " + host + " cannot be reached", "left there:\n  dir " + remoteDir + "\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("no %q in:\n%s", want, stdout)
+		}
+	}
+	if code != ExitFailed || !strings.Contains(stderr, "teardown --run "+r.ID) {
+		t.Errorf("exit %d, want %d and the command that finishes it:\n%s", code, ExitFailed, stderr)
+	}
+	code, stdout, _ = run(t, "teardown", "--run", r.ID, "--json")
+	var doc struct {
+		Runs []provision.TeardownResult `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || code != ExitFailed || len(doc.Runs) != 1 || len(doc.Runs[0].Unreachable) != 1 ||
+		doc.Runs[0].Unreachable[0].Host != host || len(doc.Runs[0].Unreachable[0].Left) != 1 {
+		t.Errorf("teardown --json: exit %d, %v:\n%s", code, err, stdout)
+	}
+	h.Restart()
+	if code, stdout, stderr := run(t, "teardown", "--run", r.ID); code != ExitOK {
+		t.Errorf("teardown with the host back: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(remoteDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the run's directory on the host is still there: %v", err)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/remote"
 	"github.com/sealbench/sealbench/runner/cells"
 )
 
@@ -39,6 +40,7 @@ type runFlags struct {
 	source                string
 	vm                    vmSettings
 	debs                  debSettings
+	ssh                   sshSettings
 }
 
 func newRunCmd(g *global) *cobra.Command {
@@ -58,6 +60,18 @@ source tree around the working directory with a throw-away key, and says so.
 With --engine instead, it drives an Engine that already exists (a target left
 up by ` + "`sealbench provision`" + `, or a dockerd), loading the Sandbox image
 into it when it lacks it.
+
+A target may be on another host: docker@ssh://USER@HOST[:PORT] (named
+docker-HOST, or NAME=docker@ssh://...) is that host's dockerd (its sessions'
+DOCKER_HOST, or /var/run/docker.sock), reached over one SSH connection per
+host: host keys checked against known_hosts (--ssh-known-hosts), keys only
+(your agent, or --ssh-identity), the host recorded in the run's hosts.json
+before it is connected to. Its socket is forwarded into the run directory
+(or carried by ` + "`docker system dial-stdio`" + ` there when the host's sshd forwards
+no sockets); everything made there is in the ledger with the host, and
+teardown and the audit reach it over SSH. For now this host's runner drives
+it through the forward, so its pins say transport "ssh" and its exec
+overhead includes the connection.
 
 The samples are taken by the bundle's own runner, not by this binary: after
 verifying the bundle and bringing the targets up, run copies the bundle's
@@ -143,7 +157,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 		RunE: func(c *cobra.Command, _ []string) error { return runCells(c.Context(), g, &f) },
 	}
 	fl := c.Flags()
-	fl.StringVar(&f.targets, "target", "", "targets to provision and run on, comma-separated: "+strings.Join(provision.Names(), ", "))
+	fl.StringVar(&f.targets, "target", "", "targets to provision and run on, comma-separated: "+strings.Join(provision.Names(), ", ")+", each as KIND or [NAME=]KIND@ssh://USER@HOST[:PORT]")
 	fl.StringVar(&f.engine, "engine", "", "run on this Engine API endpoint instead (unix:///path/to/socket)")
 	fl.StringVar(&f.name, "name", "target", "with --engine: the target's name in the results")
 	fl.StringVar(&f.bundle, "bundle", "", "verified bundle directory (its Sandbox image is <bundle>.image/); default: seal one")
@@ -160,20 +174,28 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the interleaving (0: one from the clock; recorded in pins.json)")
 	f.vm.flags(fl)
 	f.debs.flags(fl)
+	f.ssh.flags(fl)
 	return c
 }
 
 func runCells(ctx context.Context, g *global, f *runFlags) error {
 	var names []string
+	far := map[string]remote.Spec{}
 	switch {
 	case f.engine != "" && f.targets != "":
 		return usageErrorf("--target provisions targets; --engine drives one that is up", "pass --target or --engine, not both")
 	case f.engine == "" && f.targets == "":
 		return usageErrorf("sealbench run --target local,docker (or --engine unix:///path/to/socket)", "--target or --engine is required")
 	case f.targets != "":
-		names = strings.Split(f.targets, ",")
-		if err := host.CheckTargets(names); err != nil {
+		specs, err := host.CheckTargets(strings.Split(f.targets, ","))
+		if err != nil {
 			return err
+		}
+		names = host.Names(specs)
+		for _, s := range specs {
+			if s.Host != nil {
+				far[s.Name] = s
+			}
 		}
 	default:
 		if err := engine.CheckEndpoint(f.engine); err != nil {
@@ -184,6 +206,9 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 		}
 	}
 	if err := f.vm.check(); err != nil {
+		return err
+	}
+	if err := f.ssh.check(); err != nil {
 		return err
 	}
 	if f.out != "" {
@@ -231,7 +256,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 		return err
 	}
 	o, err := host.Run(ctx, host.RunOptions{
-		Bundle: b, Targets: names, Engine: f.engine, Name: f.name, VM: f.vm.host(),
+		Bundle: b, Targets: names, Remote: far, SSH: f.ssh.host(), Engine: f.engine, Name: f.name, VM: f.vm.host(),
 		Cells: cellList, Samples: f.samples, Seed: f.seed, Native: f.native, Out: f.out, Keep: f.keep, FUSEURing: f.fuseURing,
 		SignKey: signer, Log: p.Logf, Status: p.Status,
 		Report: func(md string) {

@@ -4,6 +4,7 @@ package cmd
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -56,3 +57,39 @@ func (v vmSettings) check() error {
 func (v vmSettings) host() host.VM {
 	return host.VM{CPUs: v.cpus, MemoryMiB: v.memoryMiB, AllowUntestedTool: v.allowUntested}
 }
+
+// sshSettings say how remote hosts (KIND@ssh://USER@HOST) are reached.
+type sshSettings struct {
+	identity, knownHosts string
+}
+
+func (s *sshSettings) flags(fl *pflag.FlagSet) {
+	fl.StringVar(&s.identity, "ssh-identity", "", "for targets on remote hosts: the private key to log in with, alone (it must need no passphrase; default: your ssh agent and ~/.ssh/id_{ed25519,ecdsa,rsa})")
+	fl.StringVar(&s.knownHosts, "ssh-known-hosts", "", "for targets on remote hosts: the known_hosts file their host keys are checked against (default ~/.ssh/known_hosts); an unknown or changed key is refused")
+}
+
+// check refuses an identity or known_hosts file that is not a readable
+// file, before anything is made.
+func (s sshSettings) check() error {
+	for _, f := range []struct{ flag, path string }{{"--ssh-identity", s.identity}, {"--ssh-known-hosts", s.knownHosts}} {
+		if f.path == "" {
+			continue
+		}
+		st, err := os.Stat(f.path)
+		if err == nil && !st.Mode().IsRegular() {
+			err = fmt.Errorf("%s is not a regular file", f.path)
+		}
+		if err == nil {
+			var fh *os.File
+			if fh, err = os.Open(f.path); err == nil {
+				fh.Close()
+			}
+		}
+		if err != nil {
+			return usageErrorf(f.flag+" takes a file you can read", "%s: %v", f.flag, err)
+		}
+	}
+	return nil
+}
+
+func (s sshSettings) host() host.SSH { return host.SSH{Identity: s.identity, KnownHosts: s.knownHosts} }

@@ -4,6 +4,7 @@ package cmd
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -12,10 +13,11 @@ import (
 )
 
 func newTeardownCmd(g *global) *cobra.Command {
-	var runID string
+	var runID, target string
 	var all bool
+	var ssh sshSettings
 	c := &cobra.Command{
-		Use:   "teardown --run ID | --all",
+		Use:   "teardown --run ID | --all [--target T,...]",
 		Short: "Remove everything a run created, from its ledger",
 		Long: `Remove every resource the run's ledger names, newest first: the Sandbox
 containers, the images the run loaded, the stand-in process (only if it is
@@ -26,15 +28,39 @@ Teardown keeps going past a failure and reports every failure at the end, each
 naming its resource; the run directory (with the ledger) is then kept, so you
 can fix the cause and run teardown again. A run that is gone already is done:
 teardown is safe to run twice. Run directories live under $SEALBENCH_STATE_DIR
-(default /var/lib/sealbench as root, ~/.local/state/sealbench otherwise).`,
+(default /var/lib/sealbench as root, ~/.local/state/sealbench otherwise).
+
+Resources on a remote host (the ledger names the host) are removed over SSH,
+reached as the run's hosts.json says (the known_hosts and identity files the
+run used; --ssh-known-hosts and --ssh-identity override them). A host that
+cannot be reached is reported with what is left there, and the run directory
+is kept: run teardown again once the host is back. A host done once is not
+connected to again.
+
+--target limits teardown to the resources of those targets (as run and
+provision name them: local, docker, or KIND@ssh://USER@HOST[:PORT] for one on
+a remote host); the run directory and the other targets' resources stay, for
+a later teardown of the whole run.`,
 		Example: `  sealbench teardown --run 20261129T085500-3f9a1c
   sealbench teardown --all --json
+  sealbench teardown --run 20261129T085500-3f9a1c --target docker
   sealbench teardown --all && sealbench audit`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			var targets []string
+			if target != "" {
+				specs, err := host.ParseTargets(strings.Split(target, ","))
+				if err != nil {
+					return err
+				}
+				targets = host.Names(specs)
+			}
+			if err := ssh.check(); err != nil {
+				return err
+			}
 			p := newProgress(g.stderr, "teardown")
 			defer p.Close()
-			results, err := host.Teardown(c.Context(), host.TeardownOptions{Run: runID, All: all, Log: p.Logf})
+			results, err := host.Teardown(c.Context(), host.TeardownOptions{Run: runID, All: all, Targets: targets, SSH: ssh.host(), Log: p.Logf})
 			if results == nil {
 				return err
 			}
@@ -44,11 +70,21 @@ teardown is safe to run twice. Run directories live under $SEALBENCH_STATE_DIR
 			}
 			if !g.json {
 				for _, r := range results {
+					for _, u := range r.Unreachable {
+						fmt.Fprintf(g.stdout, "run %s: host %s cannot be reached (%s); left there:\n", r.Run, u.Host, u.Reason)
+						for _, l := range u.Left {
+							fmt.Fprintf(g.stdout, "  %s\n", l)
+						}
+					}
 					switch {
 					case len(r.Kept) > 0:
 						fmt.Fprintf(g.stdout, "run %s: %d removed; kept %s, because of the failures below\n", r.Run, len(r.Removed), r.Kept[0])
+					case len(r.Removed) == 0 && len(targets) > 0:
+						fmt.Fprintf(g.stdout, "run %s: nothing of %s left to remove\n", r.Run, strings.Join(targets, ", "))
 					case len(r.Removed) == 0:
 						fmt.Fprintf(g.stdout, "run %s: nothing left to remove\n", r.Run)
+					case len(targets) > 0:
+						fmt.Fprintf(g.stdout, "run %s: removed %d resources of %s; the run directory stays\n", r.Run, len(r.Removed), strings.Join(targets, ", "))
 					default:
 						fmt.Fprintf(g.stdout, "run %s: removed %d resources\n", r.Run, len(r.Removed))
 					}
@@ -66,5 +102,7 @@ teardown is safe to run twice. Run directories live under $SEALBENCH_STATE_DIR
 	}
 	c.Flags().StringVar(&runID, "run", "", "the run to tear down (its id, as provision printed it)")
 	c.Flags().BoolVar(&all, "all", false, "tear down every run in the state directory")
+	c.Flags().StringVar(&target, "target", "", "tear down only these targets' resources, comma-separated (the run directory stays)")
+	ssh.flags(c.Flags())
 	return c
 }

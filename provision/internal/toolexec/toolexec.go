@@ -61,10 +61,11 @@ func Find(tool string) (string, error) {
 	return abs, nil
 }
 
-// Error is a command that failed: it names the command line, how it
-// ended, and what the tool said.
+// Error is a command that failed: it names the command line, where it
+// ran, how it ended, and what the tool said.
 type Error struct {
 	Args     []string // the full command line, the tool first
+	Host     string   // where it ran, when not on this host: ssh://user@host:port
 	ExitCode int      // -1 when it did not exit by itself
 	Stderr   string   // what the tool said (stderr, or stdout when stderr is empty), trimmed
 	Err      error
@@ -73,7 +74,11 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "`%s` failed: %v", Quote(e.Args), e.Err)
+	b.WriteString("`" + Quote(e.Args) + "`")
+	if e.Host != "" {
+		b.WriteString(" on " + e.Host)
+	}
+	fmt.Fprintf(&b, " failed: %v", e.Err)
 	if e.Stderr != "" {
 		b.WriteString(": ")
 		b.WriteString(e.Stderr)
@@ -123,27 +128,18 @@ func (t *Tool) RunTimeout(ctx context.Context, timeout time.Duration, args ...st
 	// A tool that leaves a child holding its output open must not hold us
 	// past the deadline.
 	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	outW, errW := io.Writer(&stdout), io.Writer(&stderr)
-	logs := t.logBase(args)
-	if f := t.openLog(logs, ".out"); f != nil {
-		defer f.Close()
-		outW = io.MultiWriter(&stdout, f)
-	}
-	if f := t.openLog(logs, ".err"); f != nil {
-		defer f.Close()
-		errW = io.MultiWriter(&stderr, f)
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
+	out := NewOutput(t.logBase(args))
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out.Writers()
 	if t.Log != nil {
 		t.Log("running %s", Quote(argv))
 	}
 	start := time.Now()
 	err := cmd.Run()
 	if err == nil {
-		return stdout.Bytes(), nil
+		return out.Stdout.Bytes(), nil
 	}
-	e := &Error{Args: argv, ExitCode: -1, Err: err, Logs: logs}
+	e := &Error{Args: argv, ExitCode: -1, Err: err, Logs: out.Base}
 	var xe *exec.ExitError
 	if errors.As(err, &xe) && xe.Exited() {
 		e.ExitCode = xe.ExitCode()
@@ -151,25 +147,13 @@ func (t *Tool) RunTimeout(ctx context.Context, timeout time.Duration, args ...st
 	if ctx.Err() == context.DeadlineExceeded {
 		e.Err = fmt.Errorf("no answer within %s (%w)", time.Since(start).Round(time.Second), context.DeadlineExceeded)
 	}
-	msg := strings.TrimSpace(stderr.String())
-	if msg == "" {
-		msg = strings.TrimSpace(stdout.String())
-	}
-	if len(msg) > 2000 {
-		msg = "..." + msg[len(msg)-2000:]
-	}
-	e.Stderr = msg
-	return stdout.Bytes(), e
+	e.Stderr = out.Said()
+	return out.Stdout.Bytes(), e
 }
 
 // logBase picks the base name of one command's logs, or "" for none.
 func (t *Tool) logBase(args []string) string {
 	if t.LogDir == "" {
-		return ""
-	}
-	// Only the last element is made: a target directory torn down must
-	// not come back because a command ran after.
-	if err := os.Mkdir(t.LogDir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return ""
 	}
 	t.mu.Lock()
@@ -183,19 +167,70 @@ func (t *Tool) logBase(args []string) string {
 		}
 		words = append(words, a)
 	}
-	name := fmt.Sprintf("%03d-%s-%d", n, strings.Join(words, "-"), os.Getpid())
-	return filepath.Join(t.LogDir, name)
+	return LogBase(t.LogDir, fmt.Sprintf("%03d-%s-%d", n, strings.Join(words, "-"), os.Getpid()))
 }
 
-func (t *Tool) openLog(base, ext string) *os.File {
-	if base == "" {
-		return nil
+// LogBase is the base name of a command's logs in dir: dir/name, or ""
+// (keep nothing) when dir is "" or cannot be made. Only dir's last
+// element is made (0700): a target directory torn down must not come
+// back because a command ran after.
+func LogBase(dir, name string) string {
+	if dir == "" {
+		return ""
 	}
-	f, err := os.OpenFile(base+ext, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return ""
 	}
-	return f
+	return filepath.Join(dir, name)
+}
+
+// Output captures a command's stdout and stderr and, when Base is set,
+// keeps them as they come in Base.out and Base.err (0600).
+type Output struct {
+	Stdout, Stderr bytes.Buffer
+	Base           string // "" when nothing is kept
+	files          []*os.File
+}
+
+// NewOutput captures into buffers, and into base's files when base is
+// not "" (a file that cannot be made is left out).
+func NewOutput(base string) *Output { return &Output{Base: base} }
+
+// Writers returns the command's stdout and stderr.
+func (o *Output) Writers() (stdout, stderr io.Writer) {
+	tee := func(buf *bytes.Buffer, ext string) io.Writer {
+		if o.Base == "" {
+			return buf
+		}
+		f, err := os.OpenFile(o.Base+ext, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return buf
+		}
+		o.files = append(o.files, f)
+		return io.MultiWriter(buf, f)
+	}
+	return tee(&o.Stdout, ".out"), tee(&o.Stderr, ".err")
+}
+
+// Close closes the kept files.
+func (o *Output) Close() {
+	for _, f := range o.files {
+		f.Close()
+	}
+	o.files = nil
+}
+
+// Said is what the command said, for an error: its stderr, or its stdout
+// when stderr is empty, trimmed, at most its last 2000 bytes.
+func (o *Output) Said() string {
+	msg := strings.TrimSpace(o.Stderr.String())
+	if msg == "" {
+		msg = strings.TrimSpace(o.Stdout.String())
+	}
+	if len(msg) > 2000 {
+		msg = "..." + msg[len(msg)-2000:]
+	}
+	return msg
 }
 
 var versionPattern = regexp.MustCompile(`\b(\d+)\.(\d+)\.(\d+)`)

@@ -1,0 +1,70 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/internal/cliutil"
+	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/provisiontest"
+	"github.com/sealbench/sealbench/provision/remote"
+	"github.com/sealbench/sealbench/provision/sshx/sshtest"
+)
+
+// TestRunOnADockerHostOverSSH runs on docker@ssh://: a fake host whose
+// sessions' DOCKER_HOST is a dockerd of the test's own. As in
+// TestRunOnLocalWithoutCobra the test bundle's one sample fails at its
+// first LayerFS step; what is checked is the way there and back: the
+// run connects once, records the host in hosts.json, loads the image
+// there (recorded as the host's), the runner's Sandbox is made and
+// removed on the host's dockerd through the forward, teardown removes the
+// image over SSH, and the audit finds nothing, on the host either.
+func TestRunOnADockerHostOverSSH(t *testing.T) {
+	sshtest.Need(t)
+	endpoint := testenv.PrivateDockerd(t)
+	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv("DOCKER_HOST", endpoint))
+	b := provisiontest.GetRunnerBundle(t)
+	ctx := context.Background()
+	opened, err := host.OpenBundle(ctx, host.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := host.CheckTargets([]string{fmt.Sprintf("h1=docker@ssh://%s@%s:%d", h.User, h.Addr, h.Port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := shortDir(t)
+	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: host.Names(specs), Remote: map[string]remote.Spec{"h1": specs[0]},
+		SSH: host.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
+		Out: t.TempDir(), StateDir: state, Log: t.Logf})
+	var ue *cliutil.UserError
+	if !errors.As(err, &ue) || ue.Code != host.ExitMismatch || !strings.Contains(err.Error(), "1 of 1 samples failed") {
+		t.Fatalf("Run: %v, want the failed sample reported (exit %d)", err, host.ExitMismatch)
+	}
+	id := o.Targets["h1"]
+	if id == nil || id.Transport != remote.TransportSSH || id.Engine != "dockerd" || o.Samples != 1 || len(o.Leftovers) != 0 || o.Kept {
+		t.Fatalf("outcome %+v (h1: %+v): want one failed sample on h1 over ssh, torn down with nothing left", o, id)
+	}
+	removed := strings.Join(o.Teardown.Removed, "\n")
+	hostName := specs[0].Host.String()
+	if !strings.Contains(removed, "container ") || !strings.Contains(removed, "image "+opened.Image.ID.String()+" on "+hostName) {
+		t.Errorf("teardown removed %q: want the runner's Sandbox and the image on %s", o.Teardown.Removed, hostName)
+	}
+	cli, err := engine.NewClient(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if left, err := provision.Labelled(ctx, cli, "h1", o.Run); err != nil || len(left) != 0 {
+		t.Errorf("the host's dockerd holds %v of the run (%v)", left, err)
+	}
+	if _, err := cli.ImageInspect(ctx, opened.Image.ID.String()); err == nil {
+		t.Errorf("the image %s is still on the host's dockerd", opened.Image.ID)
+	}
+}

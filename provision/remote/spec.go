@@ -1,0 +1,250 @@
+// Package remote is where targets on other hosts, reached over SSH
+// (provision/sshx), come together: for now, the target specs that name
+// them, `[NAME=]KIND[@ssh://USER@HOST[:PORT]]`. The remote targets
+// themselves, the per-host connections and teardown over SSH follow
+// docs/design/remote-hosts.md.
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision/sshx"
+)
+
+// Spec is one --target: a target kind, on this host or on a remote one.
+type Spec struct {
+	// Name is what samples, pins and the report call the target: NAME
+	// when given, otherwise the kind, and for a remote host the kind and
+	// the host (docker-gpu1, local-10-0-0-7-2222).
+	Name string
+	// Kind is the registered target that runs there: local, docker, ...
+	Kind string
+	// Host is the remote host; nil for this one.
+	Host *Host
+}
+
+// Host is a remote host, as a spec names it.
+type Host struct {
+	User string
+	Host string // a name or an address; an IPv6 address without brackets
+	Port int
+}
+
+// String is the host's canonical form, the port always written:
+// ssh://user@host:port. The ledger records it.
+func (h *Host) String() string {
+	return "ssh://" + h.User + "@" + net.JoinHostPort(h.Host, strconv.Itoa(h.Port))
+}
+
+// SSH is the sshx configuration that reaches the host; the caller adds
+// the identity, known_hosts and the rest.
+func (h *Host) SSH() sshx.Config { return sshx.Config{User: h.User, Host: h.Host, Port: h.Port} }
+
+// Options say how hosts are reached: the --ssh-identity and
+// --ssh-known-hosts files (empty: the agent and the default keys;
+// ~/.ssh/known_hosts), and where each command's output is kept.
+type Options struct {
+	Identity   string
+	KnownHosts string
+	LogDir     string
+	Log        func(string, ...any)
+}
+
+// Dial connects to h as o says.
+func (h *Host) Dial(ctx context.Context, o Options) (*sshx.Client, error) {
+	cfg := h.SSH()
+	cfg.Identity, cfg.KnownHosts, cfg.LogDir, cfg.Log = o.Identity, o.KnownHosts, o.LogDir, o.Log
+	return sshx.Dial(ctx, cfg)
+}
+
+// String is the spec in canonical form: NAME=KIND@ssh://user@host:port,
+// with NAME= left out when it is the default.
+func (s Spec) String() string {
+	if s.Host == nil {
+		if s.Name != s.Kind {
+			return s.Name + "=" + s.Kind
+		}
+		return s.Kind
+	}
+	out := s.Kind + "@" + s.Host.String()
+	if s.Name != defaultName(s.Kind, s.Host) {
+		out = s.Name + "=" + out
+	}
+	return out
+}
+
+var (
+	kindRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+	// userRE is a login name as the tools that make users accept it, and
+	// never one that an ssh client could read as an option.
+	userRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$`)
+	// hostRE is a DNS name (labels of letters, digits and '-').
+	hostRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
+)
+
+const specForm = "KIND, KIND@ssh://USER@HOST[:PORT] or NAME=KIND@ssh://USER@HOST[:PORT]"
+
+// ParseSpec parses one target spec. It checks the form only: whether
+// KIND is registered, and can run on a remote host, is the caller's.
+func ParseSpec(s string) (Spec, error) {
+	bad := func(format string, args ...any) (Spec, error) {
+		return Spec{}, fmt.Errorf("target %q: %s (the form is %s)", s, fmt.Sprintf(format, args...), specForm)
+	}
+	if s == "" {
+		return bad("empty")
+	}
+	if strings.ContainsAny(s, " \t\n\x00,") {
+		return bad("contains a space, a comma or a control character")
+	}
+	var spec Spec
+	rest := s
+	// NAME= comes before anything with an '@' or a ':' in it.
+	if name, r, ok := strings.Cut(s, "="); ok && !strings.ContainsAny(name, "@:/") {
+		if !manifests.ValidTargetName(name) {
+			return bad("the name %q is not a target name (a lowercase letter, then lowercase letters, digits and '-'; at most 63)", name)
+		}
+		spec.Name, rest = name, r
+	}
+	kind, where, remote := strings.Cut(rest, "@")
+	if !kindRE.MatchString(kind) {
+		return bad("%q is not a target kind", kind)
+	}
+	spec.Kind = kind
+	if !remote {
+		if spec.Name == "" {
+			spec.Name = kind
+		}
+		return spec, nil
+	}
+	h, err := parseHost(where)
+	if err != nil {
+		return bad("%v", err)
+	}
+	spec.Host = h
+	if spec.Name == "" {
+		spec.Name = defaultName(kind, h)
+		if !manifests.ValidTargetName(spec.Name) {
+			return bad("the name made from it, %q, is not a target name: give one (NAME=%s)", spec.Name, rest)
+		}
+	}
+	return spec, nil
+}
+
+// parseHost parses ssh://USER@HOST[:PORT].
+func parseHost(s string) (*Host, error) {
+	scheme, _, ok := strings.Cut(s, "://")
+	if !ok {
+		return nil, fmt.Errorf("after '@' comes a host, ssh://USER@HOST[:PORT], not %q", s)
+	}
+	if scheme != "ssh" {
+		return nil, fmt.Errorf("hosts are reached over ssh:// only, not %s://", scheme)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("the host %q: %v", s, err)
+	}
+	if u.User == nil || u.User.Username() == "" {
+		return nil, fmt.Errorf("no user: write ssh://USER@%s (sealbench does not guess who logs in; the ledger records it)", u.Host)
+	}
+	if _, has := u.User.Password(); has {
+		return nil, errors.New("a password in the host: sealbench logs in with keys only (your agent, or --ssh-identity) and never sends a password")
+	}
+	user := u.User.Username()
+	if !userRE.MatchString(user) {
+		return nil, fmt.Errorf("the user %q is not a login name (letters, digits, '.', '_', '-'; not starting with '-' or '.'; at most 32)", user)
+	}
+	if u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery || strings.HasSuffix(s, "#") {
+		return nil, errors.New("a path, query or fragment after the host: a host is ssh://USER@HOST[:PORT] and nothing more")
+	}
+	host := u.Hostname()
+	switch ip := net.ParseIP(host); {
+	case host == "":
+		return nil, errors.New("no host after the user")
+	case ip != nil:
+		if ip.To4() == nil && !strings.HasPrefix(u.Host, "[") {
+			return nil, errors.New("an IPv6 address goes in brackets: ssh://USER@[ADDRESS]:PORT")
+		}
+		if ip.IsUnspecified() || ip.IsMulticast() {
+			return nil, fmt.Errorf("%s is not the address of one host", host)
+		}
+	case !hostRE.MatchString(host) || len(host) > 253:
+		return nil, fmt.Errorf("%q is not a host name (letters, digits, '-' and dots) or an address", host)
+	}
+	port := sshx.DefaultPort
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 || p[0] == '0' {
+			return nil, fmt.Errorf("the port %q is not a number from 1 to 65535", p)
+		}
+		port = n
+	} else if strings.HasSuffix(u.Host, ":") {
+		return nil, errors.New("a ':' with no port after it")
+	}
+	return &Host{User: user, Host: strings.ToLower(host), Port: port}, nil
+}
+
+// defaultName is a remote target's name when the spec gives none: the
+// kind and the host, in the alphabet of target names, and the port when
+// it is not 22.
+func defaultName(kind string, h *Host) string {
+	var b strings.Builder
+	b.WriteString(kind)
+	b.WriteByte('-')
+	dash := true
+	for _, r := range strings.ToLower(h.Host) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	name := strings.TrimRight(b.String(), "-")
+	if h.Port != sshx.DefaultPort {
+		name += "-" + strconv.Itoa(h.Port)
+	}
+	return name
+}
+
+// ParseSpecs parses a --target list, already split at its commas, and
+// refuses two specs that give one name (naming both) or name one target
+// twice.
+func ParseSpecs(list []string) ([]Spec, error) {
+	var specs []Spec
+	var errs []error
+	byName := map[string]string{}
+	for _, s := range list {
+		spec, err := ParseSpec(s)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if other, dup := byName[spec.Name]; dup {
+			if other == s {
+				errs = append(errs, fmt.Errorf("target %q named twice", s))
+			} else {
+				errs = append(errs, fmt.Errorf("targets %q and %q are both named %s: name one (NAME=%s)", other, s, spec.Name, s))
+			}
+			continue
+		}
+		byName[spec.Name] = s
+		specs = append(specs, spec)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return specs, nil
+}

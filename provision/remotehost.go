@@ -1,0 +1,363 @@
+package provision
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sealbench/sealbench/internal/mountinfo"
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision/sshx"
+)
+
+// remoteHost is one remote host of a run, as teardown and the audit
+// reach it: the resources the ledger names there are removed or looked
+// for over SSH, as RemoveResource and Exists do here.
+type remoteHost struct {
+	host    string // ssh://user@host:port
+	run     string // the run id
+	c       *sshx.Client
+	err     error    // why it cannot be reached
+	runDirs []string // the run's directories on the host
+	done    bool     // hosts.json says teardown finished there
+	// engines are the host's Engine sockets forwarded here, by the
+	// endpoint as the host sees it, each in a 0700 directory of its own.
+	engines map[string]*sshx.Forward
+}
+
+// remoteHosts are the remote hosts of one run's ledger, each reached
+// (once) when it is first needed.
+type remoteHosts struct {
+	runDir string
+	recs   map[string]HostRecord
+	ssh    SSHOptions
+	hosts  map[string]*remoteHost
+}
+
+func newRemoteHosts(runDir string, entries []manifests.LedgerEntry, o SSHOptions) (*remoteHosts, error) {
+	recs, err := ReadHosts(runDir)
+	if err != nil {
+		return nil, err
+	}
+	rh := &remoteHosts{runDir: runDir, recs: recs, ssh: o, hosts: map[string]*remoteHost{}}
+	for _, e := range entries {
+		if e.Host == "" {
+			continue
+		}
+		h := rh.hosts[e.Host]
+		if h == nil {
+			h = &remoteHost{host: e.Host, run: e.RunID, done: recs[e.Host].TornDown}
+			rh.hosts[e.Host] = h
+		}
+		// The run's directory on the host is the one named by the run
+		// id: every path the ledger names there must lie in it.
+		if e.Kind == manifests.ResourceDir && filepath.Base(e.Key) == e.RunID {
+			h.runDirs = append(h.runDirs, e.Key)
+		}
+	}
+	return rh, nil
+}
+
+// get returns the host, connected unless it cannot be reached (err) or
+// is torn down already (done).
+func (rh *remoteHosts) get(ctx context.Context, host string) *remoteHost {
+	h := rh.hosts[host]
+	if h.c != nil || h.err != nil || h.done {
+		return h
+	}
+	cfg, err := sshConfig(host, rh.recs[host], rh.ssh)
+	if err == nil {
+		cfg.DialTimeout = 15 * time.Second
+		h.c, err = sshx.Dial(ctx, cfg)
+	}
+	if err != nil {
+		h.err = err
+	}
+	return h
+}
+
+func (rh *remoteHosts) close() {
+	for _, h := range rh.hosts {
+		for _, f := range h.engines {
+			f.Close()
+			os.Remove(filepath.Dir(f.Local()))
+		}
+		if h.c != nil {
+			h.c.Close()
+		}
+	}
+}
+
+// onEngine is e with its Engine the host's endpoint forwarded here: the
+// Engine API reached over the SSH connection, as the docker CLI does
+// for DOCKER_HOST=ssh://: through the socket itself (direct-streamlocal),
+// or, on a host whose sshd forwards none, through `docker system
+// dial-stdio` there.
+func (h *remoteHost) onEngine(ctx context.Context, e manifests.LedgerEntry) (manifests.LedgerEntry, error) {
+	f := h.engines[e.Engine]
+	if f == nil {
+		dir, err := os.MkdirTemp("", "sealbench-engine-")
+		if err != nil {
+			return e, err
+		}
+		if f, err = ForwardEngine(ctx, h.c, filepath.Join(dir, "engine.sock"), e.Engine); err != nil {
+			os.Remove(dir)
+			return e, err
+		}
+		if h.engines == nil {
+			h.engines = map[string]*sshx.Forward{}
+		}
+		h.engines[e.Engine] = f
+	}
+	e.Engine = f.Endpoint()
+	return e, nil
+}
+
+// ForwardEngine makes local (a socket path in a 0700 directory) carry
+// each connection to the Engine at endpoint (unix:///..., as the host
+// sees it) on c's host: through the socket itself (direct-streamlocal),
+// or, where the host's sshd forwards no sockets, through `docker system
+// dial-stdio` there, as the docker CLI does for DOCKER_HOST=ssh://.
+func ForwardEngine(ctx context.Context, c *sshx.Client, local, endpoint string) (*sshx.Forward, error) {
+	sock, ok := strings.CutPrefix(endpoint, "unix://")
+	if !ok {
+		return nil, fmt.Errorf("the Engine %s on %s is not a unix socket there, which is how sealbench reaches a remote Engine", endpoint, c)
+	}
+	dial := func(ctx context.Context) (net.Conn, error) { return c.DialUnix(ctx, sock) }
+	if probe, err := dial(ctx); sshx.IsRefused(err) {
+		// OpenSSH says "connect failed" alike for a socket it cannot open
+		// and for forwarding it does not allow: the docker CLI there
+		// carries each connection, and says why when it cannot.
+		dial = func(ctx context.Context) (net.Conn, error) {
+			return c.DialCommand(ctx, "docker", "-H", endpoint, "system", "dial-stdio")
+		}
+	} else if err != nil {
+		return nil, err
+	} else {
+		probe.Close()
+	}
+	return c.Forward(ctx, local, sock, dial)
+}
+
+// inRunDir refuses a path the ledger names on the host outside the run's
+// directory there.
+func (h *remoteHost) inRunDir(e manifests.LedgerEntry) error {
+	if !e.Kind.IsPath() {
+		return nil
+	}
+	for _, d := range h.runDirs {
+		if within(e.Key, d) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s lies outside the run's directory on %s (%s): not touching it", e.Key, h.host, strings.Join(h.runDirs, ", "))
+}
+
+// remove removes what e names on the host, and returns nil when it is
+// absent.
+func (h *remoteHost) remove(ctx context.Context, e manifests.LedgerEntry, grace time.Duration) error {
+	if err := h.inRunDir(e); err != nil {
+		return err
+	}
+	switch e.Kind {
+	case manifests.ResourceDir, manifests.ResourceStore:
+		ms, err := h.mountsUnder(ctx, e.Key)
+		if err != nil {
+			return err
+		}
+		if len(ms) > 0 {
+			return fmt.Errorf("still mounted under %s on %s: %s; not removing", e.Key, h.host, ms[0].Point)
+		}
+		_, err = h.c.Exec(ctx, sshx.Command{Argv: []string{"rm", "-rf", "--", e.Key}, Name: "rm"})
+		return err
+	case manifests.ResourceSocket:
+		_, err := h.c.Exec(ctx, sshx.Command{Argv: []string{"rm", "-f", "--", e.Key}, Name: "rm"})
+		return err
+	case manifests.ResourceProcess:
+		return h.kill(ctx, MarkedBy(e.Exe, e.Key), grace)
+	case manifests.ResourceContainer, manifests.ResourceImage, manifests.ResourceVolume:
+		if e.ToolHeld() {
+			break
+		}
+		fe, err := h.onEngine(ctx, e)
+		if err != nil {
+			return err
+		}
+		return RemoveOnEngine(ctx, fe)
+	}
+	return fmt.Errorf("this sealbench cannot remove a %s on a remote host (%s)", e.Kind, h.host)
+}
+
+// exists reports whether what e names is still on the host.
+func (h *remoteHost) exists(ctx context.Context, e manifests.LedgerEntry) (bool, string, error) {
+	if err := h.inRunDir(e); err != nil {
+		return false, "", err
+	}
+	switch e.Kind {
+	case manifests.ResourceDir, manifests.ResourceStore, manifests.ResourceSocket:
+		out, err := h.c.Exec(ctx, sshx.Command{Name: "test",
+			Argv: []string{"sh", "-c", `if [ -e "$1" ] || [ -L "$1" ]; then echo yes; else echo no; fi`, "sh", e.Key}})
+		if err != nil {
+			return false, "", err
+		}
+		if strings.TrimSpace(string(out)) == "yes" {
+			return true, "on " + h.host, nil
+		}
+		return false, "", nil
+	case manifests.ResourceProcess:
+		ps, err := h.procs(ctx, MarkedBy(e.Exe, e.Key))
+		if err != nil || len(ps) == 0 {
+			return false, "", err
+		}
+		return true, fmt.Sprintf("pid %d on %s", ps[0].Pid, h.host), nil
+	case manifests.ResourceContainer, manifests.ResourceImage, manifests.ResourceVolume:
+		if e.ToolHeld() {
+			break
+		}
+		fe, err := h.onEngine(ctx, e)
+		if err != nil {
+			return false, "", err
+		}
+		ok, _, err := Exists(ctx, "/nonexistent", fe)
+		return ok, "on " + e.Engine + " on " + h.host, err
+	}
+	return false, "", fmt.Errorf("this sealbench cannot look for a %s on a remote host (%s)", e.Kind, h.host)
+}
+
+// isRunDir reports whether e is the run's directory on the host, which
+// holds the ledger the run's runner there keeps.
+func isRunDir(e manifests.LedgerEntry) bool {
+	return e.Host != "" && e.Kind == manifests.ResourceDir && filepath.Base(e.Key) == e.RunID
+}
+
+// ledgerIn reads the ledger a runner kept on the host in dir, the run's
+// directory there (none there: none), each entry marked as the host's.
+// It is the same run's, or it is refused.
+func (h *remoteHost) ledgerIn(ctx context.Context, dir string) ([]manifests.LedgerEntry, error) {
+	p := filepath.Join(dir, manifests.LedgerFile)
+	out, err := h.c.Exec(ctx, sshx.Command{Name: "ledger", Argv: []string{"sh", "-c", `if [ -f "$1" ]; then cat -- "$1"; fi`, "sh", p}})
+	if err != nil {
+		return nil, err
+	}
+	entries, _, err := manifests.ReadLedger(bytes.NewReader(out))
+	if err != nil {
+		return nil, fmt.Errorf("the ledger %s on %s: %w", p, h.host, err)
+	}
+	for i := range entries {
+		if entries[i].RunID != h.run || entries[i].Host != "" && entries[i].Host != h.host {
+			return nil, fmt.Errorf("the ledger %s on %s: entry %d is run %s's on %q, not run %s's there", p, h.host, entries[i].Seq, entries[i].RunID, entries[i].Host, h.run)
+		}
+		entries[i].Host = h.host
+	}
+	return entries, nil
+}
+
+// mountsUnder lists the host's mounts at or below dir.
+func (h *remoteHost) mountsUnder(ctx context.Context, dir string) ([]mountinfo.Mount, error) {
+	out, err := h.c.Exec(ctx, sshx.Command{Argv: []string{"cat", "/proc/self/mountinfo"}, Name: "mountinfo"})
+	if err != nil {
+		return nil, err
+	}
+	return mountinfo.UnderOf(mountinfo.Parse(out), dir), nil
+}
+
+// listProcs prints, per process, its pid and its argv (/proc/PID/cmdline,
+// NUL-separated) in base64: arguments may hold any byte but NUL.
+const listProcs = `for d in /proc/[0-9]*; do c=$(base64 -w0 "$d/cmdline" 2>/dev/null) && [ -n "$c" ] && printf '%s %s\n' "${d#/proc/}" "$c"; done; :`
+
+// procs lists the host's processes whose argv match: as FindProcs does
+// here, by what they run and their marker, never by a pid alone.
+func (h *remoteHost) procs(ctx context.Context, match func([]string) bool) ([]Proc, error) {
+	out, err := h.c.Exec(ctx, sshx.Command{Argv: []string{"sh", "-c", listProcs}, Name: "procs"})
+	if err != nil {
+		return nil, err
+	}
+	var ps []Proc
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		pidText, enc, ok := strings.Cut(sc.Text(), " ")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil {
+			continue
+		}
+		raw, err := base64.StdEncoding.DecodeString(enc)
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+		if match(argv) {
+			ps = append(ps, Proc{Pid: pid, Argv: argv})
+		}
+	}
+	return ps, sc.Err()
+}
+
+// kill sends the matching processes SIGTERM, and SIGKILL to those still
+// there after grace; each signal goes only to a pid that still runs what
+// the ledger names, as listed just before.
+func (h *remoteHost) kill(ctx context.Context, match func([]string) bool, grace time.Duration) error {
+	signal := func(sig string, ps []Proc) error {
+		argv := []string{"sh", "-c", `s=$1; shift; kill -s "$s" "$@" 2>/dev/null; :`, "sh", sig}
+		for _, p := range ps {
+			argv = append(argv, strconv.Itoa(p.Pid))
+		}
+		_, err := h.c.Exec(ctx, sshx.Command{Argv: argv, Name: "kill"})
+		return err
+	}
+	ps, err := h.procs(ctx, match)
+	if err != nil || len(ps) == 0 {
+		return err
+	}
+	if err := signal("TERM", ps); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(grace)
+	for {
+		if ps, err = h.procs(ctx, match); err != nil || len(ps) == 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := signal("KILL", ps); err != nil {
+		return err
+	}
+	for range 50 {
+		if ps, err = h.procs(ctx, match); err != nil || len(ps) == 0 {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("process %d on %s outlived SIGKILL", ps[0].Pid, h.host)
+}
+
+// unreachable is the error of a host teardown could not reach, naming
+// what is left there.
+func (h *remoteHost) unreachable(left []string) error {
+	return fmt.Errorf("host %s cannot be reached (%v); left there, for a later `sealbench teardown --run %s`: %s",
+		h.host, h.err, h.run, strings.Join(left, "; "))
+}
+
+// remoteLogDir is where teardown keeps the output of the commands it ran
+// on a run's remote hosts: in the run directory while it lasts.
+func remoteLogDir(runDir string) string {
+	if _, err := os.Stat(runDir); err != nil {
+		return ""
+	}
+	return filepath.Join(runDir, "logs", "ssh-teardown")
+}
