@@ -21,6 +21,7 @@ type VM struct {
 	CPUs              int
 	MemoryMiB         int64
 	AllowUntestedTool bool
+	Accel             string // the qemu target's accelerator: tcg (default) or kvm
 }
 
 // CheckTargets checks target names as --target and provision take them:
@@ -51,7 +52,7 @@ func bringUp(ctx context.Context, name string, run *provision.Run, b *Bundle, vm
 		return nil, nil, fmt.Errorf("no provisioner for target %q", name)
 	}
 	t, err := reg.New(provision.NewOptions{Run: run, Bundle: b.Dir, Manifest: b.Verified.Manifest, BundleName: b.Verified.Name, Image: b.Image,
-		CPUs: vm.CPUs, MemoryBytes: vm.MemoryMiB << 20, AllowUntestedTool: vm.AllowUntestedTool, Log: logf})
+		CPUs: vm.CPUs, MemoryBytes: vm.MemoryMiB << 20, AllowUntestedTool: vm.AllowUntestedTool, Accel: vm.Accel, Log: logf})
 	if err != nil {
 		return nil, nil, err
 	}

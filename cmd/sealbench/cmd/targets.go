@@ -19,6 +19,7 @@ type vmSettings struct {
 	cpus          int
 	memoryMiB     int64
 	allowUntested bool
+	accel         string
 }
 
 func (v *vmSettings) flags(fl *pflag.FlagSet) {
@@ -32,6 +33,7 @@ func (v *vmSettings) flags(fl *pflag.FlagSet) {
 	}
 	fl.BoolVar(&v.allowUntested, "allow-untested-tool", false, "drive a VM target's tool even when it is newer than the releases sealbench was checked against ("+
 		strings.Join(tools, "; ")+"), with a warning naming them; without it a newer tool is refused")
+	fl.StringVar(&v.accel, "accel", "tcg", "the qemu target's accelerator: tcg (software emulation, the default) or kvm; never chosen for you, because on some hosts /dev/kvm opens and guests hang")
 }
 
 // Bounds of the VM flags: zero is the provisioner's default; anything
@@ -50,9 +52,12 @@ func (v vmSettings) check() error {
 	if v.memoryMiB != 0 && (v.memoryMiB < minVMMemoryMiB || v.memoryMiB > maxVMMemoryMiB) {
 		return usageErrorf(fmt.Sprintf("--vm-memory takes MiB, %d to %d (0: the provisioner's default)", minVMMemoryMiB, maxVMMemoryMiB), "--vm-memory %d is out of range", v.memoryMiB)
 	}
+	if v.accel != "" && v.accel != "tcg" && v.accel != "kvm" {
+		return usageErrorf("--accel takes tcg or kvm", "--accel %q is neither", v.accel)
+	}
 	return nil
 }
 
 func (v vmSettings) host() host.VM {
-	return host.VM{CPUs: v.cpus, MemoryMiB: v.memoryMiB, AllowUntestedTool: v.allowUntested}
+	return host.VM{CPUs: v.cpus, MemoryMiB: v.memoryMiB, AllowUntestedTool: v.allowUntested, Accel: v.accel}
 }
