@@ -12,9 +12,10 @@ import (
 	"github.com/sealbench/sealbench/provision"
 )
 
-// vmSettings size the VM targets (lima, apple, microsandbox); zero means
-// each provisioner's default. allowUntested lets apple and microsandbox
-// drive a tool newer than the releases they were checked against.
+// vmSettings size the VM targets (lima, qemu, apple, microsandbox); zero
+// means each provisioner's default. allowUntested lets apple and
+// microsandbox drive a tool newer than the releases they were checked
+// against; accel is qemu's accelerator (tcg unless the user says kvm).
 type vmSettings struct {
 	cpus          int
 	memoryMiB     int64
@@ -23,8 +24,8 @@ type vmSettings struct {
 }
 
 func (v *vmSettings) flags(fl *pflag.FlagSet) {
-	fl.IntVar(&v.cpus, "vm-cpus", 0, fmt.Sprintf("CPUs of a VM target, 1 to %d (default: the provisioner's: 2 for lima, 4 for apple and microsandbox)", maxVMCPUs))
-	fl.Int64Var(&v.memoryMiB, "vm-memory", 0, fmt.Sprintf("memory of a VM target in MiB, %d to %d (default: the provisioner's: 2048 for lima, 4096 for apple and microsandbox)", minVMMemoryMiB, maxVMMemoryMiB))
+	fl.IntVar(&v.cpus, "vm-cpus", 0, fmt.Sprintf("CPUs of a VM target, 1 to %d (default: the provisioner's: 2 for lima and qemu, 4 for apple and microsandbox)", maxVMCPUs))
+	fl.Int64Var(&v.memoryMiB, "vm-memory", 0, fmt.Sprintf("memory of a VM target in MiB, %d to %d (default: the provisioner's: 2048 for lima and qemu, 4096 for apple and microsandbox)", minVMMemoryMiB, maxVMMemoryMiB))
 	var tools []string
 	for _, r := range provision.Registered() {
 		if r.Tools != "" {
