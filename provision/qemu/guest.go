@@ -8,6 +8,8 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
@@ -35,11 +37,39 @@ const bundleDisk = "/dev/disk/by-id/virtio-" + bundleSerial
 // kernelCmdline is the image's command line with what brings the guest
 // up: cloud-init off, setup.sh run from the bundle disk, the VM powered
 // off when it fails, and the journal on the console (the run directory's
-// console.log).
-func kernelCmdline(image string) string {
+// console.log). tscKHz, when not zero, is the TSC's frequency for the
+// guest to take instead of measuring it (see hostTSCkHz).
+func kernelCmdline(image string, tscKHz int64) string {
+	if tscKHz > 0 {
+		image += " tsc_early_khz=" + strconv.FormatInt(tscKHz, 10)
+	}
 	return image + ` cloud-init=disabled systemd.journald.forward_to_console=1` +
 		` systemd.run="/bin/sh -c 'tar -xOf ` + bundleDisk + ` ` + setupMember + ` > /run/sealbench-setup.sh && exec /bin/sh /run/sealbench-setup.sh'"` +
 		` systemd.run_success_action=none systemd.run_failure_action=poweroff`
+}
+
+// hostTSCkHz is this host's TSC frequency in kHz as /proc/cpuinfo says
+// it, or 0. Under TCG the guest's TSC is the host's, and the guest kernel
+// measures its frequency against the emulated PIT, which fails when the
+// host is busy ("Unable to calibrate against PIT"); the kernel then hangs
+// calibrating its delay loop. Given the frequency (tsc_early_khz), it
+// measures nothing.
+func hostTSCkHz() int64 {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil || !strings.Contains(string(b), " constant_tsc") {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if ok && strings.TrimSpace(k) == "cpu MHz" {
+			mhz, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || mhz <= 0 {
+				return 0
+			}
+			return int64(mhz * 1000)
+		}
+	}
+	return 0
 }
 
 // guestBundleDir is where the bundle is installed in the VM.

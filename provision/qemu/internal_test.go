@@ -16,7 +16,7 @@ import (
 
 func testMachine(dir string) machine {
 	p := func(n string) string { return filepath.Join(dir, n) }
-	return machine{Accel: AccelTCG, CPUs: 2, MemoryMiB: 2048, Kernel: p("vmlinuz"), Initrd: p("initrd.img"), Cmdline: kernelCmdline("root=/dev/vda rw"),
+	return machine{Accel: AccelTCG, CPUs: 2, MemoryMiB: 2048, Kernel: p("vmlinuz"), Initrd: p("initrd.img"), Cmdline: kernelCmdline("root=/dev/vda rw", 0),
 		Disk: p("disk.qcow2"), Bundle: p("bundle.tar"), Serial: p("serial.sock"), Console: p("console.log"), Pidfile: p("qemu.pid")}
 }
 
@@ -75,7 +75,13 @@ func TestMachineArgs(t *testing.T) {
 }
 
 func TestKernelCmdline(t *testing.T) {
-	c := kernelCmdline("root=/dev/vda rw console=ttyS0")
+	if c := kernelCmdline("root=/dev/vda", 2596140); !strings.Contains(c, "root=/dev/vda tsc_early_khz=2596140 ") {
+		t.Errorf("the TSC's frequency is not on %q", c)
+	}
+	c := kernelCmdline("root=/dev/vda rw console=ttyS0", 0)
+	if strings.Contains(c, "tsc_early_khz") {
+		t.Errorf("tsc_early_khz without a frequency: %q", c)
+	}
 	for _, want := range []string{"root=/dev/vda rw console=ttyS0 ", "cloud-init=disabled",
 		`systemd.run="/bin/sh -c 'tar -xOf /dev/disk/by-id/virtio-sealbench-bundle setup.sh > /run/sealbench-setup.sh && exec /bin/sh /run/sealbench-setup.sh'"`,
 		"systemd.run_success_action=none", "systemd.run_failure_action=poweroff"} {

@@ -244,8 +244,12 @@ func (q *QEMU) Create(ctx context.Context) error {
 	if err := q.makeDisks(ctx, img); err != nil {
 		return err
 	}
+	tsc := int64(0)
+	if q.o.Accel == AccelTCG {
+		tsc = hostTSCkHz()
+	}
 	m := machine{Accel: q.o.Accel, CPUs: q.o.CPUs, MemoryMiB: q.o.MemoryBytes >> 20,
-		Kernel: img.Path(vmimages.VMKernel), Initrd: img.Path(vmimages.VMInitrd), Cmdline: kernelCmdline(img.Cmdline),
+		Kernel: img.Path(vmimages.VMKernel), Initrd: img.Path(vmimages.VMInitrd), Cmdline: kernelCmdline(img.Cmdline, tsc),
 		Disk: q.disk, Bundle: q.bundleTar, Serial: q.serial, Console: q.console, Pidfile: q.pidfile}
 	if err := m.validate(); err != nil {
 		return err
