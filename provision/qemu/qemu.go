@@ -262,6 +262,9 @@ func (q *QEMU) Create(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := os.Remove(q.serial); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing the stale socket %s: %w", q.serial, err)
+	}
 	q.o.Log("booting the VM (%s; about half a minute under TCG); its console goes to %s", q.o.Accel, q.console)
 	if q.qemuExited, err = q.start(append([]string{q.vm.Tool.Path}, m.args()...), "qemu.log"); err != nil {
 		return err
