@@ -2,9 +2,7 @@ package bundle
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -184,7 +182,7 @@ func Assemble(staged, outDir string, source manifests.BundleSource, signer Manif
 		if err := os.Chmod(p, fs.FileMode(mode)); err != nil {
 			return err
 		}
-		size, dg, err := HashFile(p)
+		size, dg, err := manifests.HashFile(p)
 		if err != nil {
 			return err
 		}
@@ -301,21 +299,6 @@ func copyCells(from, to string) error {
 		return fmt.Errorf("no cell bodies in %s", from)
 	}
 	return nil
-}
-
-// HashFile returns the size and SHA-256 of the file at p.
-func HashFile(p string) (int64, manifests.Digest, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return 0, manifests.Digest{}, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return 0, manifests.Digest{}, fmt.Errorf("hashing %s: %w", p, err)
-	}
-	return n, manifests.DigestFromHash(h), nil
 }
 
 // setTimes sets every mtime under dir, dir included, to t; directories

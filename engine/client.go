@@ -80,6 +80,14 @@ type Identity struct {
 	// (manifests.FUSEURingOn, Off, or NA for a target on another kernel):
 	// the host fills it in; the Engine does not know it.
 	FUSEURing string `json:"fuseURing,omitempty"`
+	// Runtime, RuntimeVersion and RuntimePlatform: the OCI runtime
+	// Sandboxes run with where it is not the Engine's default ("runsc"),
+	// as the Engine and the runtime report it. FUSE is whose FUSE serves
+	// them (manifests.FUSELinux or FUSEGVisor; empty: Linux's).
+	Runtime         string `json:"runtime,omitempty"`
+	RuntimeVersion  string `json:"runtimeVersion,omitempty"`
+	RuntimePlatform string `json:"runtimePlatform,omitempty"`
+	FUSE            string `json:"fuse,omitempty"`
 }
 
 // Pins is what a sample's pins.json says of the target.
@@ -89,7 +97,8 @@ func (id *Identity) Pins() manifests.TargetPins {
 		tr = "socket"
 	}
 	return manifests.TargetPins{Name: id.Target, Engine: id.Engine, Kernel: id.Kernel,
-		CPUs: id.CPUs, MemoryBytes: id.MemoryBytes, Emulated: id.Emulated, Transport: tr, FUSEURing: id.FUSEURing}
+		CPUs: id.CPUs, MemoryBytes: id.MemoryBytes, Emulated: id.Emulated, Transport: tr, FUSEURing: id.FUSEURing,
+		Runtime: id.Runtime, RuntimeVersion: id.RuntimeVersion, RuntimePlatform: id.RuntimePlatform, FUSE: id.FUSE}
 }
 
 // PlanTarget is the target as a run plan carries it to the runner.
@@ -100,7 +109,8 @@ func (id *Identity) PlanTarget() manifests.PlanTarget {
 // IdentityOf is the Identity a run plan's target carries.
 func IdentityOf(t manifests.PlanTarget) *Identity {
 	return &Identity{Target: t.Name, Engine: t.Engine, EngineVersion: t.EngineVersion, Endpoint: t.Endpoint,
-		Kernel: t.Kernel, OS: t.OS, Arch: t.Arch, CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, Emulated: t.Emulated, Transport: t.Transport, FUSEURing: t.FUSEURing}
+		Kernel: t.Kernel, OS: t.OS, Arch: t.Arch, CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, Emulated: t.Emulated, Transport: t.Transport, FUSEURing: t.FUSEURing,
+		Runtime: t.Runtime, RuntimeVersion: t.RuntimeVersion, RuntimePlatform: t.RuntimePlatform, FUSE: t.FUSE}
 }
 
 // Identify asks the Engine at endpoint what it is (/version: the stand-in

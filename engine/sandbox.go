@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
@@ -28,8 +29,9 @@ func SandboxName(runID, name string) string { return "sealbench-" + runID + "-" 
 // and no-new-privileges (so no setuid or file-capability binary can give a
 // body more than it has). On dockerd (engine manifests.EngineDockerd) it
 // also gets DockerSeccompProfile, which refuses new namespaces; the
-// stand-in's Sandboxes have their own, stricter filter.
-func SandboxConfig(runID string, image manifests.Digest, cmd []string, engine string) (*container.Config, *container.HostConfig) {
+// stand-in's Sandboxes have their own, stricter filter. runtime is the OCI
+// runtime dockerd runs it with ("runsc" for gVisor); empty is its default.
+func SandboxConfig(runID string, image manifests.Digest, cmd []string, engine, runtime string) (*container.Config, *container.HostConfig) {
 	cfg := &container.Config{
 		Image:  image.String(),
 		Cmd:    cmd,
@@ -42,6 +44,7 @@ func SandboxConfig(runID string, image manifests.Digest, cmd []string, engine st
 		},
 		CapAdd:      []string{"SYS_ADMIN"},
 		SecurityOpt: []string{"no-new-privileges"},
+		Runtime:     runtime,
 	}
 	if engine == manifests.EngineDockerd {
 		host.SecurityOpt = append(host.SecurityOpt, "seccomp="+DockerSeccompProfile())
@@ -59,6 +62,24 @@ type Sandbox struct {
 	Image  manifests.Digest
 	Name   string // unique in the run; the container is SandboxName(RunID, Name)
 	Cmd    []string
+	// Runtime is the OCI runtime to run it with; empty means the one
+	// RegisterRuntime gave Target, else the Engine's default.
+	Runtime string
+}
+
+// runtimes are the targets whose Sandboxes need a runtime of their own.
+var runtimes sync.Map
+
+// RegisterRuntime says that every Sandbox of target runs with runtime
+// (the gvisor target's "runsc"), for callers that name only the target.
+func RegisterRuntime(target, runtime string) { runtimes.Store(target, runtime) }
+
+// RuntimeOf is the runtime RegisterRuntime gave target, or "".
+func RuntimeOf(target string) string {
+	if r, ok := runtimes.Load(target); ok {
+		return r.(string)
+	}
+	return ""
 }
 
 // CreateSandbox records the Sandbox with rec, then creates it on cli (a
@@ -76,7 +97,10 @@ func CreateSandbox(ctx context.Context, cli client.APIClient, rec Recorder, s Sa
 		Labels: map[string]string{manifests.RunLabel: s.RunID}, Detail: "Sandbox " + s.Name}); err != nil {
 		return "", err
 	}
-	cfg, host := SandboxConfig(s.RunID, s.Image, s.Cmd, s.Engine)
+	if s.Runtime == "" {
+		s.Runtime = RuntimeOf(s.Target)
+	}
+	cfg, host := SandboxConfig(s.RunID, s.Image, s.Cmd, s.Engine, s.Runtime)
 	resp, err := cli.ContainerCreate(ctx, cfg, host, &network.NetworkingConfig{}, nil, cname)
 	if err != nil {
 		return "", fmt.Errorf("creating Sandbox %s on %s: %w", cname, s.Endpoint, err)

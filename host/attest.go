@@ -93,7 +93,7 @@ func VerifyAttestation(bundlePath string, res *bundle.VerifyResult, v *sign.Veri
 	meta := metaDigests(res)
 	var tar *manifests.Digest
 	tarPath := strings.TrimSuffix(filepath.Clean(bundlePath), ".tar") + ".tar"
-	if _, d, err := bundle.HashFile(tarPath); err == nil {
+	if _, d, err := manifests.HashFile(tarPath); err == nil {
 		tar = &d
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("hashing %s: %w", tarPath, err)

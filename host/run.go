@@ -143,7 +143,7 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 	samples, runErr := runSealed(ctx, run, b, plan, logf, status)
 	outcome.Samples = len(samples)
 	for _, s := range samples {
-		if s.Status != manifests.StatusOK {
+		if s.Failed() {
 			outcome.Failed++
 		}
 	}

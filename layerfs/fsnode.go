@@ -279,10 +279,8 @@ type handle struct {
 	onBlob bool
 }
 
-// Flush answers ENOSYS, so the kernel stops sending FLUSH on every close:
-// the data files are local, a flush has nothing to do, and it is one FUSE
-// round trip per close(2) saved.
-func (h *handle) Flush(ctx context.Context) syscall.Errno { return syscall.ENOSYS }
+// Flush has nothing to do: see flushErrno.
+func (h *handle) Flush(ctx context.Context) syscall.Errno { return h.ws.flushErrno }
 
 // Release closes the descriptor. The handle stops counting as open only
 // once go-fuse has also dropped the kernel backing file it registered for

@@ -181,7 +181,7 @@ func (h *lazyHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	return uint32(n), h.ws.errno(err)
 }
 
-func (h *lazyHandle) Flush(ctx context.Context) syscall.Errno { return syscall.ENOSYS }
+func (h *lazyHandle) Flush(ctx context.Context) syscall.Errno { return h.ws.flushErrno }
 
 func (h *lazyHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	h.ws.mu.Lock()

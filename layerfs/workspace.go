@@ -71,6 +71,8 @@ type Workspace struct {
 	logger     *log.Logger
 	workers    int
 	features   Features
+	// flushErrno is what FLUSH answers (flushErrno).
+	flushErrno syscall.Errno
 	tel        telemetry
 
 	euid, egid uint32 // who creates the data files
@@ -261,7 +263,15 @@ func Mount(ctx context.Context, s *Store, mountpoint string, opts MountOptions) 
 		return nil, fmt.Errorf("mounting workspace at %q: %w", mountpoint, err)
 	}
 
+	impl := fuseImplementation()
+	ws.flushErrno = flushErrno(impl)
 	fopts, timeout := kernelOptions(opts)
+	if impl == daemonapi.ImplGVisor {
+		// gVisor's FUSE takes a LOOKUP answered with node 0 for a new
+		// inode and fails it with EIO, where Linux caches a negative
+		// entry: it gets ENOENT.
+		fopts.NegativeTimeout = nil
+	}
 	fopts.RootStableAttr = &fs.StableAttr{Ino: ws.root.ino, Gen: 1}
 	raw := fs.NewNodeFS(&node{ws: ws, in: ws.root}, fopts)
 	counted := &countingFS{RawFileSystem: &afterRelease{RawFileSystem: raw, done: ws.releaseDone}, t: &ws.tel}
@@ -278,7 +288,7 @@ func Mount(ctx context.Context, s *Store, mountpoint string, opts MountOptions) 
 		EntryTimeoutNs:    int64(timeout),
 		AttrTimeoutNs:     int64(timeout),
 		NegativeTimeoutNs: int64(timeout),
-		NegativeEntries:   true,
+		NegativeEntries:   fopts.NegativeTimeout != nil,
 		WritebackCache:    opts.Writeback && granted&fuse.CAP_WRITEBACK_CACHE != 0,
 		MaxWrite:          fopts.MaxWrite,
 		// The kernel does not enable passthrough on a connection with
@@ -289,12 +299,35 @@ func Mount(ctx context.Context, s *Store, mountpoint string, opts MountOptions) 
 		KillPrivV2:     granted&fuse.CAP_HANDLE_KILLPRIV_V2 != 0,
 		KernelProtocol: fmt.Sprintf("%d.%d", ks.Major, ks.Minor),
 		Transport:      string(server.Transport()),
+		Implementation: impl,
 	}
 	if why := server.Reason(); why != nil {
 		ws.features.TransportReason = why.Error()
 	}
 	ws.mountDur = time.Since(t0)
 	return ws, nil
+}
+
+// fuseImplementation says whose FUSE the daemon runs under: gVisor's
+// Sentry calls its kernel release "4.19.0-gvisor" (or the like), and
+// serves /dev/fuse itself; anything else is Linux.
+func fuseImplementation() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err == nil && strings.Contains(unix.ByteSliceToString(u.Release[:]), "gvisor") {
+		return daemonapi.ImplGVisor
+	}
+	return daemonapi.ImplLinux
+}
+
+// flushErrno is what FLUSH answers under impl. The data files are local,
+// so a flush has nothing to do: Linux takes ENOSYS as "send no more",
+// one FUSE round trip per close(2) saved; gVisor hands the ENOSYS on to
+// close(2), so there it is 0.
+func flushErrno(impl string) syscall.Errno {
+	if impl == daemonapi.ImplGVisor {
+		return 0
+	}
+	return syscall.ENOSYS
 }
 
 // kernelOptions are the FUSE settings of a Workspace mount, and the cache

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
+	"io"
+	"os"
 	"strings"
 )
 
@@ -89,4 +91,19 @@ func (d *Digest) UnmarshalText(b []byte) error {
 	}
 	*d = p
 	return nil
+}
+
+// HashFile returns the size and SHA-256 of the file at p.
+func HashFile(p string) (int64, Digest, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, Digest{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return 0, Digest{}, fmt.Errorf("hashing %s: %w", p, err)
+	}
+	return n, DigestFromHash(h), nil
 }

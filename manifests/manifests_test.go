@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -150,6 +152,19 @@ func TestValidateFileAndDirectoryConflict(t *testing.T) {
 	m.Files = append([]BundleFile{{Path: "bin", Size: 0, Mode: 0o644, Digest: DigestOf(nil)}}, m.Files...)
 	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "also the directory") {
 		t.Errorf("Validate = %v, want a file/directory conflict", err)
+	}
+}
+
+func TestHashFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, d, err := HashFile(p); err != nil || n != 5 || d != DigestOf([]byte("hello")) {
+		t.Errorf("HashFile = %d, %s, %v; want 5 and the digest of hello", n, d, err)
+	}
+	if _, _, err := HashFile(p + ".missing"); !os.IsNotExist(err) {
+		t.Errorf("HashFile of a missing file: %v, want not-exist", err)
 	}
 }
 

@@ -43,6 +43,10 @@ const (
 	StatusIneligible SampleStatus = "ineligible" // the target cannot run this cell
 )
 
+// Failed says whether s counts as a failure of the run: an ineligible
+// sample (the target cannot run the cell, and Reason says why) does not.
+func (s *Sample) Failed() bool { return s.Status != StatusOK && s.Status != StatusIneligible }
+
 // VerifierResult is the outcome of a cell's verifier.
 type VerifierResult string
 
@@ -79,7 +83,11 @@ type Sample struct {
 	Order         int    `json:"order"` // position in the run's interleaved order, from 0
 
 	Status SampleStatus `json:"status"`
-	Reason string       `json:"reason,omitempty"` // why, when Status is not ok
+	// Reason says why, in one line, when Status is not ok: for an
+	// ineligible sample, why the target cannot run the cell's LayerFS side
+	// (whose timings it then lacks: CommandNs, ExecWallNs and
+	// ExecOverheadNs are the native reference's, when one ran).
+	Reason string `json:"reason,omitempty"`
 
 	CommandNs      int64 `json:"commandNs"`      // the body's time on the Sandbox clock
 	ExecWallNs     int64 `json:"execWallNs"`     // the exec call's wall time on the runner side
@@ -160,6 +168,10 @@ type Barrier struct {
 	// (the window started all the same, and says so here).
 	WaitNs  int64 `json:"waitNs"`
 	Drained bool  `json:"drained"`
+	// Unmeasured says the Sandbox's kernel has no /proc/vmstat (gVisor's
+	// Sentry, whose page cache is its own): the barrier was sync(2)
+	// alone, with no counts to wait on (both 0, Drained false).
+	Unmeasured bool `json:"unmeasured,omitempty"`
 }
 
 // FUSETotal is the sum of the FUSE request counts over all opcodes.
@@ -499,6 +511,32 @@ type TargetPins struct {
 	// written before it was recorded. Whether a sample was served over
 	// io_uring is the sample's FUSETransport.
 	FUSEURing string `json:"fuseURing,omitempty"`
+	// Runtime is the OCI runtime the Engine runs Sandboxes with, where
+	// it is not the Engine's default: "runsc" (gVisor) on the gvisor
+	// target; RuntimeVersion and RuntimePlatform are what it says of
+	// itself (`runsc --version`, its --platform). Empty: the default.
+	Runtime         string `json:"runtime,omitempty"`
+	RuntimeVersion  string `json:"runtimeVersion,omitempty"`
+	RuntimePlatform string `json:"runtimePlatform,omitempty"`
+	// FUSE is whose FUSE implementation serves the Sandboxes' /dev/fuse:
+	// FUSELinux (the kernel's; empty means the same) or FUSEGVisor
+	// (gVisor's Sentry, which sends the daemon requests of its own
+	// choosing and lacks some of Linux's, such as mmap(2) of a file).
+	FUSE string `json:"fuse,omitempty"`
+}
+
+// The values of TargetPins.FUSE.
+const (
+	FUSELinux  = "linux"
+	FUSEGVisor = "gvisor"
+)
+
+// FUSEImplementation is t.FUSE, FUSELinux when unrecorded.
+func (t TargetPins) FUSEImplementation() string {
+	if t.FUSE == "" {
+		return FUSELinux
+	}
+	return t.FUSE
 }
 
 // The values of TargetPins.FUSEURing.
@@ -663,6 +701,9 @@ func (ps *problems) target(f string, t TargetPins, names map[string]bool) {
 	}
 	if !validFUSEURing(t.FUSEURing) {
 		ps.addf(f+".fuseURing", "%q is not %s, %s or %s", t.FUSEURing, FUSEURingOn, FUSEURingOff, FUSEURingNA)
+	}
+	if t.FUSE != "" && t.FUSE != FUSELinux && t.FUSE != FUSEGVisor {
+		ps.addf(f+".fuse", "%q is not %s or %s", t.FUSE, FUSELinux, FUSEGVisor)
 	}
 }
 

@@ -39,17 +39,20 @@ var writeBack = barrier{vmstat: "/proc/vmstat", maxPages: 256, deadline: 10 * ti
 //
 //	dirty writeback waitNs drained t0 t1 rc
 //
-// the counts at the start of the window (-1 where vmstat lacks one), how
+// the counts at the start of the window (-1 where vmstat lacks one; both
+// -2 where there is no vmstat at all, as under gVisor's Sentry: the
+// barrier is then sync(2) alone), how
 // long the barrier took, 1 if it drained and 0 if it reached the deadline,
 // the window's start and end (ns on the Sandbox's clock), and bodyCmd's
 // exit status. bodyCmd must write nothing to stdout.
 func (b barrier) timed(bodyCmd string) string {
-	return `b0=$(date +%s%N); sync; ok=0; ` +
+	return `b0=$(date +%s%N); sync; ok=0; d=-2; w=-2; ` +
+		`if [ -r ` + b.vmstat + ` ]; then ` +
 		`while :; do d=-1; w=-1; ` +
 		`while read k v; do case $k in nr_dirty) d=$v;; nr_writeback) w=$v;; esac; done <` + b.vmstat + `; ` +
 		`if [ "$d" -ge 0 ] && [ "$w" -ge 0 ] && [ $((d + w)) -le ` + strconv.FormatInt(b.maxPages, 10) + ` ]; then ok=1; break; fi; ` +
 		`if [ $(($(date +%s%N) - b0)) -ge ` + strconv.FormatInt(b.deadline.Nanoseconds(), 10) + ` ]; then break; fi; ` +
-		`sleep ` + strconv.FormatFloat(b.poll.Seconds(), 'f', -1, 64) + `; sync; done; ` +
+		`sleep ` + strconv.FormatFloat(b.poll.Seconds(), 'f', -1, 64) + `; sync; done; fi; ` +
 		`t0=$(date +%s%N); ` + bodyCmd + `; rc=$?; t1=$(date +%s%N); ` +
 		`echo "$d $w $((t0 - b0)) $ok $t0 $t1 $rc"`
 }
@@ -85,6 +88,10 @@ func parseTimed(out []byte) (timing, error) {
 		n[i] = v
 	}
 	dirty, writeback, waitNs, drained, t0, t1, rc := n[0], n[1], n[2], n[3], n[4], n[5], n[6]
+	unmeasured := dirty == -2 && writeback == -2
+	if unmeasured {
+		dirty, writeback = 0, 0
+	}
 	switch {
 	case dirty < 0 || writeback < 0:
 		return timing{}, errors.New("the write-back barrier found no nr_dirty or nr_writeback in /proc/vmstat")
@@ -98,7 +105,7 @@ func parseTimed(out []byte) (timing, error) {
 		return bad("an exit status out of range")
 	}
 	return timing{
-		barrier:   manifests.Barrier{DirtyPages: dirty, WritebackPages: writeback, WaitNs: waitNs, Drained: drained == 1},
+		barrier:   manifests.Barrier{DirtyPages: dirty, WritebackPages: writeback, WaitNs: waitNs, Drained: drained == 1, Unmeasured: unmeasured},
 		commandNs: t1 - t0, rc: int(rc),
 	}, nil
 }

@@ -2,9 +2,7 @@ package runner
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -49,7 +47,7 @@ func RunPlan(ctx context.Context, plan *manifests.RunPlan, o PlanOptions) ([]man
 			return nil, fmt.Errorf("finding the runner's own executable: %w", err)
 		}
 	}
-	self, err := fileDigest(exe)
+	_, self, err := manifests.HashFile(exe)
 	if err != nil {
 		return nil, fmt.Errorf("hashing the runner's own executable: %w", err)
 	}
@@ -84,17 +82,4 @@ func RunPlan(ctx context.Context, plan *manifests.RunPlan, o PlanOptions) ([]man
 		Cells: plan.Cells, Samples: plan.Samples, Seed: plan.Seed, Native: plan.Native,
 		OutDir: plan.OutDir, LockPath: plan.Lock, Tools: tools, Log: o.Log, Status: o.Status,
 	})
-}
-
-func fileDigest(path string) (manifests.Digest, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return manifests.Digest{}, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return manifests.Digest{}, err
-	}
-	return manifests.DigestFromHash(h), nil
 }

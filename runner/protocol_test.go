@@ -203,6 +203,24 @@ func TestBarrierWithoutCounts(t *testing.T) {
 	}
 }
 
+// TestBarrierWithoutVMStat: a kernel with no /proc/vmstat at all (gVisor's
+// Sentry) gets sync(2) alone, at once, and the sample says the barrier
+// measured nothing; a vmstat without the counts is still an error (above).
+func TestBarrierWithoutVMStat(t *testing.T) {
+	b := barrier{vmstat: filepath.Join(t.TempDir(), "vmstat"), maxPages: 256, deadline: 5 * time.Second, poll: 20 * time.Millisecond}
+	out, err := exec.Command("dash", "-c", b.timed("true")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := parseTimed(out)
+	if err != nil {
+		t.Fatalf("%q: %v", out, err)
+	}
+	if want := (manifests.Barrier{WaitNs: tm.barrier.WaitNs, Unmeasured: true}); tm.barrier != want || tm.barrier.WaitNs >= int64(b.deadline) {
+		t.Errorf("%q: barrier %+v, want %+v, at once", out, tm.barrier, want)
+	}
+}
+
 // The barrier every sample uses, against this kernel's own counts.
 func TestBarrierOnThisKernel(t *testing.T) {
 	if _, err := os.Stat(writeBack.vmstat); err != nil {

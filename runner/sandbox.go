@@ -19,16 +19,17 @@ import (
 
 // sandbox runs commands in one container through the Engine API.
 type sandbox struct {
-	cli    *client.Client
-	id     string
-	engine string // manifests.EngineDockerd or EngineStandin
+	cli     *client.Client
+	id      string
+	engine  string        // manifests.EngineDockerd or EngineStandin
+	timeout time.Duration // of each exec: cells.TimeoutOn the target
 }
 
 // newSandbox records, creates and starts the Sandbox of one sample on c,
 // and returns it with the function that removes it.
 func newSandbox(ctx context.Context, c *engineConn, o EngineOptions, name string) (*sandbox, func(), error) {
 	id, err := engine.CreateSandbox(ctx, c.cli, o.Ledger, engine.Sandbox{RunID: o.RunID, Target: c.Target, Endpoint: c.Endpoint,
-		Engine: c.Engine, Image: o.Image.ID, Name: name, Cmd: []string{"sleep", "infinity"}})
+		Engine: c.Engine, Runtime: c.Runtime, Image: o.Image.ID, Name: name, Cmd: []string{"sleep", "infinity"}})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -37,7 +38,7 @@ func newSandbox(ctx context.Context, c *engineConn, o EngineOptions, name string
 		remove()
 		return nil, nil, fmt.Errorf("starting the Sandbox: %w", err)
 	}
-	return &sandbox{cli: c.cli, id: id, engine: c.Engine}, remove, nil
+	return &sandbox{cli: c.cli, id: id, engine: c.Engine, timeout: cells.TimeoutOn(c.Emulated)}, remove, nil
 }
 
 type execResult struct {
@@ -53,7 +54,7 @@ type execResult struct {
 // unless it is privileged; a privileged exec on dockerd asks for every
 // capability, which a container without them cannot be given.
 func (s *sandbox) exec(ctx context.Context, privileged bool, dir, script string, stdin io.Reader) (execResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, cells.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	opts := container.ExecOptions{
 		Cmd: []string{"/bin/sh", "-c", script}, AttachStdout: true, AttachStderr: true,

@@ -2,10 +2,8 @@ package vmimages
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,20 +195,14 @@ func (e *MissingError) Hint() string {
 }
 
 func checkDeb(path string, p manifests.LockedPackage) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
+	n, got, err := manifests.HashFile(path)
 	if err != nil {
 		return err
 	}
 	if n != p.Size {
 		return fmt.Errorf("size %d, the lock says %d", n, p.Size)
 	}
-	if got := manifests.DigestFromHash(h); got != p.SHA256 {
+	if got != p.SHA256 {
 		return fmt.Errorf("SHA-256 %s, the lock says %s", got, p.SHA256)
 	}
 	return nil

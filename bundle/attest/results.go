@@ -67,7 +67,7 @@ func ResultsStatement(samples, pins []byte, bundleManifest manifests.Digest, aud
 		if s.RunID != p.RunID {
 			return nil, fmt.Errorf("attesting results: a sample of run %s among run %s's", s.RunID, p.RunID)
 		}
-		if s.Status != manifests.StatusOK {
+		if s.Failed() {
 			r.Failed++
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -104,6 +105,18 @@ func NeedDocker(t testing.TB) string {
 		Skip(t, "needs a Docker daemon (start one with `scripts/dockerd start` and set DOCKER_HOST): %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return docker
+}
+
+// NeedDockerRuntime skips unless the Docker daemon (NeedDocker) has the OCI
+// runtime name: "runsc" comes from `make gvisor-tools`, which scripts/dockerd
+// then adds when it starts.
+func NeedDockerRuntime(t testing.TB, name string) {
+	t.Helper()
+	docker := NeedDocker(t)
+	out, err := exec.Command(docker, "info", "--format", "{{range $k, $v := .Runtimes}}{{$k}} {{end}}").CombinedOutput()
+	if err != nil || !slices.Contains(strings.Fields(string(out)), name) {
+		Skip(t, "needs the Docker daemon to have the runtime %s (has: %s; `make gvisor-tools`, then restart scripts/dockerd): %v", name, strings.TrimSpace(string(out)), err)
+	}
 }
 
 // Golden compares got with the golden file testdata/name, after rewriting

@@ -123,7 +123,17 @@ type Features struct {
 	// io_uring where it could get it (auto) is served over /dev/fuse.
 	Transport       string `json:"transport"`
 	TransportReason string `json:"transportReason,omitempty"`
+	// Implementation is whose FUSE serves the mount: ImplLinux (the
+	// kernel's) or ImplGVisor (gVisor's Sentry, which answers from a FUSE
+	// of its own); empty in answers written before it was recorded.
+	Implementation string `json:"implementation,omitempty"`
 }
+
+// FUSE implementations of Features.Implementation.
+const (
+	ImplLinux  = "linux"
+	ImplGVisor = "gvisor"
+)
 
 // Transports of Features.Transport.
 const (

@@ -30,12 +30,16 @@ type Options struct {
 	// Host is the dockerd endpoint; empty means DOCKER_HOST or the default socket.
 	Host string
 	Log  func(format string, args ...any)
+	// Target is the target's name: Name (the default) or GVisorName, whose
+	// Sandboxes run under the runsc runtime (gvisor.go).
+	Target string
 }
 
 // Docker is the user's dockerd.
 type Docker struct {
 	o    Options
 	host string
+	name string
 }
 
 // New returns the docker target of o.Run. It creates nothing.
@@ -50,15 +54,19 @@ func New(o Options) (*Docker, error) {
 	if host == "" {
 		host = engine.DefaultDockerHost()
 	}
-	return &Docker{o: o, host: host}, nil
+	if o.Target == "" {
+		o.Target = Name
+	}
+	return &Docker{o: o, host: host, name: o.Target}, nil
 }
 
-func (d *Docker) Name() string     { return Name }
+func (d *Docker) Name() string     { return d.name }
 func (d *Docker) Endpoint() string { return d.host }
 
 func (d *Docker) client() (*client.Client, error) { return engine.NewClient(d.host) }
 
-// Create checks that dockerd answers; there is nothing to start.
+// Create checks that dockerd answers (and, for gvisor, that it has the
+// runsc runtime); there is nothing to start.
 func (d *Docker) Create(ctx context.Context) error {
 	cli, err := d.client()
 	if err != nil {
@@ -67,6 +75,10 @@ func (d *Docker) Create(ctx context.Context) error {
 	defer cli.Close()
 	if _, err := cli.Ping(ctx); err != nil {
 		return fmt.Errorf("dockerd at %s does not answer (start it, or set DOCKER_HOST; `scripts/dockerd start` runs a private one): %w", d.host, err)
+	}
+	if d.name == GVisorName {
+		_, err := gvisorRuntime(ctx, cli, d.host)
+		return err
 	}
 	return nil
 }
@@ -78,12 +90,15 @@ func (d *Docker) InstallImage(ctx context.Context, img engine.Image) error {
 		return err
 	}
 	defer cli.Close()
-	return engine.LoadImage(ctx, cli, d.o.Run.Ledger, Name, d.host, img)
+	return engine.LoadImage(ctx, cli, d.o.Run.Ledger, d.name, d.host, img)
 }
 
-// Identity asks dockerd.
+// Identity asks dockerd (and, for gvisor, the runsc runtime).
 func (d *Docker) Identity(ctx context.Context) (*engine.Identity, error) {
-	return engine.Identify(ctx, Name, d.host)
+	if d.name == GVisorName {
+		return gvisorIdentity(ctx, d.host)
+	}
+	return engine.Identify(ctx, d.name, d.host)
 }
 
 // Destroy removes what the run's ledger names on dockerd, then any
@@ -91,7 +106,7 @@ func (d *Docker) Identity(ctx context.Context) (*engine.Identity, error) {
 // entry, by a bug): both steps run, and every failure is returned.
 func (d *Docker) Destroy(ctx context.Context) error {
 	var errs *multierror.Error
-	if _, err := provision.Teardown(ctx, d.o.Run.Dir, provision.TeardownOptions{Targets: []string{Name}, Log: d.o.Log}); err != nil {
+	if _, err := provision.Teardown(ctx, d.o.Run.Dir, provision.TeardownOptions{Targets: []string{d.name}, Log: d.o.Log}); err != nil {
 		errs = multierror.Append(errs, err)
 	}
 	cli, err := d.client()
@@ -99,7 +114,7 @@ func (d *Docker) Destroy(ctx context.Context) error {
 		return multierror.Append(errs, err).ErrorOrNil()
 	}
 	defer cli.Close()
-	rs, err := provision.Labelled(ctx, cli, Name, d.o.Run.ID)
+	rs, err := provision.Labelled(ctx, cli, d.name, d.o.Run.ID)
 	if err != nil {
 		if client.IsErrConnectionFailed(err) && errs.ErrorOrNil() == nil && len(d.o.Run.Ledger.Entries()) <= 1 {
 			return nil // never created: nothing of ours can be there
@@ -123,7 +138,7 @@ func (d *Docker) Destroy(ctx context.Context) error {
 // Inventory lists what of the run dockerd holds: ledger entries that
 // still exist, and containers and volumes carrying the run's label.
 func (d *Docker) Inventory(ctx context.Context) ([]provision.Resource, error) {
-	out, err := d.o.Run.Held(ctx, Name)
+	out, err := d.o.Run.Held(ctx, d.name)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +151,7 @@ func (d *Docker) Inventory(ctx context.Context) ([]provision.Resource, error) {
 		return nil, err
 	}
 	defer cli.Close()
-	rs, err := provision.Labelled(ctx, cli, Name, d.o.Run.ID)
+	rs, err := provision.Labelled(ctx, cli, d.name, d.o.Run.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ func init() {
 		New: func(o provision.NewOptions) (provision.Target, error) {
 			return New(Options{Run: o.Run, Log: o.Log})
 		},
-		Backend: backend{},
+		Backend: backend{name: Name},
 		Needs:   []string{"dockerd", "fuse"},
 		Checks: func(ctx context.Context) []provision.Check {
 			return []provision.Check{provision.DockerdCheck(ctx, engine.DefaultDockerHost())}
@@ -24,10 +24,10 @@ func init() {
 	})
 }
 
-// backend is the docker target's provision.Backend: the audit asks the
+// backend is the docker (or gvisor) target's provision.Backend: the audit asks the
 // user's dockerd for containers and volumes carrying the run label, and
 // --fix removes them; ledger entries are the generic code's.
-type backend struct{}
+type backend struct{ name string }
 
 var _ provision.Backend = backend{}
 
@@ -47,7 +47,7 @@ func (backend) Exists(context.Context, string, manifests.LedgerEntry) (bool, str
 // Audit lists the labelled containers and volumes on the user's dockerd.
 // A dockerd that does not answer is an error: the audit notes it, or
 // fails when docker was asked for by name.
-func (backend) Audit(ctx context.Context, run string) ([]provision.Resource, []string, error) {
+func (b backend) Audit(ctx context.Context, run string) ([]provision.Resource, []string, error) {
 	host := engine.DefaultDockerHost()
 	cli, err := engine.NewClient(host)
 	if err == nil {
@@ -56,7 +56,7 @@ func (backend) Audit(ctx context.Context, run string) ([]provision.Resource, []s
 	}
 	var rs []provision.Resource
 	if err == nil {
-		rs, err = provision.Labelled(ctx, cli, Name, run)
+		rs, err = provision.Labelled(ctx, cli, b.name, run)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("dockerd at %s: %w (start it, or set DOCKER_HOST to the dockerd the runs used)", host, err)

@@ -83,7 +83,11 @@ func TestConformance(t *testing.T) {
 func TestTwelveCellsLikeLocal(t *testing.T) {
 	vmImage := needQEMU(t)
 	testenv.NeedRoot(t) // the local target
-	vmtest.Twelve{Name: qemu.Name, CPUs: qemu.DefaultCPUs, MemoryBytes: qemu.DefaultMemoryBytes,
+	vmtest.Twelve{Name: qemu.Name, CPUs: qemu.DefaultCPUs, MemoryBytes: qemu.DefaultMemoryBytes, Kernel: "cloud",
+		// The target's directory, the VM (disks, pid file), QEMU and the
+		// link, their two sockets, the image.
+		Holds: map[manifests.ResourceKind]int{manifests.ResourceDir: 1, manifests.ResourceVM: 1, manifests.ResourceProcess: 2,
+			manifests.ResourceSocket: 2, manifests.ResourceImage: 1},
 		New: func(t *testing.T, run *provision.Run, dir string, m *manifests.BundleManifest, img engine.Image) vmtest.EmulatedTarget {
 			return newQEMU(t, run, vmImage, dir, m, img)
 		},

@@ -388,10 +388,18 @@ ul.timing-notes { color: #9a6700; }
 </ul>
 {{- end}}
 {{- if .Problems}}
-<p>Failed and ineligible samples (kept, never retried):</p>
+<p>Failed samples (kept, never retried):</p>
 <ul>
 {{- range .Problems}}
 <li>{{.Target}} {{.Cell}} round {{.Round}}: <span class="bad">{{.Status}}</span>: {{.Reason}}{{if .Detail}} ({{.Detail}}){{end}}</li>
+{{- end}}
+</ul>
+{{- end}}
+{{- if .Unsupported}}
+<p>Not supported by this backend (the target cannot run the cell's LayerFS side; not failures):</p>
+<ul>
+{{- range .Unsupported}}
+<li>{{.Target}} {{.Cell}} round {{.Round}}: not supported by this backend: {{.Reason}}</li>
 {{- end}}
 </ul>
 {{- end}}
@@ -466,7 +474,7 @@ ul.timing-notes { color: #9a6700; }
 <tr><th>target</th>{{range .Targets}}<th>{{.Name}}</th>{{end}}</tr>
 <tr><th>run</th>{{range .Targets}}<td>{{.RunID}}</td>{{end}}</tr>
 <tr><th>engine</th>{{range .Targets}}<td>{{dash .Engine}}</td>{{end}}</tr>
-<tr><th>kernel</th>{{range .Targets}}<td>{{dash .Kernel}}</td>{{end}}</tr>
+<tr><th>kernel</th>{{range .Targets}}<td>{{.KernelText}}</td>{{end}}</tr>
 <tr><th>CPUs</th>{{range .Targets}}<td>{{dashInt .CPUs}}</td>{{end}}</tr>
 <tr><th>memory</th>{{range .Targets}}<td>{{.MemoryText}}</td>{{end}}</tr>
 <tr><th>emulated</th>{{range .Targets}}<td>{{.Emulated}}</td>{{end}}</tr>

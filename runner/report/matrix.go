@@ -87,7 +87,7 @@ func (r *Report) countMatrix(rows []CountRow, keys []string) matrix {
 			case !ok:
 				v.Text = "—"
 			case !c.Differs:
-				v.Text = grouped(c.Values[0])
+				v.Text = sharedText(names, c.Values, k == "result")
 			default:
 				for i, n := range names {
 					v.Parts = append(v.Parts, n+" "+grouped(c.Values[i]))
@@ -100,6 +100,24 @@ func (r *Report) countMatrix(rows []CountRow, keys []string) matrix {
 		m.Rows = append(m.Rows, row)
 	}
 	return m
+}
+
+// sharedText is a row's value the targets share, and with say, which
+// targets do not support the cell: "pass (gvisor: not supported)" (the
+// result column says it once for the row).
+func sharedText(names, values []string, say bool) string {
+	shared, without := NotSupported, []string{}
+	for i, v := range values {
+		if v == NotSupported {
+			without = append(without, names[i])
+		} else {
+			shared = grouped(v)
+		}
+	}
+	if !say || len(without) == 0 || len(without) == len(values) {
+		return shared
+	}
+	return shared + " (" + strings.Join(without, ", ") + ": " + NotSupported + ")"
 }
 
 // countKeys are the summary counts, in order.

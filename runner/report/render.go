@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/runner/stats"
 )
 
@@ -270,7 +271,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 	if len(r.Differences) == 0 {
 		p("Every count is equal across all targets in every cell, so the timings below compare the same work.\n\n")
 	} else if r.Explained() {
-		p("**%d difference(s)** between targets, marked † and listed below, each in FUSE request counts between targets that run different kernels: the files, bytes and results are the same work; the kernels sent the daemon different requests for it.\n\n", len(r.Differences))
+		p("**%d difference(s)** between targets, marked † and listed below, each in FUSE request counts between targets with %s: the files, bytes and results are the same work; their FUSE sent the daemon different requests for it.\n\n", len(r.Differences), r.Summary.Between)
 	} else {
 		p("**%d difference(s)** between targets (or between one target's samples), listed below: ✗ marks different work, whose cells' timings do not compare the same work; † a FUSE count that differs between kernels. Where the targets agree, a value is shown once.\n\n", len(r.Differences))
 	}
@@ -302,13 +303,19 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 		p("\n</details>\n")
 	}
 	if len(r.Problems) > 0 {
-		p("\nFailed and ineligible samples (kept, never retried):\n\n")
+		p("\nFailed samples (kept, never retried):\n\n")
 		for _, pr := range r.Problems {
 			p("- %s %s round %d: %s: %s", pr.Target, pr.Cell, pr.Round, pr.Status, mdEscape(pr.Reason))
 			if pr.Detail != "" {
 				p(" (%s)", mdEscape(pr.Detail))
 			}
 			p("\n")
+		}
+	}
+	if len(r.Unsupported) > 0 {
+		p("\nNot supported by this backend (the target cannot run the cell's LayerFS side; not failures):\n\n")
+		for _, pr := range r.Unsupported {
+			p("- %s %s round %d: not supported by this backend: %s\n", pr.Target, pr.Cell, pr.Round, mdEscape(pr.Reason))
 		}
 	}
 
@@ -357,7 +364,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 	row("target", "run", "engine", "kernel", "CPUs", "memory", "emulated", "FUSE transport", "samples")
 	sep(9)
 	for _, t := range r.Targets {
-		row(t.Name, t.RunID, dash(t.Engine), dash(t.Kernel), dashInt(t.CPUs), t.MemoryText(), strconv.FormatBool(t.Emulated), t.FUSETransportText(), strconv.Itoa(t.Samples))
+		row(t.Name, t.RunID, dash(t.Engine), t.KernelText(), dashInt(t.CPUs), t.MemoryText(), strconv.FormatBool(t.Emulated), t.FUSETransportText(), strconv.Itoa(t.Samples))
 	}
 	for _, run := range r.Runs {
 		if len(run.Tools) > 0 {
@@ -385,6 +392,15 @@ func joinNonEmpty(sep string, parts ...string) string {
 }
 
 // MemoryText is the target's memory in GiB, or a dash.
+// KernelText is the target's kernel, and for one under gVisor, that the
+// Sandboxes ran on gVisor's Sentry (its version and platform) above it.
+func (t TargetInfo) KernelText() string {
+	if t.FUSE != manifests.FUSEGVisor {
+		return dash(t.Kernel)
+	}
+	return dash(t.Kernel) + ", under gVisor (runsc " + t.RuntimeVersion + ", " + t.RuntimePlatform + ")"
+}
+
 func (t TargetInfo) MemoryText() string {
 	if t.MemoryBytes > 0 {
 		return gib(t.MemoryBytes)

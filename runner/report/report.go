@@ -28,6 +28,7 @@
 package report
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -117,9 +118,12 @@ type Report struct {
 	// housekeeping), as Counts: the detail of the fuseRequests rows.
 	Opcodes     []CountRow   `json:"opcodes"`
 	Differences []Difference `json:"differences"`
-	Problems    []Problem    `json:"problems"` // failed and ineligible samples
-	Timings     []Timing     `json:"timings"`
-	Notes       []string     `json:"notes"`
+	Problems    []Problem    `json:"problems"` // failed samples
+	// Unsupported are the ineligible samples: cells a target cannot run
+	// (its Reason says why), which are not failures.
+	Unsupported []Problem `json:"unsupported"`
+	Timings     []Timing  `json:"timings"`
+	Notes       []string  `json:"notes"`
 }
 
 // TargetInfo is what the report knows about one target.
@@ -140,6 +144,12 @@ type TargetInfo struct {
 	// FUSEURing is what the run pinned of the host's enable_uring for this
 	// target: on, off, n/a (another kernel), or empty in older results.
 	FUSEURing string `json:"fuseURing,omitempty"`
+	// Runtime, RuntimeVersion, RuntimePlatform and FUSE are the pins' (the
+	// gvisor target's runsc; FUSE is whose FUSE served the Sandboxes).
+	Runtime         string `json:"runtime,omitempty"`
+	RuntimeVersion  string `json:"runtimeVersion,omitempty"`
+	RuntimePlatform string `json:"runtimePlatform,omitempty"`
+	FUSE            string `json:"fuse,omitempty"`
 	// TimedWindows counts the timed windows (LayerFS's and native's) in the
 	// target's samples that count, as their phases recorded them;
 	// UndrainedWindows those that started before the kernel's dirty pages
@@ -441,7 +451,7 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 	if len(inputs) == 0 {
 		return nil, inputErrorf("no results given")
 	}
-	r := &Report{FormatVersion: FormatVersion, Level: Level, Opcodes: []CountRow{}, Differences: []Difference{}, Problems: []Problem{}, Notes: []string{}}
+	r := &Report{FormatVersion: FormatVersion, Level: Level, Opcodes: []CountRow{}, Differences: []Difference{}, Problems: []Problem{}, Unsupported: []Problem{}, Notes: []string{}}
 	byTarget := map[string][]*manifests.Sample{}
 	targetRun := map[string]int{}
 	seen := map[string]bool{}
@@ -502,6 +512,7 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 				if tp, ok := in.Pins.Target(t); ok {
 					ti.Engine, ti.Kernel, ti.CPUs, ti.MemoryBytes, ti.Emulated = tp.Engine, tp.Kernel, tp.CPUs, tp.MemoryBytes, tp.Emulated
 					ti.Transport, ti.FUSEURing = tp.Transport, tp.FUSEURing
+					ti.Runtime, ti.RuntimeVersion, ti.RuntimePlatform, ti.FUSE = tp.Runtime, tp.RuntimeVersion, tp.RuntimePlatform, tp.FUSEImplementation()
 				}
 			}
 			r.Targets = append(r.Targets, ti)
@@ -552,15 +563,22 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 				idx[s.Cell] = map[string][]*manifests.Sample{}
 			}
 			idx[s.Cell][t] = append(idx[s.Cell][t], s)
-			if s.Status != manifests.StatusOK {
-				r.Problems = append(r.Problems, Problem{Target: t, Cell: s.Cell, Round: s.Round, Status: string(s.Status), Reason: s.Reason, Detail: s.VerifierDetail})
+			pr := Problem{Target: t, Cell: s.Cell, Round: s.Round, Status: string(s.Status), Reason: s.Reason, Detail: s.VerifierDetail}
+			switch s.Status {
+			case manifests.StatusOK:
+			case manifests.StatusIneligible:
+				r.Unsupported = append(r.Unsupported, pr)
+			default:
+				r.Problems = append(r.Problems, pr)
 			}
 		}
 	}
-	sort.Slice(r.Problems, func(i, j int) bool {
-		a, b := r.Problems[i], r.Problems[j]
-		return a.Cell+"\x00"+a.Target+"\x00"+fmt.Sprint(a.Round) < b.Cell+"\x00"+b.Target+"\x00"+fmt.Sprint(b.Round)
-	})
+	for _, ps := range [][]Problem{r.Problems, r.Unsupported} {
+		sort.Slice(ps, func(i, j int) bool {
+			a, b := ps[i], ps[j]
+			return a.Cell+"\x00"+a.Target+"\x00"+fmt.Sprint(a.Round) < b.Cell+"\x00"+b.Target+"\x00"+fmt.Sprint(b.Round)
+		})
+	}
 
 	r.buildCounts(idx, names)
 	for _, m := range metrics {
@@ -603,19 +621,32 @@ func (r *Report) buildCounts(idx map[string]map[string][]*manifests.Sample, name
 		sort.Strings(opKeys)
 		keys = append(keys, opKeys...)
 		for _, key := range keys {
+			// A target's ineligible samples did no LayerFS work: they
+			// are left out, and a target with no other shows
+			// NotSupported, compared with no one.
 			values := make([]string, len(names))
 			for i, t := range names {
 				var distinct []string
-				for _, s := range idx[c.Name][t] {
-					if v := countValue(s, key); !slices.Contains(distinct, v) {
+				ss := idx[c.Name][t]
+				for _, s := range ss {
+					if v := countValue(s, key); s.Status != manifests.StatusIneligible && !slices.Contains(distinct, v) {
 						distinct = append(distinct, v)
 					}
 				}
 				values[i] = strings.Join(distinct, " / ")
+				if len(distinct) == 0 && len(ss) > 0 {
+					values[i] = NotSupported
+				}
 			}
-			differs := false
+			differs, first := false, ""
 			for _, v := range values {
-				if v != values[0] || v == "" || strings.Contains(v, " / ") {
+				if v == NotSupported {
+					continue
+				}
+				if first == "" {
+					first = v
+				}
+				if v != first || v == "" || strings.Contains(v, " / ") {
 					differs = true
 				}
 			}
@@ -639,30 +670,47 @@ func (r *Report) buildCounts(idx map[string]map[string][]*manifests.Sample, name
 	}
 }
 
+// NotSupported is a count's value for a target whose samples of the cell
+// were all ineligible: the cell is not supported by that backend.
+const NotSupported = "not supported"
+
 // kernelsExplain explains a difference in FUSE request counts between
-// targets that run different kernels: which requests reach the daemon is
-// the kernel's choice (readahead, attribute and entry caching, whether it
-// has FUSE passthrough), not the work the body did. Counts that differ
+// targets whose FUSE differs: which requests reach the daemon is the
+// choice of the FUSE implementation (Linux's or gVisor's) and, for
+// Linux's, of the kernel (readahead, attribute and entry caching, whether
+// it has FUSE passthrough), not the work the body did. Counts that differ
 // between one target's own samples, and every other count, stay
 // unexplained.
 func (r *Report) kernelsExplain(key string, values []string) string {
 	if key != "fuseRequests" && !strings.HasPrefix(key, "fuseRequests.") || len(values) != len(r.Targets) {
 		return ""
 	}
-	byKernel := map[string]string{} // kernel: the value its targets share
+	byFUSE := map[string]string{} // whose FUSE: the value its targets share
+	impls := map[string]bool{}
 	var list []string
 	for i, t := range r.Targets {
+		if values[i] == NotSupported {
+			continue
+		}
 		if t.Kernel == "" || strings.Contains(values[i], " / ") {
 			return ""
 		}
-		if v, seen := byKernel[t.Kernel]; seen && v != values[i] {
-			return "" // two targets on one kernel disagree: not the kernel's doing
+		fuse, text := t.Kernel, t.Name+" "+t.Kernel
+		if t.FUSE == manifests.FUSEGVisor {
+			fuse, text = "gVisor "+t.RuntimeVersion, t.Name+" gVisor's FUSE (runsc "+t.RuntimeVersion+")"
 		}
-		byKernel[t.Kernel] = values[i]
-		list = append(list, t.Name+" "+t.Kernel)
+		if v, seen := byFUSE[fuse]; seen && v != values[i] {
+			return "" // two targets with one FUSE disagree: not the FUSE's doing
+		}
+		byFUSE[fuse] = values[i]
+		impls[cmp.Or(t.FUSE, manifests.FUSELinux)] = true
+		list = append(list, text)
 	}
-	if len(byKernel) < 2 {
+	switch {
+	case len(byFUSE) < 2:
 		return ""
+	case len(impls) > 1:
+		return "different FUSE implementation: " + strings.Join(list, ", ") + "; Linux's and gVisor's FUSE send the daemon different requests for the same work: caching, readahead, FLUSH, passthrough"
 	}
 	return "different kernels: " + strings.Join(list, ", ") + "; the kernel decides which requests reach the daemon: readahead, caching, FUSE passthrough"
 }
@@ -978,7 +1026,7 @@ func (r *Report) suspectNotes(idx map[string]map[string][]*manifests.Sample, m m
 				nativeFirst++
 			}
 			for _, ph := range s.Phases {
-				if ph.Kind == manifests.PhaseTimed && ph.Barrier != nil && !ph.Barrier.Drained {
+				if ph.Kind == manifests.PhaseTimed && ph.Barrier != nil && !ph.Barrier.Drained && !ph.Barrier.Unmeasured {
 					undrained++
 				}
 			}
@@ -1071,7 +1119,7 @@ func (r *Report) noteBarriers(byTarget map[string][]*manifests.Sample) {
 					continue
 				}
 				t.TimedWindows++
-				if !ph.Barrier.Drained {
+				if !ph.Barrier.Drained && !ph.Barrier.Unmeasured {
 					t.UndrainedWindows++
 					side[ph.Side]++
 					cellsHit = append(cellsHit, s.Cell)

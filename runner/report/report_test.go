@@ -183,16 +183,17 @@ func TestReportGolden(t *testing.T) {
 	if r.Baseline != "docker" || strings.Join(r.TargetNames(), ",") != "docker,local,lima" || len(r.Cells) != 12 {
 		t.Errorf("baseline %s, targets %v, %d cells", r.Baseline, r.TargetNames(), len(r.Cells))
 	}
-	// The one planted difference, and the failed sample's result row.
+	// The one planted difference, and the failed sample's result row (the
+	// ineligible sample is not supported, neither a difference nor a failure).
 	var diffs []string
 	for _, d := range r.Differences {
 		diffs = append(diffs, d.Cell+" "+d.Count)
 	}
-	if got := strings.Join(diffs, "; "); got != "C05 fuseRequests; C05 fuseRequests.LOOKUP; C11 result; C12 result" {
+	if got := strings.Join(diffs, "; "); got != "C05 fuseRequests; C05 fuseRequests.LOOKUP; C12 result" {
 		t.Errorf("differences: %s", got)
 	}
-	if len(r.Problems) != 2 {
-		t.Errorf("problems: %+v", r.Problems)
+	if len(r.Problems) != 1 || len(r.Unsupported) != 1 {
+		t.Errorf("problems: %+v, unsupported: %+v", r.Problems, r.Unsupported)
 	}
 	for _, format := range Formats {
 		var b bytes.Buffer
@@ -588,9 +589,9 @@ func TestKernelDifferencesAreExplained(t *testing.T) {
 	if strings.Join(whys, ",") != "C09 fuseRequests,C09 fuseRequests.READ" {
 		t.Errorf("explained: %q", whys)
 	}
-	// C11 and C12 differ in result by the fixture's failed and ineligible
-	// samples: different work too.
-	if strings.Join(unexplained, ",") != "C01 files,C11 result,C12 result" || r.Explained() {
+	// C12 differs in result by the fixture's failed sample: different
+	// work too. C11's ineligible sample did no work: it is left out.
+	if strings.Join(unexplained, ",") != "C01 files,C12 result" || r.Explained() {
 		t.Errorf("unexplained: %q (Explained %v)", unexplained, r.Explained())
 	}
 	var md bytes.Buffer
@@ -599,6 +600,76 @@ func TestKernelDifferencesAreExplained(t *testing.T) {
 	}
 	if !strings.Contains(md.String(), "- C09 FUSE READ: docker 0, local 0, lima 256 (different kernels: ") {
 		t.Errorf("markdown does not explain the READ difference:\n%s", md.String())
+	}
+}
+
+// TestGVisorFUSEAndUnsupportedCells: counts that differ between a target
+// under gVisor and one on Linux's FUSE are explained as a different FUSE
+// implementation (the pins say whose FUSE), and a cell whose every sample
+// was ineligible there shows "not supported", listed with its reason as
+// not supported by this backend, neither a difference nor a failure.
+func TestGVisorFUSEAndUnsupportedCells(t *testing.T) {
+	pins, samples := fixedRun()
+	g := &pins.Targets[2] // lima, here under gVisor on the host's kernel
+	g.Kernel, g.FUSE, g.Runtime, g.RuntimeVersion, g.RuntimePlatform = pins.Targets[1].Kernel, manifests.FUSEGVisor, "runsc", "v0.0.0-20260905035102-160fafc42237", "systrap"
+	const why = "gVisor's FUSE cannot mmap(2) a file (ENOSYS)"
+	for i := range samples {
+		s := &samples[i]
+		if s.Target == "local" && s.Cell == "C05" {
+			s.FUSERequests["LOOKUP"]-- // undo the fixture's same-kernel difference
+		}
+		if s.Target != "lima" {
+			continue
+		}
+		switch s.Cell {
+		case "C09":
+			s.FUSERequests["READ"] = 256
+		case "C11":
+			s.Status, s.Reason, s.Verifier = manifests.StatusOK, "", manifests.VerifierPass
+			s.CommandNs, s.ExecWallNs, s.ExecOverheadNs = 40_000_000, 43_000_000, 3_000_000
+		case "C12":
+			s.Status, s.Reason, s.Verifier, s.VerifierDetail = manifests.StatusIneligible, why, manifests.VerifierNotRun, ""
+			s.FUSERequests = map[string]int64{}
+		}
+	}
+	r, err := Build([]Input{{Source: "run", Pins: pins, Samples: samples}}, Options{Baseline: "docker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Explained() || len(r.Differences) == 0 {
+		t.Errorf("differences %+v: want some, every one explained", r.Differences)
+	}
+	for _, d := range r.Differences {
+		if d.Cell != "C09" || !strings.HasPrefix(d.Why, "different FUSE implementation: ") {
+			t.Errorf("difference %+v: want only C09's READs, explained by the FUSE implementation", d)
+		}
+	}
+	if len(r.Problems) != 0 || len(r.Unsupported) != 3 || r.Summary.Unsupported != 3 || r.Summary.Between != "different FUSE implementations" {
+		t.Errorf("problems %v, unsupported %v, summary %+v: want no failure, lima's three C12 not supported", r.Problems, r.Unsupported, r.Summary)
+	}
+	var md bytes.Buffer
+	if err := Write(&md, r, "md"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"- C09 FUSE READ: docker 0, local 0, lima 256 (different FUSE implementation: docker 6.1.0-40-amd64, local 6.1.0-40-amd64, lima gVisor's FUSE (runsc v0.0.0-20260905035102-160fafc42237)",
+		"- lima C12 round 0: not supported by this backend: " + why + "\n",
+		"| C12 | pass (lima: not supported) | 3,012 | 4,012 |",
+		"(3 not supported by this backend)",
+		"between targets with different FUSE implementations",
+		", under gVisor (runsc v0.0.0-20260905035102-160fafc42237, systrap)",
+		"FUSE implementations differ (docker linux, local linux, lima gVisor's (runsc v0.0.0-20260905035102-160fafc42237, systrap)): ",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("the Markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	var html bytes.Buffer
+	if err := Write(&html, r, "html"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(html.String(), "lima C12 round 2: not supported by this backend: gVisor&#39;s FUSE") {
+		t.Errorf("the HTML does not list lima's C12 as not supported")
 	}
 }
 

@@ -1,10 +1,13 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sealbench/sealbench/manifests"
 )
 
 // Overview is the answer first: what ran, whether every count matched,
@@ -24,10 +27,17 @@ type Overview struct {
 	CountsMatch bool `json:"countsMatch"`
 	// DifferentWork are the cells with a difference nothing explains: their
 	// timings do not compare the same work. KernelOnly are those whose
-	// differences are all in FUSE requests between different kernels.
+	// differences are all in FUSE requests between different kernels (or
+	// FUSE implementations: Between says which).
 	DifferentWork []string `json:"differentWork"`
 	KernelOnly    []string `json:"kernelOnly"`
-	Problems      int      `json:"problems"` // failed and ineligible samples
+	// Between is what the explained differences are between: "different
+	// kernels", "different FUSE implementations", or both.
+	Between  string `json:"between,omitempty"`
+	Problems int    `json:"problems"` // failed samples
+	// Unsupported counts the ineligible samples: cells a target cannot
+	// run, not failures.
+	Unsupported int `json:"unsupported,omitempty"`
 	// Warnings say what differs between the targets beyond the platform
 	// itself (CPUs, memory, kernel, emulation, transports), before any
 	// timing is read.
@@ -70,8 +80,9 @@ func (r *Report) buildOverview(samples int) {
 		}
 		o.SamplesPerCell = max(o.SamplesPerCell, run.SamplesPerCell)
 	}
-	o.SamplesOK = samples - len(r.Problems)
-	o.Problems = len(r.Problems)
+	o.SamplesOK = samples - len(r.Problems) - len(r.Unsupported)
+	o.Problems, o.Unsupported = len(r.Problems), len(r.Unsupported)
+	o.Between = r.between()
 	o.CountsMatch = len(r.Differences) == 0
 	unexplained := map[string]bool{}
 	for _, d := range r.Differences {
@@ -207,6 +218,12 @@ var targetTraits = []struct {
 		return gib(t.MemoryBytes)
 	}},
 	{"kernel", "Kernels differ", "the kernel decides which FUSE requests reach the daemon and what each costs.", func(t TargetInfo) string { return t.Kernel }},
+	{"FUSE implementation", "FUSE implementations differ", "gVisor's Sentry serves a Sandbox's system calls and its FUSE itself: a ratio includes gVisor, and its FUSE sends other requests.", func(t TargetInfo) string {
+		if t.FUSE != manifests.FUSEGVisor {
+			return t.FUSE
+		}
+		return "gVisor's (runsc " + t.RuntimeVersion + ", " + t.RuntimePlatform + ")"
+	}},
 	{"emulation", "Emulation differs", "an emulated target's timings are the emulator's: compare its counts, not its times.", func(t TargetInfo) string {
 		if t.Engine == "" {
 			return ""
@@ -285,6 +302,34 @@ func (r *Report) signatureLines() []string {
 	return lines
 }
 
+// What explained differences are between (Overview.Between).
+const (
+	betweenKernels = "different kernels"
+	betweenFUSE    = "different FUSE implementations"
+)
+
+// between says what the report's explained differences are between.
+func (r *Report) between() string {
+	var kernels, fuse bool
+	for _, d := range r.Differences {
+		switch {
+		case strings.HasPrefix(d.Why, "different FUSE implementation"):
+			fuse = true
+		case d.Why != "":
+			kernels = true
+		}
+	}
+	switch {
+	case kernels && fuse:
+		return betweenKernels + " and " + betweenFUSE
+	case fuse:
+		return betweenFUSE
+	case kernels:
+		return betweenKernels
+	}
+	return ""
+}
+
 // countsVerdict is the summary's one line on the counts.
 func (o Overview) countsVerdict() string {
 	switch {
@@ -293,11 +338,14 @@ func (o Overview) countsVerdict() string {
 	case o.CountsMatch:
 		return "every count matched across targets in every cell: the timings compare the same work."
 	case len(o.DifferentWork) == 0:
-		return "counts differ only in FUSE requests between targets on different kernels (" + strings.Join(o.KernelOnly, ", ") + "): the same work, different requests from the kernels."
+		if o.Between == betweenKernels || o.Between == "" {
+			return "counts differ only in FUSE requests between targets on different kernels (" + strings.Join(o.KernelOnly, ", ") + "): the same work, different requests from the kernels."
+		}
+		return "counts differ only in FUSE requests between targets with " + o.Between + " (" + strings.Join(o.KernelOnly, ", ") + "): the same work, different requests from their FUSE."
 	}
 	s := "counts differ in " + strings.Join(o.DifferentWork, ", ") + ": those cells' timings do not compare the same work"
 	if len(o.KernelOnly) > 0 {
-		s += "; in " + strings.Join(o.KernelOnly, ", ") + " only FUSE requests differ, between different kernels"
+		s += "; in " + strings.Join(o.KernelOnly, ", ") + " only FUSE requests differ, between " + cmp.Or(o.Between, betweenKernels)
 	}
 	return s + "."
 }
@@ -308,9 +356,16 @@ func (o Overview) ranText() string {
 	if o.SamplesPerCell > 0 {
 		per = ", " + plural(o.SamplesPerCell, "sample") + " per cell and target"
 	}
-	failed := ""
+	var notes []string
 	if o.Problems > 0 {
-		failed = fmt.Sprintf(" (%d failed or ineligible)", o.Problems)
+		notes = append(notes, fmt.Sprintf("%d failed", o.Problems))
+	}
+	if o.Unsupported > 0 {
+		notes = append(notes, fmt.Sprintf("%d not supported by this backend", o.Unsupported))
+	}
+	failed := ""
+	if len(notes) > 0 {
+		failed = " (" + strings.Join(notes, "; ") + ")"
 	}
 	bundle := "bundle"
 	if len(o.Bundles) > 1 {

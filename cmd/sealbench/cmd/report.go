@@ -130,7 +130,7 @@ was signed.`,
 				fmt.Fprintf(g.stderr, "sealbench: warning: %d count(s) differ between targets: those cells' timings do not compare the same work\n", len(r.Differences))
 			}
 			return writeReport(g, f, b.Bytes(), map[string]any{"baseline": r.Baseline, "targets": r.TargetNames(),
-				"differences": len(r.Differences), "problems": len(r.Problems)},
+				"differences": len(r.Differences), "problems": len(r.Problems), "unsupported": len(r.Unsupported)},
 				fmt.Sprintf("baseline %s; %d difference(s) in counts", r.Baseline, len(r.Differences)))
 		},
 	}

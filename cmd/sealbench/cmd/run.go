@@ -79,7 +79,11 @@ wait for the kernel's dirty and write-back pages to drain (the counts at the
 window's start are recorded). LayerFS and native take turns going first, as the
 seed decides. The body runs as uid 65534 with no capabilities, timed on the
 Sandbox's clock; then LayerFS's telemetry, the verifier, Commit and unmount.
-One attempt per step; a failed cell is kept as failed. A host-wide lock keeps
+One attempt per step; a failed cell is kept as failed. A cell the target
+cannot run (C12 on gvisor: gVisor's FUSE cannot mmap(2) a file, and git maps
+its files) is kept as ineligible, saying why in one line, after its native
+reference ran; the report lists it as not supported by this backend, and it
+is not a failure. A host-wide lock keeps
 samples from overlapping. Every Sandbox is recorded in the run's ledger before
 it is created. The results directory gets samples.jsonl (each sample fsync'd
 as it completes), pins.json and report.md.

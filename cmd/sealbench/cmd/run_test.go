@@ -26,6 +26,7 @@ import (
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/docker"
 	"github.com/sealbench/sealbench/runner"
 	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/vmimages"
@@ -208,6 +209,68 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(provision.RunsDir(state)); len(ents) != 0 {
 		t.Errorf("runs left in the state directory: %v", ents)
+	}
+}
+
+// TestRunOnGVisor: `sealbench run --target gvisor` runs through the bundle's
+// runner in Sandboxes under runsc. C01 passes its verifier over gVisor's
+// FUSE; C12 (git maps files, which gVisor's FUSE cannot) is ineligible with
+// its reason in one line, its native reference run all the same, shown by
+// the report as not supported by this backend, and not counted as a
+// failure: the run exits 0 and the audit finds nothing left.
+func TestRunOnGVisor(t *testing.T) {
+	b := sealForRun(t)
+	testenv.NeedDockerRuntime(t, docker.GVisorRuntime)
+	shortStateDir(t)
+	out := t.TempDir()
+	code, stdout, stderr := run(t, "run", "--json", "--target", docker.GVisorName, "--bundle", b.Dir, "--key", b.PubKey,
+		"--id", b.Name, "--native", "--cells", "C01,C12", "--samples", "1", "--seed", "1", "--out", out)
+	if code != ExitOK {
+		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var o host.RunOutcome
+	if err := json.Unmarshal([]byte(stdout), &o); err != nil {
+		t.Fatalf("run --json: %v\n%s", err, stdout)
+	}
+	if o.Samples != 2 || o.Failed != 0 || len(o.Leftovers) != 0 {
+		t.Errorf("outcome: %+v", o)
+	}
+	f, err := os.Open(filepath.Join(out, "samples.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := manifests.ReadSamples(f)
+	f.Close()
+	if err != nil || len(samples) != 2 {
+		t.Fatalf("%d samples, %v", len(samples), err)
+	}
+	for _, s := range samples {
+		switch s.Cell {
+		case "C01":
+			if s.Status != manifests.StatusOK || s.Verifier != manifests.VerifierPass || s.Files != 1000 || s.FUSETransport != "dev" || s.NativeNs == nil {
+				t.Errorf("C01 on gvisor: %+v", s)
+			}
+		case "C12":
+			if s.Status != manifests.StatusIneligible || !strings.Contains(s.Reason, "mmap") || strings.Contains(s.Reason, "\n") ||
+				s.Verifier != manifests.VerifierNotRun || s.NativeNs == nil || s.ExecWallNs <= 0 || s.ExecOverheadNs != s.ExecWallNs-s.CommandNs {
+				t.Errorf("C12 on gvisor: want ineligible, saying why in one line, with the native reference and its exec overhead: %+v", s)
+			}
+		}
+	}
+	var pins manifests.RunPins
+	if b, err := os.ReadFile(filepath.Join(out, "pins.json")); err != nil || json.Unmarshal(b, &pins) != nil || len(pins.Targets) != 1 {
+		t.Fatalf("pins.json: %v %+v", err, pins)
+	}
+	if p := pins.Targets[0]; p.Runtime != docker.GVisorRuntime || p.FUSE != manifests.FUSEGVisor || p.RuntimeVersion == "" || p.RuntimePlatform != "systrap" {
+		t.Errorf("gvisor's pins: %+v", p)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil || !strings.Contains(string(md), "- gvisor C12 round 0: not supported by this backend: gVisor's FUSE cannot mmap(2)") ||
+		strings.Contains(string(md), "Failed samples") || !strings.Contains(string(md), "(1 not supported by this backend)") {
+		t.Errorf("report.md does not show C12 as not supported (%v):\n%.3000s", err, md)
+	}
+	if code, stdout, _ := run(t, "audit", "--json"); code != ExitOK {
+		t.Errorf("audit after the run: exit %d\n%s", code, stdout)
 	}
 }
 

@@ -80,7 +80,7 @@ func takeSamples(ctx context.Context, g *global, planPath string) error {
 	}
 	failed := 0
 	for _, s := range samples {
-		if s.Status != manifests.StatusOK {
+		if s.Failed() {
 			failed++
 		}
 	}

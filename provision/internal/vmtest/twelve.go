@@ -36,10 +36,15 @@ type Twelve struct {
 	// New returns the target of run for the sealed, verified bundle at
 	// dir with manifest m, creating nothing.
 	New func(t *testing.T, run *provision.Run, dir string, m *manifests.BundleManifest, img engine.Image) EmulatedTarget
-	// CPUs and MemoryBytes are the VM's size New gives it.
+	// CPUs and MemoryBytes are the VM's size New gives it; Kernel is in
+	// its kernel's release (the VM image's cloud kernel).
 	CPUs        int
 	MemoryBytes int64
-	// Dir is the VM's directory on the host, which teardown must remove.
+	Kernel      string
+	// Holds is how many resources of each kind the VM's Inventory lists
+	// after the run (the kinds not named are not counted).
+	Holds map[manifests.ResourceKind]int
+	// Dir is the VM's directory on the host, which Destroy must remove.
 	Dir func(EmulatedTarget) string
 }
 
@@ -47,8 +52,11 @@ type Twelve struct {
 // image, provision local and the VM target from it, run all twelve cells
 // on both, and require every verifier to pass with exact counts (FUSE
 // requests by opcode, SQLite statements, files and bytes) equal to
-// local's, but for the differences the report explains; then tear the run
-// down and audit that nothing is left.
+// local's, but for the differences the report explains; then take the VM
+// through the rest of its life (what it holds, the audit seeing it,
+// Destroy twice) and tear the run down, with an audit that finds nothing
+// left. It is the one test that boots a VM for the lifecycle, beside the
+// conformance suite's boots.
 func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 	testenv.NeedFUSE(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
@@ -121,6 +129,7 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 		if err := target.Create(ctx); err != nil {
 			t.Fatalf("creating %s: %v", target.Name(), err)
 		}
+		step("created %s", target.Name())
 		if err := target.InstallImage(ctx, img); err != nil {
 			t.Fatalf("installing the image on %s: %v", target.Name(), err)
 		}
@@ -133,8 +142,8 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 	if !vm.Emulated() {
 		t.Errorf("the %s target does not say it is emulated", tw.Name)
 	}
-	if id, _ := vm.Identity(ctx); id.CPUs != tw.CPUs || id.MemoryBytes > tw.MemoryBytes || id.MemoryBytes < tw.MemoryBytes/2 {
-		t.Errorf("the VM has %d CPUs and %d bytes of memory, want %d and about %d", id.CPUs, id.MemoryBytes, tw.CPUs, tw.MemoryBytes)
+	if id, _ := vm.Identity(ctx); id.CPUs != tw.CPUs || id.MemoryBytes > tw.MemoryBytes || id.MemoryBytes < tw.MemoryBytes/2 || !strings.Contains(id.Kernel, tw.Kernel) {
+		t.Errorf("the VM has %d CPUs, %d bytes of memory and kernel %q, want %d, about %d and the guest's %s kernel", id.CPUs, id.MemoryBytes, id.Kernel, tw.CPUs, tw.MemoryBytes, tw.Kernel)
 	}
 
 	runnerFile, _ := verified.Manifest.File("bin/linux-" + runtime.GOARCH + "/sealbench")
@@ -189,6 +198,9 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 		}
 	}
 
+	tw.lifecycle(ctx, t, run, state, vm)
+	step("destroyed the VM")
+
 	run.Close()
 	torn = true
 	res, err := provision.Teardown(ctx, run.Dir, provision.TeardownOptions{Log: t.Logf})
@@ -206,6 +218,55 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 	}
 	if len(left) > 0 {
 		t.Errorf("the audit after teardown finds:\n  %s", strings.Join(left, "\n  "))
+	}
+	if _, err := os.Stat(tw.Dir(vm)); !os.IsNotExist(err) {
+		t.Errorf("the %s target's directory %s is still there: %v", tw.Name, tw.Dir(vm), err)
+	}
+}
+
+// lifecycle takes the VM, up after a run, through the rest of its life:
+// it holds what Holds says, the audit sees it while it is up, Destroy
+// removes all of it and its directory, a second Destroy is nil, and the
+// audit of the target then finds nothing of the run.
+func (tw Twelve) lifecycle(ctx context.Context, t *testing.T, run *provision.Run, state string, vm EmulatedTarget) {
+	t.Helper()
+	inv, err := vm.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[manifests.ResourceKind]int{}
+	for _, r := range inv {
+		kinds[r.Kind]++
+		t.Logf("holds %s", r)
+	}
+	for k, n := range tw.Holds {
+		if kinds[k] != n {
+			t.Errorf("inventory by kind %v: want %v", kinds, tw.Holds)
+			break
+		}
+	}
+	res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{tw.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Leftovers) == 0 {
+		t.Error("the audit does not see the running VM")
+	}
+	if err := vm.Destroy(ctx); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	if inv, err := vm.Inventory(ctx); err != nil || len(inv) > 0 {
+		t.Errorf("after Destroy: %v %v", inv, err)
+	}
+	if err := vm.Destroy(ctx); err != nil {
+		t.Errorf("Destroy again: %v", err)
+	}
+	res, err = provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{tw.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Leftovers {
+		t.Errorf("left after Destroy: %s", r)
 	}
 	if _, err := os.Stat(tw.Dir(vm)); !os.IsNotExist(err) {
 		t.Errorf("the %s target's directory %s is still there: %v", tw.Name, tw.Dir(vm), err)
