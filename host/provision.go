@@ -21,6 +21,7 @@ type VM struct {
 	CPUs              int
 	MemoryMiB         int64
 	AllowUntestedTool bool
+	Accel             string // the qemu target's accelerator: tcg (default) or kvm
 }
 
 // bringUp makes spec's provisioner for run (on its remote host, over the
@@ -32,7 +33,7 @@ func bringUp(ctx context.Context, spec remote.Spec, run *provision.Run, conns *h
 		return nil, nil, fmt.Errorf("no provisioner for target %q", spec.Kind)
 	}
 	no := provision.NewOptions{Run: run, Bundle: b.Dir, Manifest: b.Verified.Manifest, BundleName: b.Verified.Name, Image: b.Image,
-		CPUs: vm.CPUs, MemoryBytes: vm.MemoryMiB << 20, AllowUntestedTool: vm.AllowUntestedTool, Log: logf}
+		CPUs: vm.CPUs, MemoryBytes: vm.MemoryMiB << 20, AllowUntestedTool: vm.AllowUntestedTool, Accel: vm.Accel, Log: logf}
 	var t provision.Target
 	var err error
 	switch {

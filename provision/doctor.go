@@ -53,7 +53,13 @@ type DoctorReport struct {
 // changes nothing.
 func Doctor(ctx context.Context) *DoctorReport {
 	r := &DoctorReport{}
-	add := func(c Check) { r.Checks = append(r.Checks, c) }
+	seen := map[string]bool{}
+	add := func(c Check) { // once: two targets may need the same thing (lima and qemu: QEMU, KVM)
+		if !seen[c.Name] {
+			seen[c.Name] = true
+			r.Checks = append(r.Checks, c)
+		}
+	}
 
 	if os.Geteuid() == 0 {
 		add(Check{Name: "root", OK: true, Detail: "running as root"})

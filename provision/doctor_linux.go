@@ -23,5 +23,5 @@ func KVMCheck() Check {
 		c.Detail = fmt.Sprintf("/dev/kvm opens but KVM_GET_API_VERSION fails: %v", err)
 		return c
 	}
-	return Check{Name: "kvm", OK: true, Detail: fmt.Sprintf("/dev/kvm opens and answers (API version %d); no VM was started to test it, and on some hosts KVM opens but hangs: the lima target uses TCG emulation there", v)}
+	return Check{Name: "kvm", OK: true, Detail: fmt.Sprintf("/dev/kvm opens and answers (API version %d); no VM was started to test it, and on some hosts KVM opens but hangs: lima always uses TCG emulation, and qemu does unless given --accel kvm", v)}
 }

@@ -65,7 +65,10 @@ type NewOptions struct {
 	// AllowUntestedTool lets a VM target drive a tool (container, msb)
 	// newer than the releases it was checked against, with a warning.
 	AllowUntestedTool bool
-	Log               func(string, ...any)
+	// Accel is the qemu target's accelerator, "tcg" (the default when
+	// empty) or "kvm": only ever the user's choice (--accel).
+	Accel string
+	Log   func(string, ...any)
 }
 
 // RemoteOptions is what a target's provisioner on a remote host is made

@@ -22,6 +22,7 @@ var forbidden = []string{
 	"golang.org/x/crypto/scrypt",
 	"github.com/sealbench/sealbench/bundle/sign",
 	"github.com/sealbench/sealbench/provision/lima",
+	"github.com/sealbench/sealbench/provision/qemu",
 	"github.com/sealbench/sealbench/vmimages",
 	"github.com/docker/docker/client",
 	"go.opentelemetry.io/",

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 )
 
 // Unprivileged is the uid and gid limactl runs as when sealbench runs as
@@ -282,13 +283,8 @@ for a do
 	[ "$a" = -enable-kvm ] && continue
 	set -- "$@" "$a"
 done
-exec ` + shellQuote(realQEMU) + ` "$@"
+exec ` + vmtarget.ShellQuote(realQEMU) + ` "$@"
 `)
-}
-
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // copyVerified copies src to dst (mode perm, replacing dst) through a

@@ -66,7 +66,6 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"time"
 
@@ -76,6 +75,7 @@ import (
 	"github.com/sealbench/sealbench/internal/toolcache"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 	"github.com/sealbench/sealbench/vmimages"
 )
 
@@ -539,48 +539,16 @@ func (t *Lima) installBundle(ctx context.Context) error {
 // guestScript is what runs as root in the VM once the bundle is copied to
 // staging: install it, check it, start the stand-in and the socket.
 func (t *Lima) guestScript(staging string) string {
-	m := t.o.Manifest
-	var want []string
-	for _, f := range m.Files {
-		want = append(want, "./"+f.Path)
-	}
-	want = append(want, "./"+manifests.ManifestFile, "./"+manifests.SignatureFile, "./"+manifests.SumsFile)
-	sort.Strings(want)
-	var modes strings.Builder
-	for _, f := range m.Files {
-		fmt.Fprintf(&modes, "chmod %s %s\n", f.Mode, shellQuote(f.Path))
-	}
 	dir := t.guestBundleDir()
 	standin := path.Join(dir, "bin", "linux-"+runtime.GOARCH, "standin")
-	return `set -eu
-dir=` + shellQuote(dir) + `
-systemctl stop ` + engineUnit + `.socket ` + engineUnit + `.service ` + standinUnit + `.service 2>/dev/null || true
+	return `systemctl stop ` + engineUnit + `.socket ` + engineUnit + `.service ` + standinUnit + `.service 2>/dev/null || true
 systemctl reset-failed ` + engineUnit + `.socket ` + engineUnit + `.service ` + standinUnit + `.service 2>/dev/null || true
-rm -rf "$dir" "$dir.new"
-mkdir -p ` + shellQuote(guestBundleRoot) + `
-cp -R ` + shellQuote(staging) + ` "$dir.new"
-rm -rf ` + shellQuote(staging) + `
-chown -R root:root "$dir.new"
-find "$dir.new" -type d -exec chmod 0755 {} +
-find "$dir.new" -type f -exec chmod 0644 {} +
-cd "$dir.new"
-` + modes.String() + `cd /
-mv "$dir.new" "$dir"
-cd "$dir"
-# Exactly the manifest's files, SHA256SUMS exactly the verified manifest's,
-# and every file's digest as SHA256SUMS says.
-cat > /run/sealbench-want-files <<'EOF'
-` + strings.Join(want, "\n") + `
-EOF
-find . -type f | LC_ALL=C sort | diff -u /run/sealbench-want-files - >&2 || { echo "the bundle in the VM holds other files than its manifest lists" >&2; exit 1; }
-rm -f /run/sealbench-want-files
-echo ` + shellQuote(manifests.DigestOf(m.SHA256SUMS()).Hex) + `'  SHA256SUMS' | sha256sum -c --quiet - || { echo "SHA256SUMS in the VM is not the verified manifest's" >&2; exit 1; }
-sha256sum -c --quiet --strict SHA256SUMS
-echo "bundle checked: $(wc -l < SHA256SUMS) files"
-mkdir -p ` + shellQuote(guestStandinState) + `
+` + vmtarget.InstallBundleScript(t.o.Manifest, dir, `cp -R `+vmtarget.ShellQuote(staging)+` "$dir.new"
+rm -rf `+vmtarget.ShellQuote(staging)) + `
+mkdir -p ` + vmtarget.ShellQuote(guestStandinState) + `
 systemd-run --quiet --unit=` + standinUnit + ` --description='sealbench Engine API stand-in' \
 	--property=KillMode=mixed --property=TimeoutStopSec=30 \
-	` + shellQuote(standin) + ` serve --socket ` + shellQuote(guestStandinSock) + ` --state ` + shellQuote(guestStandinState) + `
+	` + vmtarget.ShellQuote(standin) + ` serve --socket ` + vmtarget.ShellQuote(guestStandinSock) + ` --state ` + vmtarget.ShellQuote(guestStandinState) + `
 cat > /run/systemd/system/` + engineUnit + `.socket <<'UNIT'
 [Unit]
 Description=sealbench Engine socket for ` + GuestUser + `

@@ -10,4 +10,5 @@ import (
 	_ "github.com/sealbench/sealbench/provision/lima"
 	_ "github.com/sealbench/sealbench/provision/local"
 	_ "github.com/sealbench/sealbench/provision/microsandbox"
+	_ "github.com/sealbench/sealbench/provision/qemu"
 )

@@ -21,7 +21,8 @@ func newDoctorCmd(g *global) *cobra.Command {
 FUSE passthrough in the kernel, FUSE over io_uring (and whether the fuse
 module's enable_uring is on; optional), the dockerd at DOCKER_HOST (or the default
 socket), qemu-system-x86_64 and whether KVM is usable (it asks /dev/kvm for its
-API version; it never starts a guest), limactl, mmdebstrap and apt, Apple's
+API version; it never starts a guest, and the qemu target uses KVM only with
+--accel kvm), qemu-img and the VM image (make vm-image), limactl, mmdebstrap and apt, Apple's
 container tool and its system service, and microsandbox's msb (on Linux with
 /dev/kvm open for reading and writing, and a glibc its release runs on, which
 it names). A tool newer than the releases

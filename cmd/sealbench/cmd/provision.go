@@ -21,7 +21,7 @@ func newProvisionCmd(g *global) *cobra.Command {
 	var debs debSettings
 	var ssh sshSettings
 	c := &cobra.Command{
-		Use:   "provision local|docker|lima|apple|microsandbox|KIND@ssh://USER@HOST[:PORT] --bundle B",
+		Use:   "provision local|docker|lima|qemu|apple|microsandbox|KIND@ssh://USER@HOST[:PORT] --bundle B",
 		Short: "Bring up a target from a verified bundle and leave it up",
 		Long: `Verify the bundle (signature, then every file), take its Sandbox image from
 <bundle>.image/ (what seal writes; built from the pinned packages when it is
@@ -46,6 +46,13 @@ identity: kernel, CPUs, memory, engine.
            vm-image, the bundle copied in and checked, the stand-in inside
            reached through Lima's socket forwarding. Emulated: its timings
            are the emulator's. Needs root.
+  qemu     a QEMU microvm sealbench starts itself (no Lima): TCG unless
+           --accel kvm (never chosen for you: on some hosts /dev/kvm opens and
+           guests hang), the VM image of make vm-image booted directly, no
+           network device, the bundle on a read-only disk and checked in the
+           guest as lima checks it, the stand-in reached over a virtio-serial
+           port (each Engine connection a stream; sealbench qemu-link serves
+           the socket). Emulated under TCG.
 
 A target on a remote host (docker@ssh://USER@HOST) is reached through this
 process's SSH connection, so provision cannot leave one up yet: use
@@ -59,7 +66,7 @@ down; ` + "`sealbench audit`" + ` proves nothing is left.
 --fuse-uring turns the host's FUSE over io_uring on (the fuse module's
 enable_uring, kernel-wide, off by default) for as long as the run is up: the
 change is recorded in the ledger before it is made, the target's identity says
-fuseURing "on", and teardown puts the old value back. A VM target (lima) runs
+fuseURing "on", and teardown puts the old value back. A VM target (lima, qemu) runs
 its own kernel: for it the flag changes nothing, and says so ("n/a"). It needs
 root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
 		Example: `  sudo sealbench provision local --bundle out/build-linux-0123456789ab

@@ -118,7 +118,7 @@ checked before anything runs (exit 3).
 module's enable_uring, off by default): it is recorded in the run's ledger
 before it is written, and teardown puts it back as it was (unless someone
 changed it again meanwhile: then it is left, with a warning). The parameter is
-kernel-wide, so docker's Sandboxes on this host get it too; a VM target (lima)
+kernel-wide, so docker's Sandboxes on this host get it too; a VM target (lima, qemu)
 runs its own kernel, which it does not reach. Without the flag the parameter is
 left alone. Either way every target's pins say what it was: fuseURing "on",
 "off", or "n/a" for a target on another kernel; each sample says which

@@ -13,18 +13,20 @@ import (
 	"github.com/sealbench/sealbench/provision"
 )
 
-// vmSettings size the VM targets (lima, apple, microsandbox); zero means
-// each provisioner's default. allowUntested lets apple and microsandbox
-// drive a tool newer than the releases they were checked against.
+// vmSettings size the VM targets (lima, qemu, apple, microsandbox); zero
+// means each provisioner's default. allowUntested lets apple and
+// microsandbox drive a tool newer than the releases they were checked
+// against; accel is qemu's accelerator (tcg unless the user says kvm).
 type vmSettings struct {
 	cpus          int
 	memoryMiB     int64
 	allowUntested bool
+	accel         string
 }
 
 func (v *vmSettings) flags(fl *pflag.FlagSet) {
-	fl.IntVar(&v.cpus, "vm-cpus", 0, fmt.Sprintf("CPUs of a VM target, 1 to %d (default: the provisioner's: 2 for lima, 4 for apple and microsandbox)", maxVMCPUs))
-	fl.Int64Var(&v.memoryMiB, "vm-memory", 0, fmt.Sprintf("memory of a VM target in MiB, %d to %d (default: the provisioner's: 2048 for lima, 4096 for apple and microsandbox)", minVMMemoryMiB, maxVMMemoryMiB))
+	fl.IntVar(&v.cpus, "vm-cpus", 0, fmt.Sprintf("CPUs of a VM target, 1 to %d (default: the provisioner's: 2 for lima and qemu, 4 for apple and microsandbox)", maxVMCPUs))
+	fl.Int64Var(&v.memoryMiB, "vm-memory", 0, fmt.Sprintf("memory of a VM target in MiB, %d to %d (default: the provisioner's: 2048 for lima and qemu, 4096 for apple and microsandbox)", minVMMemoryMiB, maxVMMemoryMiB))
 	var tools []string
 	for _, r := range provision.Registered() {
 		if r.Tools != "" {
@@ -33,6 +35,7 @@ func (v *vmSettings) flags(fl *pflag.FlagSet) {
 	}
 	fl.BoolVar(&v.allowUntested, "allow-untested-tool", false, "drive a VM target's tool even when it is newer than the releases sealbench was checked against ("+
 		strings.Join(tools, "; ")+"), with a warning naming them; without it a newer tool is refused")
+	fl.StringVar(&v.accel, "accel", "tcg", "the qemu target's accelerator: tcg (software emulation, the default) or kvm; never chosen for you, because on some hosts /dev/kvm opens and guests hang")
 }
 
 // Bounds of the VM flags: zero is the provisioner's default; anything
@@ -51,11 +54,14 @@ func (v vmSettings) check() error {
 	if v.memoryMiB != 0 && (v.memoryMiB < minVMMemoryMiB || v.memoryMiB > maxVMMemoryMiB) {
 		return usageErrorf(fmt.Sprintf("--vm-memory takes MiB, %d to %d (0: the provisioner's default)", minVMMemoryMiB, maxVMMemoryMiB), "--vm-memory %d is out of range", v.memoryMiB)
 	}
+	if v.accel != "" && v.accel != "tcg" && v.accel != "kvm" {
+		return usageErrorf("--accel takes tcg or kvm", "--accel %q is neither", v.accel)
+	}
 	return nil
 }
 
 func (v vmSettings) host() host.VM {
-	return host.VM{CPUs: v.cpus, MemoryMiB: v.memoryMiB, AllowUntestedTool: v.allowUntested}
+	return host.VM{CPUs: v.cpus, MemoryMiB: v.memoryMiB, AllowUntestedTool: v.allowUntested, Accel: v.accel}
 }
 
 // sshSettings say how remote hosts (KIND@ssh://USER@HOST) are reached.

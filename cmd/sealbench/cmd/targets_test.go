@@ -30,3 +30,26 @@ func TestAllowUntestedToolFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestAccelFlag: qemu's accelerator is TCG unless the user says kvm, and
+// nothing else is taken.
+func TestAccelFlag(t *testing.T) {
+	for args, want := range map[string]string{"": "tcg", "--accel kvm": "kvm", "--accel tcg": "tcg", "--accel hvf": ""} {
+		var v vmSettings
+		fl := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		v.flags(fl)
+		if err := fl.Parse(strings.Fields(args)); err != nil {
+			t.Fatal(err)
+		}
+		err := v.check()
+		if want == "" {
+			if err == nil || !strings.Contains(err.Error(), "--accel") {
+				t.Errorf("%q: check %v, want a refusal naming --accel", args, err)
+			}
+			continue
+		}
+		if err != nil || v.host().Accel != want {
+			t.Errorf("%q: check %v, Accel %q, want %q", args, err, v.host().Accel, want)
+		}
+	}
+}

@@ -90,7 +90,7 @@ the socket 0600, and connections from other users are refused.`,
 	}
 	root.SetVersionTemplate("standin {{.Version}}\n")
 	cliutil.Prepare(root, &g.json, exitCodesHelp)
-	root.AddCommand(newServe(g), newInventory(g), newVersion(g), newDial(g))
+	root.AddCommand(newServe(g), newInventory(g), newVersion(g), newDial(g), newMux(g))
 	return root
 }
 

@@ -1,0 +1,13 @@
+# The qemu target's make targets (included by the Makefile).
+#
+# The qemu target needs no tool of its own: QEMU and qemu-img from Debian,
+# and the VM image `make vm-image` builds (cached by lock). make test-lima
+# runs test-qemu first, so CI (.ci/run) covers both VM targets.
+
+QEMU_PACKAGES := qemu-system-x86 qemu-utils
+QEMU_TEST_TIMEOUT ?= 40m
+
+.PHONY: test-qemu
+test-qemu: vm-image ## A real QEMU microvm (TCG), no Lima: the conformance suite, the twelve cells against local's counts, teardown, audit (root)
+	@$(MAKE) --no-print-directory deps TEST_PACKAGES="$(QEMU_PACKAGES)"
+	$(GO) test -count=1 -timeout $(QEMU_TEST_TIMEOUT) -tags qemutest -v ./provision/qemu/...

@@ -1,0 +1,274 @@
+package vmtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sealbench/sealbench/bundle"
+	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/local"
+	"github.com/sealbench/sealbench/runner"
+	"github.com/sealbench/sealbench/runner/cells"
+	"github.com/sealbench/sealbench/runner/report"
+	"github.com/sealbench/sealbench/vmimages"
+)
+
+// EmulatedTarget is a VM target that says whether its CPU is emulated.
+type EmulatedTarget interface {
+	provision.Target
+	Emulated() bool
+}
+
+// Twelve is a VM target booted from the VM image, as TwelveCellsLikeLocal
+// drives it.
+type Twelve struct {
+	Name string // the target's name
+	// New returns the target of run for the sealed, verified bundle at
+	// dir with manifest m, creating nothing.
+	New func(t *testing.T, run *provision.Run, dir string, m *manifests.BundleManifest, img engine.Image) EmulatedTarget
+	// CPUs and MemoryBytes are the VM's size New gives it; Kernel is in
+	// its kernel's release (the VM image's cloud kernel).
+	CPUs        int
+	MemoryBytes int64
+	Kernel      string
+	// Holds is how many resources of each kind the VM's Inventory lists
+	// after the run (the kinds not named are not counted).
+	Holds map[manifests.ResourceKind]int
+	// Dir is the VM's directory on the host, which Destroy must remove.
+	Dir func(EmulatedTarget) string
+}
+
+// TwelveCellsLikeLocal is the whole flow: seal this tree with its Sandbox
+// image, provision local and the VM target from it, run all twelve cells
+// on both, and require every verifier to pass with exact counts (FUSE
+// requests by opcode, SQLite statements, files and bytes) equal to
+// local's, but for the differences the report explains; then take the VM
+// through the rest of its life (what it holds, the audit seeing it,
+// Destroy twice) and tear the run down, with an audit that finds nothing
+// left. It is the one test that boots a VM for the lifecycle, beside the
+// conformance suite's boots.
+func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
+	testenv.NeedFUSE(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+	defer cancel()
+	start := time.Now()
+	step := func(format string, args ...any) {
+		t.Logf("[%6.1fs] %s", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+
+	keys, out := t.TempDir(), t.TempDir()
+	priv, pub, err := sign.WriteKeyPair(keys, []byte("pw"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := sign.LoadPrivateKey(priv, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := bundle.Seal(ctx, bundle.SealOptions{Source: testenv.ModuleRoot(t), OutDir: out, Signer: signer, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step("sealed %s", sealed.Name)
+	verifier, err := sign.LoadPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verified, err := bundle.VerifyDir(ctx, sealed.Dir, bundle.VerifyOptions{Verifier: verifier, Expect: sealed.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, lockBytes, err := vmimages.DefaultLock("sandbox", runtime.GOARCH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := vmimages.BuildSandbox(ctx, vmimages.SandboxOptions{Bundle: sealed.Dir, Manifest: verified.Manifest, Lock: lock,
+		LockBytes: lockBytes, Relock: true, OutDir: sealed.Dir + ".image", Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := engine.Image{Tar: info.Tar, Ref: info.Ref, ID: info.ID}
+	step("built the Sandbox image %s", img.ID.Short(12))
+
+	state, err := os.MkdirTemp("", "sbl-") // short: the local stand-in's socket lives under it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(state)
+	run, err := provision.NewRun(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := false
+	defer func() {
+		if !torn {
+			run.Close()
+			provision.Teardown(context.Background(), run.Dir, provision.TeardownOptions{Log: t.Logf})
+		}
+	}()
+	standin, ok := verified.Manifest.File(local.StandinBundlePath())
+	if !ok {
+		t.Fatalf("the bundle has no %s", local.StandinBundlePath())
+	}
+	loc, err := local.New(local.Options{Run: run, Bundle: sealed.Dir, Standin: standin.Digest, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := tw.New(t, run, sealed.Dir, verified.Manifest, img)
+	for _, target := range []provision.Target{loc, vm} {
+		if err := target.Create(ctx); err != nil {
+			t.Fatalf("creating %s: %v", target.Name(), err)
+		}
+		step("created %s", target.Name())
+		if err := target.InstallImage(ctx, img); err != nil {
+			t.Fatalf("installing the image on %s: %v", target.Name(), err)
+		}
+		id, err := target.Identity(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		step("provisioned %s: kernel %s, %d CPUs, %d MiB", target.Name(), id.Kernel, id.CPUs, id.MemoryBytes>>20)
+	}
+	if !vm.Emulated() {
+		t.Errorf("the %s target does not say it is emulated", tw.Name)
+	}
+	if id, _ := vm.Identity(ctx); id.CPUs != tw.CPUs || id.MemoryBytes > tw.MemoryBytes || id.MemoryBytes < tw.MemoryBytes/2 || !strings.Contains(id.Kernel, tw.Kernel) {
+		t.Errorf("the VM has %d CPUs, %d bytes of memory and kernel %q, want %d, about %d and the guest's %s kernel", id.CPUs, id.MemoryBytes, id.Kernel, tw.CPUs, tw.MemoryBytes, tw.Kernel)
+	}
+
+	runnerFile, _ := verified.Manifest.File("bin/linux-" + runtime.GOARCH + "/sealbench")
+	results := filepath.Join(out, "results")
+	var ids []*engine.Identity
+	for _, tg := range []provision.Target{loc, vm} {
+		id, err := tg.Identity(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	samples, err := runner.RunEngine(ctx, runner.EngineOptions{
+		RunID: run.ID, Ledger: run.Ledger, Targets: ids,
+		BundleID: sealed.Name, Image: img, RunnerSHA256: runnerFile.Digest, StandinSHA256: standin.Digest,
+		Cells: cells.Names(), Samples: 1, Seed: 1, OutDir: results, Log: t.Logf,
+	})
+	if err != nil {
+		t.Fatalf("RunEngine: %v", err)
+	}
+	step("ran %d samples", len(samples))
+	if want := 2 * len(cells.Names()); len(samples) != want {
+		t.Fatalf("%d samples, want %d", len(samples), want)
+	}
+	for _, s := range samples {
+		if s.Status != manifests.StatusOK || s.Verifier != manifests.VerifierPass {
+			t.Errorf("%s %s: %s, verifier %s: %s %s", s.Target, s.Cell, s.Status, s.Verifier, s.Reason, s.VerifierDetail)
+		}
+	}
+	inputs, err := report.Load([]string{results})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := report.Build(inputs, report.Options{Baseline: local.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same work: every count equal, except FUSE request counts that
+	// differ only because the guest's kernel is not the host's (the report
+	// explains those: Debian 12's 6.1 has no FUSE passthrough, so READ and
+	// WRITE reach the daemon there).
+	for _, d := range rep.Differences {
+		if d.Why == "" {
+			t.Errorf("%s %s differs: local %s, %s %s", d.Cell, d.Count, d.Values[local.Name], tw.Name, d.Values[tw.Name])
+		} else {
+			t.Logf("%s %s differs, explained: local %s, %s %s (%s)", d.Cell, d.Count, d.Values[local.Name], tw.Name, d.Values[tw.Name], d.Why)
+		}
+	}
+	for _, tp := range inputs[0].Pins.Targets {
+		if tp.Name == tw.Name && !tp.Emulated {
+			t.Errorf("the run's pins do not say %s is emulated: %+v", tw.Name, tp)
+		}
+	}
+
+	tw.lifecycle(ctx, t, run, state, vm)
+	step("destroyed the VM")
+
+	run.Close()
+	torn = true
+	res, err := provision.Teardown(ctx, run.Dir, provision.TeardownOptions{Log: t.Logf})
+	if err != nil {
+		t.Fatalf("teardown: %v", err)
+	}
+	step("tore down %d resources", len(res.Removed))
+	audit, err := provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{local.Name, tw.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, r := range audit.Leftovers {
+		left = append(left, r.String())
+	}
+	if len(left) > 0 {
+		t.Errorf("the audit after teardown finds:\n  %s", strings.Join(left, "\n  "))
+	}
+	if _, err := os.Stat(tw.Dir(vm)); !os.IsNotExist(err) {
+		t.Errorf("the %s target's directory %s is still there: %v", tw.Name, tw.Dir(vm), err)
+	}
+}
+
+// lifecycle takes the VM, up after a run, through the rest of its life:
+// it holds what Holds says, the audit sees it while it is up, Destroy
+// removes all of it and its directory, a second Destroy is nil, and the
+// audit of the target then finds nothing of the run.
+func (tw Twelve) lifecycle(ctx context.Context, t *testing.T, run *provision.Run, state string, vm EmulatedTarget) {
+	t.Helper()
+	inv, err := vm.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[manifests.ResourceKind]int{}
+	for _, r := range inv {
+		kinds[r.Kind]++
+		t.Logf("holds %s", r)
+	}
+	for k, n := range tw.Holds {
+		if kinds[k] != n {
+			t.Errorf("inventory by kind %v: want %v", kinds, tw.Holds)
+			break
+		}
+	}
+	res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{tw.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Leftovers) == 0 {
+		t.Error("the audit does not see the running VM")
+	}
+	if err := vm.Destroy(ctx); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	if inv, err := vm.Inventory(ctx); err != nil || len(inv) > 0 {
+		t.Errorf("after Destroy: %v %v", inv, err)
+	}
+	if err := vm.Destroy(ctx); err != nil {
+		t.Errorf("Destroy again: %v", err)
+	}
+	res, err = provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{tw.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Leftovers {
+		t.Errorf("left after Destroy: %s", r)
+	}
+	if _, err := os.Stat(tw.Dir(vm)); !os.IsNotExist(err) {
+		t.Errorf("the %s target's directory %s is still there: %v", tw.Name, tw.Dir(vm), err)
+	}
+}

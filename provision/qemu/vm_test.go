@@ -1,0 +1,96 @@
+//go:build qemutest
+
+// The qemu VM tests boot real QEMU microvms under TCG: minutes, so they
+// are kept out of the default run. `make test-qemu` (and test-lima, which
+// CI runs) builds the VM image first, then runs them.
+
+package qemu_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/internal/vmtest"
+	"github.com/sealbench/sealbench/provision/provisiontest"
+	"github.com/sealbench/sealbench/provision/qemu"
+	"github.com/sealbench/sealbench/vmimages"
+)
+
+// needQEMU skips unless this machine can run the qemu target: QEMU,
+// qemu-img and the VM image (root only for the conformance suite's
+// local checks, which the suite makes itself).
+func needQEMU(t *testing.T) string {
+	t.Helper()
+	testenv.NeedCommand(t, "qemu-system-x86_64")
+	testenv.NeedCommand(t, "qemu-img")
+	vmImage, err := qemu.DefaultVMImage()
+	if err != nil {
+		testenv.Skip(t, "%v (`make vm-image` builds it)", err)
+	}
+	if _, err := vmimages.LoadVM(vmImage); err != nil {
+		testenv.Skip(t, "%v (`make vm-image` builds it)", err)
+	}
+	return vmImage
+}
+
+func readManifest(t *testing.T, dir string) *manifests.BundleManifest {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, manifests.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifests.ParseBundleManifest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// newQEMU is the target of run for the bundle at dir.
+func newQEMU(t *testing.T, run *provision.Run, vmImage, dir string, m *manifests.BundleManifest, img engine.Image) *qemu.QEMU {
+	t.Helper()
+	q, err := qemu.New(qemu.Options{Run: run, Bundle: dir, Manifest: m, Image: img, VMImage: vmImage,
+		LinkCommand: []string{self(t), qemu.LinkSubcommand}, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// TestConformance runs the suite every Target passes.
+func TestConformance(t *testing.T) {
+	vmImage := needQEMU(t)
+	b := provisiontest.GetBundle(t)
+	m := readManifest(t, b.Dir)
+	provisiontest.Run(t, &provisiontest.Suite{
+		New: func(t *testing.T, run *provision.Run) provision.Target {
+			return newQEMU(t, run, vmImage, b.Dir, m, b.Image)
+		},
+		Image:   b.Image,
+		Engine:  manifests.EngineStandin,
+		Timeout: 10 * time.Minute,
+	})
+}
+
+// TestTwelveCellsLikeLocal: every cell on local and qemu, the same counts
+// (vmtest.Twelve), then nothing left.
+func TestTwelveCellsLikeLocal(t *testing.T) {
+	vmImage := needQEMU(t)
+	testenv.NeedRoot(t) // the local target
+	vmtest.Twelve{Name: qemu.Name, CPUs: qemu.DefaultCPUs, MemoryBytes: qemu.DefaultMemoryBytes, Kernel: "cloud",
+		// The target's directory, the VM (disks, pid file), QEMU and the
+		// link, their two sockets, the image.
+		Holds: map[manifests.ResourceKind]int{manifests.ResourceDir: 1, manifests.ResourceVM: 1, manifests.ResourceProcess: 2,
+			manifests.ResourceSocket: 2, manifests.ResourceImage: 1},
+		New: func(t *testing.T, run *provision.Run, dir string, m *manifests.BundleManifest, img engine.Image) vmtest.EmulatedTarget {
+			return newQEMU(t, run, vmImage, dir, m, img)
+		},
+		Dir: func(vm vmtest.EmulatedTarget) string { return vm.(*qemu.QEMU).Dir() },
+	}.TwelveCellsLikeLocal(t)
+}
