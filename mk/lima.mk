@@ -38,5 +38,5 @@ $(LIMA_GUESTAGENT): $(LIMA_BUILD)/go.mod
 	cd $(LIMA_BUILD) && GOFLAGS=-mod=mod CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LIMA_LDFLAGS)' -o $@ github.com/lima-vm/lima/cmd/lima-guestagent
 
 .PHONY: test-lima
-test-lima: lima-tools vm-image test-qemu ## The qemu target's tests (test-qemu), then a real Lima VM under QEMU (TCG): the conformance suite, lifecycle, the twelve cells against local's counts, teardown, audit (root; about 35 minutes)
+test-lima: lima-tools vm-image test-qemu ## The qemu target's tests (test-qemu), then a real Lima VM under QEMU (TCG): the conformance suite (two boots), the twelve cells against local's counts, the VM's lifecycle, teardown, audit (root; about 25 minutes with test-qemu)
 	SEALBENCH_LIMACTL=$(LIMACTL) $(GO) test -count=1 -timeout $(LIMA_TEST_TIMEOUT) -tags limatest -v ./provision/lima/...

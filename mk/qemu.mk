@@ -6,8 +6,12 @@
 
 QEMU_PACKAGES := qemu-system-x86 qemu-utils
 QEMU_TEST_TIMEOUT ?= 40m
+# The cells the qemu test compares with local's: C01 and C09 (the issue's
+# check) in CI, since lima's test runs all twelve on the same guest kernel;
+# QEMU_CELLS=all runs every cell (about 16 minutes here).
+QEMU_CELLS ?= C01,C09
 
 .PHONY: test-qemu
-test-qemu: vm-image ## A real QEMU microvm (TCG), no Lima: the conformance suite, the twelve cells against local's counts, teardown, audit (root)
+test-qemu: vm-image ## A real QEMU microvm (TCG), no Lima: the conformance suite, C01 and C09 (QEMU_CELLS=all: every cell) against local's counts, teardown, audit (root)
 	@$(MAKE) --no-print-directory deps TEST_PACKAGES="$(QEMU_PACKAGES)"
-	$(GO) test -count=1 -timeout $(QEMU_TEST_TIMEOUT) -tags qemutest -v ./provision/qemu/...
+	SEALBENCH_QEMU_CELLS=$(QEMU_CELLS) $(GO) test -count=1 -timeout $(QEMU_TEST_TIMEOUT) -tags qemutest -v ./provision/qemu/...
