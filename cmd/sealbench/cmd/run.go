@@ -97,10 +97,10 @@ One attempt per step; a failed cell is kept as failed. A cell the target
 cannot run (C12 on gvisor: gVisor's FUSE cannot mmap(2) a file, and git maps
 its files) is kept as ineligible, saying why in one line, after its native
 reference ran; the report lists it as not supported by this backend, and it
-is not a failure. A host-wide lock keeps
-samples from overlapping. Every Sandbox is recorded in the run's ledger before
-it is created. The results directory gets samples.jsonl (each sample fsync'd
-as it completes), pins.json and report.md.
+is not a failure. A host-wide lock keeps samples from overlapping. Every
+Sandbox is recorded in the run's ledger before it is created. The results
+directory gets samples.jsonl (each sample fsync'd as it completes), pins.json
+and report.md.
 
 --sign-key KEY (a private key, as seal's --key; --key is the public key the
 bundle is verified with) signs the results at the end, after the teardown and
