@@ -158,16 +158,9 @@ func New(o Options) (*Microsandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	proxy := o.ProxyCommand
-	if len(proxy) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("microsandbox target: finding this executable for the Engine proxy: %w", err)
-		}
-		proxy = []string{exe, ProxySubcommand}
-	}
-	if !filepath.IsAbs(proxy[0]) {
-		return nil, fmt.Errorf("microsandbox target: the proxy command %q is not an absolute path", proxy[0])
+	proxy, err := vmtarget.HelperCommand(Name, "Engine proxy", o.ProxyCommand, ProxySubcommand)
+	if err != nil {
+		return nil, err
 	}
 	return &Microsandbox{vm: vm, proxy: proxy, logp: filepath.Join(vm.Dir, "proxy.log")}, nil
 }

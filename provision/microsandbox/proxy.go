@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 )
 
 // ProxyConfig says what the Engine proxy serves and how it reaches the
@@ -74,18 +76,11 @@ func ServeProxy(ctx context.Context, c ProxyConfig, logf func(string, ...any)) e
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	if err := os.Remove(c.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing the stale socket %s: %w", c.Socket, err)
-	}
-	ln, err := net.Listen("unix", c.Socket)
+	ln, err := vmtarget.ListenPrivate("msb proxy", c.Socket)
 	if err != nil {
-		return fmt.Errorf("msb proxy: %w", err)
-	}
-	defer os.Remove(c.Socket)
-	if err := os.Chmod(c.Socket, 0o600); err != nil {
-		ln.Close()
 		return err
 	}
+	defer os.Remove(c.Socket)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"github.com/sealbench/sealbench/internal/muxlink"
+	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 )
 
 // The guest link: QEMU joins the VM's virtio-serial port GuestPort to the
@@ -76,18 +77,11 @@ func ServeLink(ctx context.Context, c LinkConfig, logf func(string, ...any)) err
 		return err
 	}
 	defer sess.Close()
-	if err := os.Remove(c.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing the stale socket %s: %w", c.Socket, err)
-	}
-	ln, err := net.Listen("unix", c.Socket)
+	ln, err := vmtarget.ListenPrivate("qemu link", c.Socket)
 	if err != nil {
-		return fmt.Errorf("qemu link: %w", err)
-	}
-	defer os.Remove(c.Socket)
-	if err := os.Chmod(c.Socket, 0o600); err != nil {
-		ln.Close()
 		return err
 	}
+	defer os.Remove(c.Socket)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {

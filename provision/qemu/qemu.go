@@ -156,16 +156,9 @@ func New(o Options) (*QEMU, error) {
 	if o.ReadyTimeout == 0 {
 		o.ReadyTimeout = 10 * time.Minute
 	}
-	link := o.LinkCommand
-	if len(link) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("qemu target: finding this executable for the link: %w", err)
-		}
-		link = []string{exe, LinkSubcommand}
-	}
-	if !filepath.IsAbs(link[0]) {
-		return nil, fmt.Errorf("qemu target: the link command %q is not an absolute path", link[0])
+	link, err := vmtarget.HelperCommand(Name, "link", o.LinkCommand, LinkSubcommand)
+	if err != nil {
+		return nil, err
 	}
 	vm, err := vmtarget.New(vmtarget.Config{Target: Name, What: "the QEMU VM", Spec: spec, Options: vmtarget.Options{
 		Run: o.Run, Image: o.Image, Tool: o.QEMU, CPUs: o.CPUs, MemoryBytes: o.MemoryBytes,

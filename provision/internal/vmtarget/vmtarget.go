@@ -4,8 +4,10 @@
 // ledger entries for the tool's VM and image, loading the Sandbox image
 // into the tool, waiting for the stand-in, the Engine-side methods of a
 // provision.Target, and a provision.Backend (Backend) that dispatches the
-// tool's resources by kind. Each target package keeps only the commands
-// of its own tool.
+// tool's resources by kind; and, for those with a background helper (the
+// microsandbox Engine proxy, the qemu link), its command line and its
+// private socket. Each target package keeps only the commands of its own
+// tool.
 package vmtarget
 
 import (
