@@ -7,8 +7,6 @@
 package lima_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -45,25 +43,12 @@ func needLima(t *testing.T) (limactl, vmImage string) {
 	return limactl, vmImage
 }
 
-func readManifest(t *testing.T, dir string) *manifests.BundleManifest {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, manifests.ManifestFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manifests.ParseBundleManifest(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// TestConformance runs the suite every Target passes, each test on a
-// fresh VM.
+// TestConformance runs the suite every Target passes (two boots: see
+// provisiontest).
 func TestConformance(t *testing.T) {
 	limactl, vmImage := needLima(t)
 	b := provisiontest.GetBundle(t)
-	m := readManifest(t, b.Dir)
+	m := b.Manifest
 	provisiontest.Run(t, &provisiontest.Suite{
 		New: func(t *testing.T, run *provision.Run) provision.Target {
 			l, err := lima.New(lima.Options{Run: run, Bundle: b.Dir, Manifest: m, VMImage: vmImage, Limactl: limactl, Log: t.Logf})

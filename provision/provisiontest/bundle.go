@@ -32,6 +32,8 @@ type Bundle struct {
 	PubKey  string
 	Standin manifests.Digest // of bin/linux-<arch>/standin
 	Image   engine.Image
+	// Manifest is the bundle's manifest, as signed.
+	Manifest *manifests.BundleManifest
 }
 
 // ImageRef is the tag the test image loads under.
@@ -188,7 +190,7 @@ func makeBundle(goCmd, busybox, dir string, withRunner bool) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bundle{Dir: final, Name: bname, PubKey: pub, Standin: standin, Image: img}, nil
+	return &Bundle{Dir: final, Name: bname, PubKey: pub, Standin: standin, Image: img, Manifest: m}, nil
 }
 
 type buildError struct {

@@ -8,7 +8,6 @@ package qemu_test
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,19 +40,6 @@ func needQEMU(t *testing.T) string {
 	return vmImage
 }
 
-func readManifest(t *testing.T, dir string) *manifests.BundleManifest {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, manifests.ManifestFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manifests.ParseBundleManifest(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 // newQEMU is the target of run for the bundle at dir.
 func newQEMU(t *testing.T, run *provision.Run, vmImage, dir string, m *manifests.BundleManifest, img engine.Image) *qemu.QEMU {
 	t.Helper()
@@ -69,7 +55,7 @@ func newQEMU(t *testing.T, run *provision.Run, vmImage, dir string, m *manifests
 func TestConformance(t *testing.T) {
 	vmImage := needQEMU(t)
 	b := provisiontest.GetBundle(t)
-	m := readManifest(t, b.Dir)
+	m := b.Manifest
 	provisiontest.Run(t, &provisiontest.Suite{
 		New: func(t *testing.T, run *provision.Run) provision.Target {
 			return newQEMU(t, run, vmImage, b.Dir, m, b.Image)
