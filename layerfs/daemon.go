@@ -174,9 +174,12 @@ func probeMount(dir string) error {
 
 // isDeadMount says whether err is what a FUSE mount whose daemon died
 // answers: ENOTCONN, or ECONNABORTED where the kernel aborted the
-// connection (over io_uring it does when the daemon dies).
+// connection (over io_uring it does when the daemon dies), or ECANCELED:
+// over io_uring, a request the kernel hands to the ring while the dead
+// daemon's ring is still being torn down ends canceled (CI saw a statfs
+// do so right after the daemon was reaped).
 func isDeadMount(err error) bool {
-	return errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED)
+	return errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED) || errors.Is(err, unix.ECANCELED)
 }
 
 // Serve opens the Store, mounts the Workspace and serves the control socket
