@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
@@ -62,24 +61,9 @@ type Sandbox struct {
 	Image  manifests.Digest
 	Name   string // unique in the run; the container is SandboxName(RunID, Name)
 	Cmd    []string
-	// Runtime is the OCI runtime to run it with; empty means the one
-	// RegisterRuntime gave Target, else the Engine's default.
+	// Runtime is the OCI runtime to run it with (the target Identity's
+	// Runtime: runsc on gvisor); empty means the Engine's default.
 	Runtime string
-}
-
-// runtimes are the targets whose Sandboxes need a runtime of their own.
-var runtimes sync.Map
-
-// RegisterRuntime says that every Sandbox of target runs with runtime
-// (the gvisor target's "runsc"), for callers that name only the target.
-func RegisterRuntime(target, runtime string) { runtimes.Store(target, runtime) }
-
-// RuntimeOf is the runtime RegisterRuntime gave target, or "".
-func RuntimeOf(target string) string {
-	if r, ok := runtimes.Load(target); ok {
-		return r.(string)
-	}
-	return ""
 }
 
 // CreateSandbox records the Sandbox with rec, then creates it on cli (a
@@ -96,9 +80,6 @@ func CreateSandbox(ctx context.Context, cli client.APIClient, rec Recorder, s Sa
 	if err := rec.Record(manifests.LedgerEntry{Target: s.Target, Kind: manifests.ResourceContainer, Key: cname, Engine: s.Endpoint,
 		Labels: map[string]string{manifests.RunLabel: s.RunID}, Detail: "Sandbox " + s.Name}); err != nil {
 		return "", err
-	}
-	if s.Runtime == "" {
-		s.Runtime = RuntimeOf(s.Target)
 	}
 	cfg, host := SandboxConfig(s.RunID, s.Image, s.Cmd, s.Engine, s.Runtime)
 	resp, err := cli.ContainerCreate(ctx, cfg, host, &network.NetworkingConfig{}, nil, cname)

@@ -19,7 +19,8 @@ import (
 
 // The gvisor target is the docker target with its Sandboxes under gVisor:
 // the same dockerd, image load, ledger, teardown and audit, and every
-// Sandbox created with the runtime GVisorRuntime (engine.RegisterRuntime),
+// Sandbox created with the runtime GVisorRuntime (its Identity's Runtime,
+// which the plan gives the runner and the conformance suite reads),
 // which dockerd must have (`scripts/dockerd start` adds the runsc `make
 // gvisor-tools` builds). gVisor's Sentry serves the Sandbox's system
 // calls, /dev/fuse included, with a FUSE of its own: the pins say so
@@ -33,7 +34,6 @@ const (
 const gvisorFix = "`make gvisor-tools` builds runsc into ~/.cache/sealbench/tools; `scripts/dockerd stop; scripts/dockerd start` then runs a private dockerd with it as the runtime runsc (or add runsc to your dockerd's daemon.json runtimes, with runtimeArgs [\"--platform=systrap\", \"--oci-seccomp\"])"
 
 func init() {
-	engine.RegisterRuntime(GVisorName, GVisorRuntime)
 	provision.Register(provision.Registration{
 		Name: GVisorName, What: "the dockerd you have, its Sandboxes under gVisor (the runsc runtime, systrap platform)", Order: 25,
 		New: func(o provision.NewOptions) (provision.Target, error) {

@@ -77,7 +77,7 @@ func TestGVisorSandboxRunsUnderGVisor(t *testing.T) {
 	}
 	defer cli.Close()
 	cid, err := engine.CreateSandbox(ctx, cli, run.Ledger, engine.Sandbox{RunID: run.ID, Target: docker.GVisorName, Endpoint: d.Endpoint(),
-		Image: b.Image.ID, Name: "uname", Cmd: []string{"sh", "-c", "uname -r"}})
+		Runtime: p.Runtime, Image: b.Image.ID, Name: "uname", Cmd: []string{"sh", "-c", "uname -r"}})
 	if err != nil {
 		t.Fatal(err)
 	}

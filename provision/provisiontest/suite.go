@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sealbench/sealbench/engine"
@@ -129,6 +130,24 @@ func newEnv(t *testing.T, s *Suite) *Env {
 	return e
 }
 
+// createSandbox records and creates a Sandbox as the runner does: with
+// the OCI runtime the target's Identity names (runsc on gvisor), which
+// the Engine's default would silently replace.
+func (e *Env) createSandbox(t *testing.T, cli client.APIClient, s *Suite, name string, cmd []string) (string, error) {
+	t.Helper()
+	return engine.CreateSandbox(e.ctx, cli, e.Run.Ledger, engine.Sandbox{RunID: e.Run.ID, Target: e.Target.Name(), Endpoint: e.Target.Endpoint(),
+		Runtime: e.runtime(t), Image: s.Image.ID, Name: name, Cmd: cmd})
+}
+
+// runtime is the OCI runtime the target's Identity says its Sandboxes
+// run with; empty: the Engine's default.
+func (e *Env) runtime(t *testing.T) string {
+	t.Helper()
+	id, err := e.Target.Identity(e.ctx)
+	e.must(t, "Identity (for the Sandboxes' runtime)", err)
+	return id.Runtime
+}
+
 // step runs one test as a subtest under the suite's timeout and says
 // whether it passed.
 func (e *Env) step(t *testing.T, name string, s *Suite, f Test) bool {
@@ -229,7 +248,7 @@ func startSandbox(t *testing.T, e *Env, s *Suite, name, script string) {
 	cli, err := engine.NewClient(e.Target.Endpoint())
 	e.must(t, "client", err)
 	defer cli.Close()
-	id, err := engine.CreateSandbox(e.ctx, cli, e.Run.Ledger, engine.Sandbox{RunID: e.Run.ID, Target: e.Target.Name(), Endpoint: e.Target.Endpoint(), Image: s.Image.ID, Name: name, Cmd: []string{"sh", "-c", script}})
+	id, err := e.createSandbox(t, cli, s, name, []string{"sh", "-c", script})
 	e.must(t, "CreateSandbox", err)
 	e.must(t, "ContainerStart", cli.ContainerStart(e.ctx, id, container.StartOptions{}))
 }
@@ -240,12 +259,15 @@ func runSandbox(t *testing.T, e *Env, s *Suite, name, script string) (int64, str
 	cli, err := engine.NewClient(e.Target.Endpoint())
 	e.must(t, "client", err)
 	defer cli.Close()
-	id, err := engine.CreateSandbox(e.ctx, cli, e.Run.Ledger, engine.Sandbox{RunID: e.Run.ID, Target: e.Target.Name(), Endpoint: e.Target.Endpoint(), Image: s.Image.ID, Name: name, Cmd: []string{"sh", "-c", script}})
+	id, err := e.createSandbox(t, cli, s, name, []string{"sh", "-c", script})
 	e.must(t, "CreateSandbox", err)
 	insp, err := cli.ContainerInspect(e.ctx, id)
 	e.must(t, "ContainerInspect", err)
 	if insp.Config.Labels[manifests.RunLabel] != e.Run.ID {
 		t.Errorf("Sandbox labels %v, want %s=%s", insp.Config.Labels, manifests.RunLabel, e.Run.ID)
+	}
+	if want := e.runtime(t); want != "" && insp.HostConfig.Runtime != want {
+		t.Errorf("Sandbox runs with runtime %q, want the target's %q", insp.HostConfig.Runtime, want)
 	}
 	e.must(t, "ContainerStart", cli.ContainerStart(e.ctx, id, container.StartOptions{}))
 	waitC, errC := cli.ContainerWait(e.ctx, id, container.WaitConditionNotRunning)
@@ -432,7 +454,7 @@ func execConfined(t *testing.T, e *Env, s *Suite) {
 	cli, err := engine.NewClient(e.Target.Endpoint())
 	e.must(t, "client", err)
 	defer cli.Close()
-	id, err := engine.CreateSandbox(e.ctx, cli, e.Run.Ledger, engine.Sandbox{RunID: e.Run.ID, Target: e.Target.Name(), Endpoint: e.Target.Endpoint(), Image: s.Image.ID, Name: "confined", Cmd: []string{"sleep", "600"}})
+	id, err := e.createSandbox(t, cli, s, "confined", []string{"sleep", "600"})
 	e.must(t, "CreateSandbox", err)
 	e.must(t, "ContainerStart", cli.ContainerStart(e.ctx, id, container.StartOptions{}))
 	created, err := cli.ContainerExecCreate(e.ctx, id, container.ExecOptions{
