@@ -27,7 +27,7 @@ func newGVisor(t *testing.T, run *provision.Run) *docker.Docker {
 }
 
 // TestGVisorConformance is the conformance suite on the gvisor target: the
-// suite's Sandboxes (engine.CreateSandbox, by target name) run under runsc.
+// suite's Sandboxes run with the runtime its Identity names, runsc.
 func TestGVisorConformance(t *testing.T) {
 	testenv.NeedDockerRuntime(t, docker.GVisorRuntime)
 	b := provisiontest.GetBundle(t)
