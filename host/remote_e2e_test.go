@@ -48,7 +48,7 @@ func TestRunOnADockerHostOverSSH(t *testing.T) {
 		t.Fatalf("Run: %v, want the failed sample reported (exit %d)", err, host.ExitMismatch)
 	}
 	id := o.Targets["h1"]
-	if id == nil || id.Transport != remote.TransportSSH || id.Engine != "dockerd" || o.Samples != 1 || len(o.Leftovers) != 0 || o.Kept {
+	if id == nil || id.Transport != remote.TransportSSH || id.Host != specs[0].Host.String() || id.Engine != "dockerd" || o.Samples != 1 || len(o.Leftovers) != 0 || o.Kept {
 		t.Fatalf("outcome %+v (h1: %+v): want one failed sample on h1 over ssh, torn down with nothing left", o, id)
 	}
 	removed := strings.Join(o.Teardown.Removed, "\n")
