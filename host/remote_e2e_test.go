@@ -3,18 +3,14 @@ package host_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/internal/cliutil"
-	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/provision/remote"
-	"github.com/sealbench/sealbench/provision/sshx/sshtest"
 )
 
 // TestRunOnADockerHostOverSSH runs on docker@ssh://: a fake host whose
@@ -26,19 +22,8 @@ import (
 // removed on the host's dockerd through the forward, teardown removes the
 // image over SSH, and the audit finds nothing, on the host either.
 func TestRunOnADockerHostOverSSH(t *testing.T) {
-	sshtest.Need(t)
-	endpoint := testenv.PrivateDockerd(t)
-	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv("DOCKER_HOST", endpoint))
-	b := provisiontest.GetRunnerBundle(t)
+	h, endpoint, opened, specs := dockerHostH1(t)
 	ctx := context.Background()
-	opened, err := host.OpenBundle(ctx, host.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	specs, err := host.CheckTargets([]string{fmt.Sprintf("h1=docker@ssh://%s@%s:%d", h.User, h.Addr, h.Port)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	state := shortDir(t)
 	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: host.Names(specs), Remote: map[string]remote.Spec{"h1": specs[0]},
 		SSH: host.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
