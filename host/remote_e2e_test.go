@@ -1,14 +1,18 @@
 package host_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/internal/cliutil"
+	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/remote"
 )
@@ -38,6 +42,17 @@ func TestRunOnADockerHostOverSSH(t *testing.T) {
 	}
 	removed := strings.Join(o.Teardown.Removed, "\n")
 	hostName := specs[0].Host.String()
+	// The runner pinned where h1 lives, and the report says so.
+	pins, err := os.ReadFile(filepath.Join(o.Dir, manifests.PinsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := manifests.ReadRunPins(bytes.NewReader(pins)); err != nil || p.Targets[0].Host != hostName || p.Targets[0].RunnerHost != "" || p.Targets[0].Transport != remote.TransportSSH {
+		t.Errorf("pins %s (%v): want h1 on %s over ssh, the runner here", pins, err, hostName)
+	}
+	if md, err := os.ReadFile(filepath.Join(o.Dir, "report.md")); err != nil || !strings.Contains(string(md), "| "+hostName+" | h1 |") {
+		t.Errorf("report.md (%v) does not group h1 under %s:\n%s", err, hostName, md)
+	}
 	if !strings.Contains(removed, "container ") || !strings.Contains(removed, "image "+opened.Image.ID.String()+" on "+hostName) {
 		t.Errorf("teardown removed %q: want the runner's Sandbox and the image on %s", o.Teardown.Removed, hostName)
 	}

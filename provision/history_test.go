@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"context"
 	"maps"
 	"os"
 	"path/filepath"
@@ -80,5 +81,36 @@ func TestHostsHistory(t *testing.T) {
 	f.Close()
 	if _, err := (AuditOptions{}).auditHosts(state); err == nil || !strings.Contains(err.Error(), "line 4") {
 		t.Errorf("a bad line: %v, want it named", err)
+	}
+}
+
+// TestAuditOfAnUnreachableHost: a host of the history that cannot be
+// reached is a note, and the audit goes on; one --target names is an
+// error.
+func TestAuditOfAnUnreachableHost(t *testing.T) {
+	state := t.TempDir()
+	// Nothing listens on port 1 of 127.0.0.1: the connection is refused.
+	gone := "ssh://root@127.0.0.1:1"
+	if err := RecordHostUse(state, "20261129T085500-3f9a1c", HostRecord{Host: gone, KnownHosts: filepath.Join(state, "known_hosts")}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Audit(context.Background(), AuditOptions{StateDir: state, Targets: []string{TargetLocal}})
+	if err != nil || len(res.Notes) != 0 {
+		t.Errorf("audit --target local: %v, notes %q: want no host asked", err, res.Notes)
+	}
+	ctx := context.Background()
+	res, err = Audit(ctx, AuditOptions{StateDir: state})
+	if err != nil {
+		t.Fatalf("audit: %v, want the unreachable host noted", err)
+	}
+	noted := false
+	for _, n := range res.Notes {
+		noted = noted || strings.Contains(n, "not checked: host "+gone)
+	}
+	if !noted {
+		t.Errorf("notes %q: want %s not checked", res.Notes, gone)
+	}
+	if _, err := Audit(ctx, AuditOptions{StateDir: state, Targets: []string{"h"}, Hosts: []string{gone}}); err == nil || !strings.Contains(err.Error(), "cannot audit "+gone) {
+		t.Errorf("audit --target h=docker@%s: %v, want it refused", gone, err)
 	}
 }
