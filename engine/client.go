@@ -88,6 +88,10 @@ type Identity struct {
 	RuntimeVersion  string `json:"runtimeVersion,omitempty"`
 	RuntimePlatform string `json:"runtimePlatform,omitempty"`
 	FUSE            string `json:"fuse,omitempty"`
+	// Host is the remote host the Engine is on (ssh://user@host:port), as
+	// the target that reaches it knows; empty on the machine that made
+	// the run.
+	Host string `json:"host,omitempty"`
 }
 
 // Pins is what a sample's pins.json says of the target.
@@ -98,7 +102,7 @@ func (id *Identity) Pins() manifests.TargetPins {
 	}
 	return manifests.TargetPins{Name: id.Target, Engine: id.Engine, Kernel: id.Kernel,
 		CPUs: id.CPUs, MemoryBytes: id.MemoryBytes, Emulated: id.Emulated, Transport: tr, FUSEURing: id.FUSEURing,
-		Runtime: id.Runtime, RuntimeVersion: id.RuntimeVersion, RuntimePlatform: id.RuntimePlatform, FUSE: id.FUSE}
+		Runtime: id.Runtime, RuntimeVersion: id.RuntimeVersion, RuntimePlatform: id.RuntimePlatform, FUSE: id.FUSE, Host: id.Host}
 }
 
 // PlanTarget is the target as a run plan carries it to the runner.
@@ -110,7 +114,7 @@ func (id *Identity) PlanTarget() manifests.PlanTarget {
 func IdentityOf(t manifests.PlanTarget) *Identity {
 	return &Identity{Target: t.Name, Engine: t.Engine, EngineVersion: t.EngineVersion, Endpoint: t.Endpoint,
 		Kernel: t.Kernel, OS: t.OS, Arch: t.Arch, CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, Emulated: t.Emulated, Transport: t.Transport, FUSEURing: t.FUSEURing,
-		Runtime: t.Runtime, RuntimeVersion: t.RuntimeVersion, RuntimePlatform: t.RuntimePlatform, FUSE: t.FUSE}
+		Runtime: t.Runtime, RuntimeVersion: t.RuntimeVersion, RuntimePlatform: t.RuntimePlatform, FUSE: t.FUSE, Host: t.Host}
 }
 
 // Identify asks the Engine at endpoint what it is (/version: the stand-in

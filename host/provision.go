@@ -66,7 +66,12 @@ func bringUp(ctx context.Context, spec remote.Spec, run *provision.Run, conns *h
 
 // ProvisionOptions says which target to bring up, from which bundle.
 type ProvisionOptions struct {
-	Target   string
+	Target string
+	// Remote is the target's spec when it is on a remote host (only
+	// docker@ssh can be left up there: see Provision), reached as SSH
+	// says.
+	Remote   *remote.Spec
+	SSH      SSH
 	Bundle   *Bundle
 	VM       VM
 	StateDir string // empty: provision.DefaultStateDir
@@ -86,6 +91,10 @@ type Provisioned struct {
 	Identity *engine.Identity `json:"identity"`
 	Bundle   string           `json:"bundle"`
 	Image    engine.Image     `json:"image"`
+	// Host is the remote host the target is on (ssh://user@host:port);
+	// Endpoint is then what reaches its Engine from here after provision
+	// exits: DOCKER_HOST for the docker CLI, which runs the ssh you have.
+	Host string `json:"host,omitempty"`
 }
 
 // Provision brings one target up in a new run and leaves it up. On
@@ -111,13 +120,34 @@ func Provision(ctx context.Context, o ProvisionOptions) (_ *Provisioned, err err
 	if err != nil {
 		return nil, err
 	}
-	t, id, err := bringUp(ctx, remote.Spec{Name: o.Target, Kind: o.Target}, run, nil, o.Bundle, o.VM, logf)
+	spec, conns := remote.Spec{Name: o.Target, Kind: o.Target}, (*hostConns)(nil)
+	if o.Remote != nil {
+		if o.Remote.Kind != remoteDockerKind {
+			return nil, fmt.Errorf("target %s: only docker@ssh can be left up on a remote host", o.Remote)
+		}
+		spec, conns = *o.Remote, newHostConns(run, o.SSH, logf)
+		// The forward dies with this process; what the run made on the
+		// host is in the ledger and its hosts.json, for teardown.
+		defer conns.close()
+	}
+	t, id, err := bringUp(ctx, spec, run, conns, o.Bundle, o.VM, logf)
 	if err != nil {
 		return nil, err
 	}
-	pinFUSEURing(id, onHostKernel(o.Target, ""), uring)
-	return &Provisioned{Run: run.ID, RunDir: run.Dir, Target: o.Target, Endpoint: t.Endpoint(), Identity: id, Bundle: o.Bundle.Verified.Name, Image: o.Bundle.Image}, nil
+	pinFUSEURing(id, spec.Host == nil && onHostKernel(spec.Kind, ""), uring)
+	out := &Provisioned{Run: run.ID, RunDir: run.Dir, Target: spec.Name, Endpoint: t.Endpoint(), Identity: id, Bundle: o.Bundle.Verified.Name, Image: o.Bundle.Image}
+	if spec.Host != nil {
+		// The docker CLI reaches the same dockerd: over its own ssh, by
+		// `docker system dial-stdio` on the host, whose sessions'
+		// DOCKER_HOST is the Engine the target found.
+		out.Host, out.Endpoint = spec.Host.String(), spec.Host.String()
+		id.Endpoint = out.Endpoint
+	}
+	return out, nil
 }
+
+// remoteDockerKind is the one kind provision leaves up on a remote host.
+const remoteDockerKind = "docker"
 
 func newRun(state string) (*provision.Run, error) {
 	if state == "" {

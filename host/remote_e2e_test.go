@@ -1,20 +1,20 @@
 package host_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/internal/cliutil"
-	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/provision/remote"
-	"github.com/sealbench/sealbench/provision/sshx/sshtest"
 )
 
 // TestRunOnADockerHostOverSSH runs on docker@ssh://: a fake host whose
@@ -26,19 +26,8 @@ import (
 // removed on the host's dockerd through the forward, teardown removes the
 // image over SSH, and the audit finds nothing, on the host either.
 func TestRunOnADockerHostOverSSH(t *testing.T) {
-	sshtest.Need(t)
-	endpoint := testenv.PrivateDockerd(t)
-	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv("DOCKER_HOST", endpoint))
-	b := provisiontest.GetRunnerBundle(t)
+	h, endpoint, opened, specs := dockerHostH1(t)
 	ctx := context.Background()
-	opened, err := host.OpenBundle(ctx, host.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	specs, err := host.CheckTargets([]string{fmt.Sprintf("h1=docker@ssh://%s@%s:%d", h.User, h.Addr, h.Port)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	state := shortDir(t)
 	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: host.Names(specs), Remote: map[string]remote.Spec{"h1": specs[0]},
 		SSH: host.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
@@ -48,11 +37,22 @@ func TestRunOnADockerHostOverSSH(t *testing.T) {
 		t.Fatalf("Run: %v, want the failed sample reported (exit %d)", err, host.ExitMismatch)
 	}
 	id := o.Targets["h1"]
-	if id == nil || id.Transport != remote.TransportSSH || id.Engine != "dockerd" || o.Samples != 1 || len(o.Leftovers) != 0 || o.Kept {
+	if id == nil || id.Transport != remote.TransportSSH || id.Host != specs[0].Host.String() || id.Engine != "dockerd" || o.Samples != 1 || len(o.Leftovers) != 0 || o.Kept {
 		t.Fatalf("outcome %+v (h1: %+v): want one failed sample on h1 over ssh, torn down with nothing left", o, id)
 	}
 	removed := strings.Join(o.Teardown.Removed, "\n")
 	hostName := specs[0].Host.String()
+	// The runner pinned where h1 lives, and the report says so.
+	pins, err := os.ReadFile(filepath.Join(o.Dir, manifests.PinsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := manifests.ReadRunPins(bytes.NewReader(pins)); err != nil || p.Targets[0].Host != hostName || p.Targets[0].RunnerHost != "" || p.Targets[0].Transport != remote.TransportSSH {
+		t.Errorf("pins %s (%v): want h1 on %s over ssh, the runner here", pins, err, hostName)
+	}
+	if md, err := os.ReadFile(filepath.Join(o.Dir, "report.md")); err != nil || !strings.Contains(string(md), "| "+hostName+" | h1 |") {
+		t.Errorf("report.md (%v) does not group h1 under %s:\n%s", err, hostName, md)
+	}
 	if !strings.Contains(removed, "container ") || !strings.Contains(removed, "image "+opened.Image.ID.String()+" on "+hostName) {
 		t.Errorf("teardown removed %q: want the runner's Sandbox and the image on %s", o.Teardown.Removed, hostName)
 	}

@@ -54,6 +54,10 @@ func (p *hostConns) get(ctx context.Context, h *remote.Host) (*sshx.Client, erro
 	if err := provision.RecordHost(p.run.Dir, rec); err != nil {
 		return nil, fmt.Errorf("recording %s in the run's %s: %w", key, provision.HostsFile, err)
 	}
+	// And in the state directory's, which outlives the run (the audit's).
+	if err := provision.RecordHostUse(p.run.StateDir(), p.run.ID, rec); err != nil {
+		return nil, err
+	}
 	o := p.ssh.options()
 	o.Log = p.logf
 	// Every command's output, kept in the run directory while it lasts.

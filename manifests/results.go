@@ -523,6 +523,15 @@ type TargetPins struct {
 	// (gVisor's Sentry, which sends the daemon requests of its own
 	// choosing and lacks some of Linux's, such as mmap(2) of a file).
 	FUSE string `json:"fuse,omitempty"`
+	// Host is the remote host the target lives on, ssh://user@host:port
+	// as a run's ledger names it (docs/design/remote-hosts.md); empty for
+	// a target on the machine that made the run.
+	Host string `json:"host,omitempty"`
+	// RunnerHost is where the runner that took the target's samples ran,
+	// in Host's form; empty for the machine that made the run, where
+	// every runner has run so far (a runner per remote host is still to
+	// come, and fills it).
+	RunnerHost string `json:"runnerHost,omitempty"`
 }
 
 // The values of TargetPins.FUSE.
@@ -688,7 +697,7 @@ func (p *RunPins) Validate() error {
 
 // target checks what the run's documents (pins, plan) say of every
 // target, as field f: a name not in names yet (it is added), an Engine
-// kind, an enable_uring value.
+// kind, an enable_uring value, the hosts as a ledger names them.
 func (ps *problems) target(f string, t TargetPins, names map[string]bool) {
 	if !targetRE.MatchString(t.Name) {
 		ps.addf(f+".name", "%q is not a target name (lowercase letters, digits, '-')", t.Name)
@@ -704,6 +713,13 @@ func (ps *problems) target(f string, t TargetPins, names map[string]bool) {
 	}
 	if t.FUSE != "" && t.FUSE != FUSELinux && t.FUSE != FUSEGVisor {
 		ps.addf(f+".fuse", "%q is not %s or %s", t.FUSE, FUSELinux, FUSEGVisor)
+	}
+	for _, h := range []struct{ field, value string }{{"host", t.Host}, {"runnerHost", t.RunnerHost}} {
+		if h.value != "" {
+			if err := ValidateSSHHost(h.value); err != nil {
+				ps.addf(f+"."+h.field, "%v", err)
+			}
+		}
 	}
 }
 

@@ -20,6 +20,8 @@ func testPins() *RunPins {
 		Targets: []TargetPins{
 			{Name: "docker", Engine: EngineDockerd, Kernel: "6.1.0-40-amd64", CPUs: 2, MemoryBytes: 8 << 30, FUSEURing: FUSEURingOn},
 			{Name: "lima", Engine: EngineStandin, Kernel: "6.1.0-41-amd64", CPUs: 2, MemoryBytes: 4 << 30, Emulated: true, FUSEURing: FUSEURingNA},
+			{Name: "docker-gpu1", Engine: EngineDockerd, Kernel: "6.12.48-amd64", CPUs: 16, MemoryBytes: 64 << 30, Transport: "ssh", FUSEURing: FUSEURingNA,
+				Host: "ssh://bench@gpu1:22"},
 		},
 		StoreProfile:        StoreDisposable,
 		ConstructionWorkers: 1,
@@ -60,8 +62,11 @@ func TestResultsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading what Marshal wrote: %v", err)
 	}
-	if tp, ok := back.Target("lima"); !ok || !tp.Emulated || tp.Engine != EngineStandin {
+	if tp, ok := back.Target("lima"); !ok || !tp.Emulated || tp.Engine != EngineStandin || tp.Host != "" {
 		t.Errorf("Target(lima) = %+v, %v", tp, ok)
+	}
+	if tp, ok := back.Target("docker-gpu1"); !ok || tp.Host != "ssh://bench@gpu1:22" || tp.RunnerHost != "" {
+		t.Errorf("Target(docker-gpu1) = %+v, %v: want its host, and the runner on the machine that made the run", tp, ok)
 	}
 
 	var b bytes.Buffer
@@ -180,14 +185,14 @@ func TestRunPinsValidateNamesEveryField(t *testing.T) {
 	p := testPins()
 	p.FormatVersion, p.Kind, p.RunID, p.BundleID = 0, "x", "", "nope"
 	p.ImageID = Digest{}
-	p.Targets = append(p.Targets, TargetPins{Name: "docker", Engine: "podman", FUSEURing: "Y"})
+	p.Targets = append(p.Targets, TargetPins{Name: "docker", Engine: "podman", FUSEURing: "Y", Host: "ssh://u:pw@gpu1:22", RunnerHost: "gpu1"})
 	p.StoreProfile, p.ConstructionWorkers = "fastest", 0
 	p.Tools = map[string]string{"git": ""}
 	p.Cells = []string{"C01", "C01", "c2"}
 	p.Samples = -1
 	p.End = p.Start.Add(-time.Hour)
-	wantProblems(t, p.Validate(), "formatVersion", "kind", "runId", "bundleId", "imageId", "targets[2].name", "targets[2].engine",
-		"targets[2].kernel", "targets[2].cpus", "targets[2].memoryBytes", "targets[2].fuseURing", "storeProfile", "constructionWorkers", "tools",
+	wantProblems(t, p.Validate(), "formatVersion", "kind", "runId", "bundleId", "imageId", "targets[3].name", "targets[3].engine",
+		"targets[3].kernel", "targets[3].cpus", "targets[3].memoryBytes", "targets[3].fuseURing", "targets[3].host", "targets[3].runnerHost", "storeProfile", "constructionWorkers", "tools",
 		"cells[1]", "cells[2]", "samples", "end")
 }
 

@@ -36,9 +36,15 @@ type AuditOptions struct {
 	// Run limits the audit (and Fix) to one run; empty means every run,
 	// and what belongs to no run.
 	Run string
-	// SSH overrides how each run's hosts.json says its remote hosts are
-	// reached.
+	// SSH overrides how each run's hosts.json (or the hosts history)
+	// says its remote hosts are reached.
 	SSH SSHOptions
+	// Hosts are remote hosts (ssh://user@host:port) to ask for what
+	// carries the sealbench.run label, as --target KIND@ssh://... names
+	// them, whether or not a run here used them. With Targets and no
+	// Hosts, no remote host is asked but through the runs' ledgers;
+	// without Targets, every host of the hosts history is.
+	Hosts []string
 }
 
 func (o AuditOptions) wants(target string) bool {
@@ -71,6 +77,9 @@ type auditor struct {
 	res     *AuditResult
 	seen    map[string]bool
 	seenPid map[int]bool
+	// ledgerHosts are "run host" pairs the runs' ledgers here covered:
+	// the hosts history need not ask for them again.
+	ledgerHosts map[string]bool
 }
 
 func (a *auditor) add(r Resource) {
@@ -92,14 +101,15 @@ func (a *auditor) add(r Resource) {
 // (inventory.Read), mounts under runs/ (/proc/self/mountinfo),
 // processes whose argv names a path under runs/, and every registered
 // target's Backend (the containers and volumes carrying the sealbench.run
-// label on the user's dockerd, VMs behind their tools). Nothing left means
-// an empty Leftovers.
+// label on the user's dockerd, VMs behind their tools), and the Engine of
+// every remote host in the hosts history (AuditOptions.Hosts). Nothing
+// left means an empty Leftovers.
 func Audit(ctx context.Context, opts AuditOptions) (*AuditResult, error) {
 	abs, err := filepath.Abs(opts.StateDir)
 	if err != nil {
 		return nil, err
 	}
-	a := &auditor{opts: opts, runs: RunsDir(abs), res: &AuditResult{}, seen: map[string]bool{}, seenPid: map[int]bool{}}
+	a := &auditor{opts: opts, runs: RunsDir(abs), res: &AuditResult{}, seen: map[string]bool{}, seenPid: map[int]bool{}, ledgerHosts: map[string]bool{}}
 	ents, err := os.ReadDir(a.runs)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("listing runs: %w", err)
@@ -113,6 +123,11 @@ func Audit(ctx context.Context, opts AuditOptions) (*AuditResult, error) {
 			continue
 		}
 		a.run(ctx, e.Name(), p)
+	}
+	// What the label marks on every remote host a run used, the runs
+	// gone from here included.
+	if err := a.historyHosts(ctx, abs); err != nil {
+		return nil, err
 	}
 	if a.opts.wants(TargetLocal) {
 		ms, err := MountsUnder(a.runs)
@@ -173,6 +188,9 @@ func (a *auditor) run(ctx context.Context, id, dir string) {
 		rh = &remoteHosts{hosts: map[string]*remoteHost{}}
 	}
 	defer rh.close()
+	for h := range rh.hosts {
+		a.ledgerHosts[id+" "+h] = true
+	}
 	for _, e := range entries {
 		if e.Target == "" || !a.opts.wants(e.Target) {
 			continue
@@ -418,8 +436,9 @@ func runOf(runs, p string) string {
 }
 
 // Fix tears down what the audit finds: every run through its ledger
-// (Teardown), then what no ledger names (processes, mounts, directories
-// under runs/, labelled containers and volumes). It returns the audit
+// (Teardown), then what no ledger names (what carries the label on the
+// hosts of the hosts history, processes, mounts, directories under
+// runs/, labelled containers and volumes). It returns the audit
 // after fixing, and every failure.
 func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*AuditResult, error) {
 	if logf == nil {
@@ -446,6 +465,9 @@ func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*Au
 		if _, err := Teardown(ctx, dir, TeardownOptions{Targets: opts.Targets, SSH: opts.SSH, Log: logf}); err != nil {
 			errs = multierror.Append(errs, fmt.Errorf("run %s: %w", id, err))
 		}
+	}
+	if err := fixHistoryHosts(ctx, abs, opts, logf); err != nil {
+		errs = multierror.Append(errs, err)
 	}
 	found, err := Audit(ctx, opts)
 	if err != nil {

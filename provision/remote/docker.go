@@ -157,7 +157,7 @@ func (d *Docker) Identity(ctx context.Context) (*engine.Identity, error) {
 	if err != nil {
 		return nil, err
 	}
-	id.Transport = TransportSSH
+	id.Transport, id.Host = TransportSSH, d.o.Host
 	return id, nil
 }
 

@@ -326,7 +326,9 @@ func (c *Comparison) warn(ro, rn *Report) {
 			}
 		}
 		for _, tr := range targetTraits {
-			differ(tr.name, tr.of(o), tr.of(n))
+			if tr.when == nil || tr.when([]TargetInfo{o, n}) {
+				differ(tr.name, tr.of(o), tr.of(n))
+			}
 		}
 		if len(diffs) > 0 {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: %s: a change includes these, not only the code.", p, strings.Join(diffs, ", ")))

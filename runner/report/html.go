@@ -88,7 +88,7 @@ func makePage(r *Report) page {
 		}
 		add("LayerFS over native, geomean over cells", h.LayerFSOverNative, times, ratio)
 		add("command time vs "+r.Baseline+", geomean", h.CommandVsBaseline, times, ratio)
-		add("per-exec overhead, median over cells", h.ExecOverheadNs, func(v float64) string { return ms(v) + " ms" }, ms)
+		add("per-exec overhead, median over cells"+h.transportText(), h.ExecOverheadNs, func(v float64) string { return ms(v) + " ms" }, ms)
 		pg.Cards = append(pg.Cards, c)
 	}
 	pg.CountMatrix = r.countMatrix(r.Counts, countKeys())
@@ -480,6 +480,14 @@ ul.timing-notes { color: #9a6700; }
 <tr><th>emulated</th>{{range .Targets}}<td>{{.Emulated}}</td>{{end}}</tr>
 <tr><th>FUSE transport</th>{{range .Targets}}<td>{{.FUSETransportText}}</td>{{end}}</tr>
 <tr><th>samples</th>{{range .Targets}}<td>{{.Samples}}</td>{{end}}</tr>
+</table></div>
+<h3>Hosts</h3>
+<p>Each host with the pins its targets share.</p>
+<div class="wide"><table>
+<tr><th>host</th><th>targets</th><th>kernel</th><th>CPUs</th><th>memory</th><th>runner ran on</th><th>Engine transport</th></tr>
+{{- range .Hosts}}
+<tr><td class="l">{{if .Host}}<code>{{.Host}}</code>{{else}}{{.HostText}}{{end}}</td><td class="l">{{join .Targets ", "}}</td><td>{{dash .Kernel}}</td><td>{{dashInt .CPUs}}</td><td>{{.MemoryText}}</td><td class="l">{{.RunnerText}}</td><td>{{dash .Transport}}</td></tr>
+{{- end}}
 </table></div>
 </section>
 {{- if .Notes}}

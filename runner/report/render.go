@@ -259,7 +259,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 			name += " (baseline)"
 		}
 		cells := []string{name, headlineValue(h.LayerFSOverNative, times, ratio), headlineValue(h.CommandVsBaseline, times, ratio),
-			headlineValue(h.ExecOverheadNs, ms, ms), dash(joinNonEmpty("; ", h.nativeText(), h.shownText(r.Baseline)))}
+			headlineValue(h.ExecOverheadNs, ms, ms) + h.transportText(), dash(joinNonEmpty("; ", h.nativeText(), h.shownText(r.Baseline)))}
 		if !multi {
 			cells = slices.Delete(cells, 2, 3)
 		}
@@ -365,6 +365,12 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 	sep(9)
 	for _, t := range r.Targets {
 		row(t.Name, t.RunID, dash(t.Engine), t.KernelText(), dashInt(t.CPUs), t.MemoryText(), strconv.FormatBool(t.Emulated), t.FUSETransportText(), strconv.Itoa(t.Samples))
+	}
+	p("\nHosts, each with the pins its targets share:\n\n")
+	row("host", "targets", "kernel", "CPUs", "memory", "runner ran on", "Engine transport")
+	sep(7)
+	for _, h := range r.Hosts {
+		row(h.HostText(), strings.Join(h.Targets, ", "), dash(h.Kernel), dashInt(h.CPUs), h.MemoryText(), h.RunnerText(), dash(h.Transport))
 	}
 	for _, run := range r.Runs {
 		if len(run.Tools) > 0 {
@@ -520,6 +526,9 @@ func writeCSV(w io.Writer, r *Report) error {
 	for _, t := range r.Targets {
 		rec("target", "", t.Name, "fuseTransport", strings.Join(t.FUSETransports, " / "), strconv.Itoa(t.Samples), "", "", "", "", base, "", "", "", "", "", "")
 		rec("target", "", t.Name, "undrainedWindows", strconv.Itoa(t.UndrainedWindows), strconv.Itoa(t.TimedWindows), "", "", "", "", base, "", "", "", "", "", "")
+		for _, kv := range [][2]string{{"host", t.Host}, {"runnerHost", t.RunnerHost}, {"engineTransport", t.transportText()}} {
+			rec("target", "", t.Name, kv[0], kv[1], "", "", "", "", "", base, "", "", "", "", "", "")
+		}
 	}
 	for _, c := range r.Counts {
 		for i, n := range names {

@@ -104,10 +104,14 @@ type Report struct {
 	FormatVersion int          `json:"formatVersion"`
 	Baseline      string       `json:"baseline"`
 	Targets       []TargetInfo `json:"targets"`
-	Runs          []RunInfo    `json:"runs"`
-	Cells         []CellInfo   `json:"cells"`
-	Level         float64      `json:"level"`
-	Seed          uint64       `json:"seed"`
+	// Hosts are the targets grouped by the host they live on, each with
+	// the pins its targets share: the machine under them, where the
+	// runner ran, how it reached their Engine.
+	Hosts []HostInfo `json:"hosts"`
+	Runs  []RunInfo  `json:"runs"`
+	Cells []CellInfo `json:"cells"`
+	Level float64    `json:"level"`
+	Seed  uint64     `json:"seed"`
 	// Summary is the answer first: what ran, whether the counts match,
 	// the headline figures with their intervals, what makes the targets
 	// hard to compare.
@@ -150,6 +154,11 @@ type TargetInfo struct {
 	RuntimeVersion  string `json:"runtimeVersion,omitempty"`
 	RuntimePlatform string `json:"runtimePlatform,omitempty"`
 	FUSE            string `json:"fuse,omitempty"`
+	// Host is the remote host the target lives on (ssh://user@host:port),
+	// RunnerHost where the runner that sampled it ran; each empty for the
+	// machine that made the run.
+	Host       string `json:"host,omitempty"`
+	RunnerHost string `json:"runnerHost,omitempty"`
 	// TimedWindows counts the timed windows (LayerFS's and native's) in the
 	// target's samples that count, as their phases recorded them;
 	// UndrainedWindows those that started before the kernel's dirty pages
@@ -513,6 +522,7 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 					ti.Engine, ti.Kernel, ti.CPUs, ti.MemoryBytes, ti.Emulated = tp.Engine, tp.Kernel, tp.CPUs, tp.MemoryBytes, tp.Emulated
 					ti.Transport, ti.FUSEURing = tp.Transport, tp.FUSEURing
 					ti.Runtime, ti.RuntimeVersion, ti.RuntimePlatform, ti.FUSE = tp.Runtime, tp.RuntimeVersion, tp.RuntimePlatform, tp.FUSEImplementation()
+					ti.Host, ti.RunnerHost = tp.Host, tp.RunnerHost
 				}
 			}
 			r.Targets = append(r.Targets, ti)
@@ -546,8 +556,8 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 		if t.Emulated {
 			r.Notes = append(r.Notes, fmt.Sprintf("%s runs under CPU emulation: its timings describe the emulator, so it is a pass/fail and exact-counts target.", t.Name))
 		}
-		if t.Transport != "" && t.Transport != "socket" {
-			r.Notes = append(r.Notes, fmt.Sprintf("%s's Engine was reached through %s, not a socket: its exec wall time and per-exec overhead include that transport.", t.Name, t.Transport))
+		if n := t.transportNote(); n != "" {
+			r.Notes = append(r.Notes, n)
 		}
 		if t.Engine == "" {
 			r.Notes = append(r.Notes, fmt.Sprintf("%s has no pins (no %s was read with its samples): its kernel, CPUs and memory are unknown.", t.Name, manifests.PinsFile))
@@ -586,6 +596,8 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 			r.Timings = append(r.Timings, tm)
 		}
 	}
+	r.buildHosts()
+	r.noteExecTransports()
 	r.noteTransports(byTarget)
 	r.noteBarriers(byTarget)
 	r.noteSingleSamples()

@@ -57,6 +57,10 @@ type Headline struct {
 	CommandVsBaseline *Summary `json:"commandVsBaseline,omitempty"`
 	// ExecOverheadNs is the median over cells of the per-exec overhead.
 	ExecOverheadNs *Summary `json:"execOverheadNs,omitempty"`
+	// Transport is how the runner reached the target's Engine where that
+	// was not a local socket ("ssh", "msb-exec"): ExecOverheadNs includes
+	// it.
+	Transport string `json:"transport,omitempty"`
 	// Faster and Slower are the cells whose command time's interval of the
 	// ratio to the baseline lies wholly below or above 1.0 (a difference
 	// shown); Same those whose interval includes 1.0 (none shown); Bare
@@ -119,6 +123,9 @@ func (r *Report) buildOverview(samples int) {
 		}
 		if over != nil {
 			h.ExecOverheadNs = present(over.MedianOverCells[i])
+		}
+		if tr := t.transportText(); tr != "socket" {
+			h.Transport = tr
 		}
 		if cmd != nil && !h.Baseline {
 			h.CommandVsBaseline = present(cmd.GeoMean[i])
@@ -191,7 +198,9 @@ func (r *Report) comparability() []string {
 		}
 	}
 	for _, tr := range targetTraits {
-		differ(tr.differ, tr.means, tr.of)
+		if tr.when == nil || tr.when(r.Targets) {
+			differ(tr.differ, tr.means, tr.of)
+		}
 	}
 	return warnings
 }
@@ -204,26 +213,29 @@ var targetTraits = []struct {
 	differ string // as the summary says it
 	means  string // what the difference does to a ratio
 	of     func(TargetInfo) string
+	// when, if set, says whether the targets' difference in this trait
+	// is worth a warning at all.
+	when func([]TargetInfo) bool
 }{
 	{"CPUs", "CPUs differ", "a ratio between these targets includes the machines, not only the platforms.", func(t TargetInfo) string {
 		if t.CPUs == 0 {
 			return ""
 		}
 		return strconv.Itoa(t.CPUs)
-	}},
+	}, nil},
 	{"memory", "Memory sizes differ", "the page cache each target has differs.", func(t TargetInfo) string {
 		if t.MemoryBytes == 0 {
 			return ""
 		}
 		return gib(t.MemoryBytes)
-	}},
-	{"kernel", "Kernels differ", "the kernel decides which FUSE requests reach the daemon and what each costs.", func(t TargetInfo) string { return t.Kernel }},
+	}, nil},
+	{"kernel", "Kernels differ", "the kernel decides which FUSE requests reach the daemon and what each costs.", func(t TargetInfo) string { return t.Kernel }, nil},
 	{"FUSE implementation", "FUSE implementations differ", "gVisor's Sentry serves a Sandbox's system calls and its FUSE itself: a ratio includes gVisor, and its FUSE sends other requests.", func(t TargetInfo) string {
 		if t.FUSE != manifests.FUSEGVisor {
 			return t.FUSE
 		}
 		return "gVisor's (runsc " + t.RuntimeVersion + ", " + t.RuntimePlatform + ")"
-	}},
+	}, nil},
 	{"emulation", "Emulation differs", "an emulated target's timings are the emulator's: compare its counts, not its times.", func(t TargetInfo) string {
 		if t.Engine == "" {
 			return ""
@@ -232,7 +244,7 @@ var targetTraits = []struct {
 			return "emulated"
 		}
 		return "native"
-	}},
+	}, nil},
 	// An Engine reached over a socket leaves its transport empty.
 	{"Engine transport", "Engine transports differ", "exec wall time and per-exec overhead include the transport.", func(t TargetInfo) string {
 		if t.Engine == "" {
@@ -242,10 +254,19 @@ var targetTraits = []struct {
 			return "socket"
 		}
 		return t.Transport
-	}},
+	}, nil},
 	{"FUSE transport", "FUSE transports differ", "what a FUSE request costs depends on the transport that carries it.", func(t TargetInfo) string {
 		return strings.Join(t.FUSETransports, " / ")
-	}},
+	}, nil},
+	// Targets on different hosts whose kernels, CPUs and memory agree
+	// are left to the traits above (which then say nothing).
+	{"host", "Hosts differ in kernel, CPUs or memory", "a ratio between targets on different hosts compares the machines as well as the platforms; each host's pins are under Hosts.",
+		func(t TargetInfo) string {
+			if t.Engine == "" {
+				return ""
+			}
+			return "on " + t.HostText()
+		}, machinesDiffer},
 }
 
 // SignatureText says what the host found about a run's signed results, in

@@ -22,7 +22,7 @@ func newAuditCmd(g *global) *cobra.Command {
 	var fix bool
 	var ssh sshSettings
 	c := &cobra.Command{
-		Use:   "audit [--target local,docker,...] [--run ID] [--fix]",
+		Use:   "audit [--target local,docker,[NAME=]KIND@ssh://USER@HOST[:PORT],...] [--run ID] [--fix]",
 		Short: "Prove nothing of sealbench is left, or list what is (exit 1)",
 		Long: `Ask every backend for anything sealbench made that is still there: each run's
 ledger entries whose resource still exists (processes, containers, the images
@@ -36,6 +36,17 @@ over SSH (reached as the run's hosts.json says, or with --ssh-identity and
 --ssh-known-hosts); one on a host that cannot be reached counts as left, saying
 why.
 
+Every remote host a run here ever used is in the state directory's
+hosts.history (with how hosts.json said it is reached), so the audit also asks
+each of them, over SSH, for the containers and volumes labelled sealbench.run
+on the Engine its sessions use (DOCKER_HOST there, or /var/run/docker.sock):
+what a run left there is found, and --fix removes it, even after the run's
+directory is gone. A history host that cannot be reached is a note, not a
+leftover. --target with a remote spec (docker@ssh://USER@HOST) asks that host,
+in the history or not, and fails if it cannot be reached; --target with only
+local targets asks no host but through the runs' ledgers; --run ID asks the
+hosts that run used.
+
 Exit codes for audit: 0 nothing left; 1 something is left (each listed);
 3 bad input, such as a --run that names no run made here (the state
 directory's runs.history lists every run made in it, torn down or not).
@@ -44,6 +55,7 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 		Example: `  sealbench audit
   sealbench audit --target docker --json
   sealbench audit --run 20261129T085500-3f9a1c
+  sealbench audit --target docker@ssh://bench@gpu1 --ssh-known-hosts ~/.ssh/known_hosts
   sealbench audit --fix            # after a crash: remove what was left`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -59,6 +71,11 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 					return err
 				}
 				opts.Targets = host.Names(specs)
+				for _, s := range specs {
+					if s.Host != nil {
+						opts.Hosts = append(opts.Hosts, s.Host.String())
+					}
+				}
 			}
 			if err := ssh.check(); err != nil {
 				return err

@@ -12,6 +12,7 @@ import (
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/provision/remote"
 )
 
 func newProvisionCmd(g *global) *cobra.Command {
@@ -21,7 +22,7 @@ func newProvisionCmd(g *global) *cobra.Command {
 	var debs debSettings
 	var ssh sshSettings
 	c := &cobra.Command{
-		Use:   "provision local|docker|lima|qemu|apple|microsandbox|KIND@ssh://USER@HOST[:PORT] --bundle B",
+		Use:   "provision local|docker|lima|qemu|apple|microsandbox|docker@ssh://USER@HOST[:PORT] --bundle B",
 		Short: "Bring up a target from a verified bundle and leave it up",
 		Long: `Verify the bundle (signature, then every file), take its Sandbox image from
 <bundle>.image/ (what seal writes; built from the pinned packages when it is
@@ -54,9 +55,19 @@ identity: kernel, CPUs, memory, engine.
            port (each Engine connection a stream; sealbench qemu-link serves
            the socket). Emulated under TCG.
 
-A target on a remote host (docker@ssh://USER@HOST) is reached through this
-process's SSH connection, so provision cannot leave one up yet: use
-` + "`sealbench run --target docker@ssh://...`" + `, or the docker CLI (DOCKER_HOST=ssh://USER@HOST).
+  docker@ssh://USER@HOST[:PORT]
+           that host's dockerd (its sessions' DOCKER_HOST, or
+           /var/run/docker.sock), reached over SSH (known_hosts checked, keys
+           only; --ssh-identity, --ssh-known-hosts) while provision loads the
+           image and asks its identity. The forward dies with provision, so
+           the endpoint printed is DOCKER_HOST=ssh://USER@HOST:PORT: the docker
+           CLI reaches the same dockerd over your own ssh (~/.ssh/config, your
+           known_hosts and keys) by running ` + "`docker system dial-stdio`" + ` there,
+           which needs the docker CLI on the host. The image is recorded in the
+           ledger with its host (and the host in the run's hosts.json), so
+           ` + "`sealbench teardown --run ID`" + ` removes it over SSH. Other kinds on a
+           remote host (local@ssh) are reached only through sealbench's own
+           connection, so provision refuses them: use sealbench run.
 
 Every resource is recorded in the run's ledger before it is created, in the
 run directory under $SEALBENCH_STATE_DIR (default /var/lib/sealbench as root,
@@ -77,6 +88,9 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
   # With FUSE over io_uring on until teardown (enable_uring, recorded, then put back):
   sudo sealbench provision local --bundle out/build-linux-0123456789ab --fuse-uring
 
+  # A remote host's dockerd, then the docker CLI over your ssh:
+  sealbench provision docker@ssh://bench@gpu1 --bundle out/build-linux-0123456789ab --ssh-known-hosts ~/.ssh/known_hosts
+
   # Then drive its Engine with the docker CLI, and take it down:
   DOCKER_HOST=unix:///var/lib/sealbench/runs/<run>/local/sock/standin.sock docker images
   sealbench teardown --run <run>`,
@@ -86,9 +100,13 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
 			if err != nil {
 				return err
 			}
+			var far *remote.Spec
 			if specs[0].Host != nil {
-				return usageErrorf("run it with `sealbench run --target "+args[0]+"`, or reach the host's Engine with the docker CLI (DOCKER_HOST=ssh://...)",
-					"provision leaves a target up after it exits, and a target on a remote host is reached through this process's SSH connection: provision cannot leave %s up yet", args[0])
+				if specs[0].Kind != "docker" {
+					return usageErrorf("run it with `sealbench run --target "+args[0]+"`",
+						"%s: provision leaves a target up after it exits, and the Engine of a %s target on a remote host is reached only through this process's SSH connection, which dies with it: only docker@ssh (whose dockerd the docker CLI reaches over ssh on its own) can be left up", args[0], specs[0].Kind)
+				}
+				far = &specs[0]
 			}
 			target := specs[0].Name
 			if err := ssh.check(); err != nil {
@@ -121,7 +139,7 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
 			if err != nil {
 				return err
 			}
-			out, err := host.Provision(c.Context(), host.ProvisionOptions{Target: target, Bundle: b, VM: vm.host(), FUSEURing: fuseURing, Log: p.Logf})
+			out, err := host.Provision(c.Context(), host.ProvisionOptions{Target: target, Remote: far, SSH: ssh.host(), Bundle: b, VM: vm.host(), FUSEURing: fuseURing, Log: p.Logf})
 			p.Close()
 			if err != nil {
 				return err
@@ -133,6 +151,9 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
 			fmt.Fprintf(g.stdout, "%s is up (run %s)\n  endpoint  %s\n  engine    %s %s\n  kernel    %s (%s)\n  cpus      %d\n  memory    %s\n  io_uring  %s\n  image     %s %s\n  run dir   %s\n\n  export DOCKER_HOST=%s\n  sealbench teardown --run %s   # when done\n",
 				target, out.Run, out.Endpoint, id.Engine, id.EngineVersion, id.Kernel, id.Arch, id.CPUs, humanBytes(id.MemoryBytes),
 				id.FUSEURing, out.Image.Ref, out.Image.ID, out.RunDir, out.Endpoint, out.Run)
+			if out.Host != "" {
+				fmt.Fprintf(g.stdout, "\n  # DOCKER_HOST=ssh:// runs your ssh (~/.ssh/config, its known_hosts and keys), not\n  # --ssh-identity/--ssh-known-hosts, and `docker system dial-stdio` on %s.\n", out.Host)
+			}
 			return nil
 		},
 	}

@@ -106,7 +106,8 @@ func TestProvisionRefusesBadInput(t *testing.T) {
 		{[]string{"doctor", "--target", "docker@http://h"}, ExitUnusable, "over ssh:// only"},
 		{[]string{"doctor", "--target", "vmware"}, ExitUnusable, `no target named "vmware"`},
 		{[]string{"doctor", "--target", "docker=local@ssh://root@h"}, ExitUnusable, "is a target kind's"},
-		{[]string{"provision", "docker@ssh://root@gpu1", "--bundle", "x"}, ExitUnusable, "provision cannot leave docker@ssh://root@gpu1 up yet"},
+		// local@ssh: refused whether or not this sealbench has it (only docker@ssh is left up).
+		{[]string{"provision", "local@ssh://root@gpu1", "--bundle", "x"}, ExitUnusable, "local"},
 	} {
 		code, stdout, stderr := run(t, c.args...)
 		if code != c.code || !strings.Contains(stdout+stderr, c.want) {
@@ -438,5 +439,42 @@ func TestTeardownReportsAnUnreachableHost(t *testing.T) {
 	}
 	if _, err := os.Stat(remoteDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the run's directory on the host is still there: %v", err)
+	}
+}
+
+// TestProvisionOnADockerHostCLI: provision docker@ssh leaves it up and
+// says DOCKER_HOST=ssh://... reaches it; audit --target with the spec asks
+// that host and finds the image only through the run's ledger; teardown
+// removes it over SSH, and the audit of the host then finds nothing.
+func TestProvisionOnADockerHostCLI(t *testing.T) {
+	sshtest.Need(t)
+	endpoint := testenv.PrivateDockerd(t)
+	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv("DOCKER_HOST", endpoint))
+	b := provisiontest.GetBundle(t)
+	state, err := os.MkdirTemp("", "sbc-") // short: the forward's socket lives under it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(state)
+	t.Setenv(provision.StateDirEnv, state)
+	host := fmt.Sprintf("ssh://%s@%s:%d", h.User, h.Addr, h.Port)
+	ssh := []string{"--ssh-identity", h.ClientKey, "--ssh-known-hosts", h.KnownHosts}
+	code, stdout, stderr := run(t, append([]string{"provision", "h=docker@" + host, "--bundle", b.Dir, "--key", b.PubKey, "--id", b.Name}, ssh...)...)
+	if code != ExitOK || !strings.Contains(stdout, "export DOCKER_HOST="+host+"\n") || !strings.Contains(stdout, "not\n  # --ssh-identity/--ssh-known-hosts") {
+		t.Fatalf("provision h=docker@%s: exit %d\n%s\n%s", host, code, stdout, stderr)
+	}
+	_, rest, _ := strings.Cut(stdout, "(run ")
+	id, _, _ := strings.Cut(rest, ")")
+	code, stdout, _ = run(t, append([]string{"audit", "--target", "h=docker@" + host}, ssh...)...)
+	if code != ExitLeftovers || !strings.Contains(stdout, "image "+b.Image.ID.String()+" on "+host) {
+		t.Errorf("audit --target h=docker@%s with it up: exit %d\n%s", host, code, stdout)
+	}
+	if code, stdout, stderr = run(t, "teardown", "--run", id); code != ExitOK {
+		t.Fatalf("teardown --run %s: exit %d\n%s\n%s", id, code, stdout, stderr)
+	}
+	code, stdout, stderr = run(t, append([]string{"audit", "--target", "h=docker@" + host, "--json"}, ssh...)...)
+	var a struct{ Leftovers []any }
+	if code != ExitOK || json.Unmarshal([]byte(stdout), &a) != nil || len(a.Leftovers) != 0 {
+		t.Errorf("audit of the host after teardown: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }

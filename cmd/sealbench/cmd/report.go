@@ -38,12 +38,17 @@ func newReportCmd(g *global) *cobra.Command {
 		Long: `Read the results of one or more runs and write the comparison, the answer
 first: a summary of what ran (bundle, targets, cells, samples), whether every
 count matched across targets (and which cells did not), what differs between
-the targets beyond the platform (CPUs, memory, kernel, emulation, transports),
-and per target the headline figures with their bootstrap 95% intervals:
-LayerFS over native and the command time relative to the baseline, each a
-geometric mean over cells, and the per-exec overhead; which cells show a
-difference from the baseline and which do not; and, when the host checked
-them, whether each run's results are signed.
+the targets beyond the platform (CPUs, memory, kernel, emulation, transports,
+and hosts that differ in kernel, CPUs or memory), and per target the headline
+figures with their bootstrap 95% intervals: LayerFS over native and the
+command time relative to the baseline, each a geometric mean over cells, and
+the per-exec overhead (", through ssh" where the Engine was reached over SSH
+or another transport than a local socket: the figure includes it); which
+cells show a difference from the baseline and which do not; and, when the
+host checked them, whether each run's results are signed. The provenance
+groups the targets by host (ssh://user@host:port, or the run's own machine)
+with their kernel, CPUs, memory, where the runner ran and the Engine
+transport.
 
 Then the exact counts, one row per cell and a column per count (FUSE
 requests, SQLite statements, files, bytes, Store and overlay bytes, the
