@@ -23,31 +23,35 @@ import (
 // kubelet's and containerd's configuration under c.Dir.
 func (c *Cluster) writeConfig(apiPort, kubeletPort int, token string) error {
 	pki := filepath.Join(c.Dir, "pki")
-	// The API server's serving certificate, self-signed: the kubeconfigs
-	// trust it as their CA.
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
+	// One CA for the cluster: it signs the serving certificate of the API
+	// server and etcd (loopback names), and the API server's client
+	// certificate, which etcd and the kubelet ask for.
 	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(now.UnixNano()),
-		Subject:               pkix.Name{CommonName: "sealbench-kube-apiserver"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(7 * 24 * time.Hour),
+	// Its key is never written: nothing is signed after Start.
+	ca, caKey, caPEM, _, err := issue(&x509.Certificate{
+		Subject:               pkix.Name{CommonName: "sealbench-kube-ca"},
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-		DNSNames:              []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	}, nil, nil, now)
 	if err != nil {
 		return err
 	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	_, _, servingPEM, servingKeyPEM, err := issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "sealbench-kube-apiserver"},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
+	}, ca, caKey, now)
+	if err != nil {
+		return err
+	}
+	_, _, clientPEM, clientKeyPEM, err := issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "sealbench-kube-apiserver", Organization: []string{"system:masters"}},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, ca, caKey, now)
 	if err != nil {
 		return err
 	}
@@ -72,14 +76,17 @@ func (c *Cluster) writeConfig(apiPort, kubeletPort int, token string) error {
 		path string
 		data []byte
 	}{
-		{filepath.Join(pki, "apiserver.crt"), certPEM},
-		{filepath.Join(pki, "apiserver.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})},
+		{filepath.Join(pki, "ca.crt"), caPEM},
+		{filepath.Join(pki, "serving.crt"), servingPEM},
+		{filepath.Join(pki, "serving.key"), servingKeyPEM},
+		{filepath.Join(pki, "client.crt"), clientPEM},
+		{filepath.Join(pki, "client.key"), clientKeyPEM},
 		{filepath.Join(pki, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub})},
 		{filepath.Join(pki, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: saKey})},
 		{filepath.Join(pki, "tokens.csv"), []byte(fmt.Sprintf("%s,sealbench-admin,sealbench-admin,\"system:masters\"\n"+
 			"%s,system:node:%s,system:node:%s,\"system:nodes\"\n", token, kubeletToken, NodeName, NodeName))},
-		{c.Kubeconfig, kubeconfig(server, certPEM, "sealbench-admin", token)},
-		{filepath.Join(c.Dir, "kubelet.kubeconfig"), kubeconfig(server, certPEM, "kubelet", kubeletToken)},
+		{c.Kubeconfig, kubeconfig(server, caPEM, "sealbench-admin", token)},
+		{filepath.Join(c.Dir, "kubelet.kubeconfig"), kubeconfig(server, caPEM, "kubelet", kubeletToken)},
 		{filepath.Join(c.Dir, "kubelet.yaml"), []byte(c.kubeletConfig(kubeletPort))},
 		{filepath.Join(c.Dir, "containerd.toml"), []byte(c.containerdConfig())},
 	}
@@ -89,6 +96,37 @@ func (c *Cluster) writeConfig(apiPort, kubeletPort int, token string) error {
 		}
 	}
 	return nil
+}
+
+// issue makes a key and a certificate from tmpl, valid for a week, signed
+// by parent (self-signed when nil), and returns both, parsed and as PEM.
+func issue(tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, []byte, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	tmpl.SerialNumber, tmpl.NotBefore, tmpl.NotAfter = serial, now.Add(-time.Hour), now.Add(7*24*time.Hour)
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return cert, key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
 }
 
 func kubeconfig(server string, ca []byte, user, token string) []byte {
@@ -103,22 +141,22 @@ func kubeconfig(server string, ca []byte, user, token string) []byte {
 
 // kubeletConfig is the kubelet's KubeletConfiguration: cgroupfs under the
 // cluster's own cgroup root on cgroup v1, swap allowed, the private
-// containerd, loopback only, its API open to the (loopback) API server
-// without authentication, and no eviction or image garbage collection that
+// containerd, loopback only, its API open to the API server's client
+// certificate (any client the cluster's CA signed), and no eviction or image garbage collection that
 // a busy test machine's disk could set off.
 func (c *Cluster) kubeletConfig(port int) string {
 	return fmt.Sprintf(`{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
  "cgroupDriver": "cgroupfs", "cgroupRoot": %q, "failCgroupV1": false, "failSwapOn": false,
  "containerRuntimeEndpoint": %q,
  "address": "127.0.0.1", "port": %d, "readOnlyPort": 0, "healthzPort": 0,
- "authentication": {"anonymous": {"enabled": true}, "webhook": {"enabled": false}},
+ "authentication": {"x509": {"clientCAFile": %q}, "anonymous": {"enabled": false}, "webhook": {"enabled": false}},
  "authorization": {"mode": "AlwaysAllow"},
  "podLogsDir": %q,
  "resolvConf": "",
  "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%%", "imagefs.available": "1%%"},
  "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
  "nodeStatusUpdateFrequency": "2s", "syncFrequency": "5s", "fileCheckFrequency": "5s"}
-`, c.CgroupRoot, "unix://"+c.sock, port, filepath.Join(c.Dir, "pod-logs"))
+`, c.CgroupRoot, "unix://"+c.sock, port, filepath.Join(c.Dir, "pki", "ca.crt"), filepath.Join(c.Dir, "pod-logs"))
 }
 
 // containerdConfig is containerd's configuration (version 2, containerd

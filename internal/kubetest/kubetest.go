@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -105,7 +107,8 @@ type Cluster struct {
 	tools    Tools
 	procs    []*proc // in start order; Stop goes backwards
 	stopFUSE func()  // ends the /dev/fuse device plugin
-	sock     string  // containerd's socket
+	etcdURL  string
+	sock     string // containerd's socket
 	before   hostState
 	unlock   func()
 	stopped  bool
@@ -166,26 +169,37 @@ func Start(ctx context.Context, tools Tools) (c *Cluster, err error) {
 		return c, err
 	}
 
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
+	// etcd serves its clients over TLS and takes only the API server's
+	// client certificate; its one member's peer port speaks to no one.
+	pki := filepath.Join(dir, "pki")
+	etcdURL := fmt.Sprintf("https://127.0.0.1:%d", etcdClient)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeer)
 	if err := c.start("etcd", tools.Etcd, "--name", "sealbench", "--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--cert-file", filepath.Join(pki, "serving.crt"), "--key-file", filepath.Join(pki, "serving.key"),
+		"--client-cert-auth", "--trusted-ca-file", filepath.Join(pki, "ca.crt"),
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
 		"--initial-cluster", "sealbench="+peerURL, "--log-level", "warn"); err != nil {
+		return c, err
+	}
+	c.etcdURL = etcdURL
+	etcdClientTLS, err := c.clientTLS()
+	if err != nil {
 		return c, err
 	}
 	containerdDone := make(chan error, 1)
 	go func() { containerdDone <- c.startContainerd(ctx) }()
 	if err := c.waitFor(ctx, "etcd", 60*time.Second, func() error {
-		return httpOK(http.DefaultClient, etcdURL+"/health")
+		return httpOK(&http.Client{Transport: &http.Transport{TLSClientConfig: etcdClientTLS}}, etcdURL+"/health")
 	}); err != nil {
 		return c, err
 	}
-	pki := filepath.Join(dir, "pki")
 	if err := c.start("kube-apiserver", tools.APIServer,
-		"--etcd-servers", etcdURL,
+		"--etcd-servers", etcdURL, "--etcd-cafile", filepath.Join(pki, "ca.crt"),
+		"--etcd-certfile", filepath.Join(pki, "client.crt"), "--etcd-keyfile", filepath.Join(pki, "client.key"),
+		"--kubelet-client-certificate", filepath.Join(pki, "client.crt"), "--kubelet-client-key", filepath.Join(pki, "client.key"),
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
-		"--tls-cert-file", filepath.Join(pki, "apiserver.crt"), "--tls-private-key-file", filepath.Join(pki, "apiserver.key"),
+		"--tls-cert-file", filepath.Join(pki, "serving.crt"), "--tls-private-key-file", filepath.Join(pki, "serving.key"),
 		"--cert-dir", filepath.Join(dir, "apiserver"),
 		"--token-auth-file", filepath.Join(pki, "tokens.csv"),
 		"--authorization-mode", "AlwaysAllow",
@@ -291,6 +305,23 @@ func (c *Cluster) initNode(ctx context.Context, n *corev1.Node) error {
 // cloudUninitializedTaint is the taint a kubelet with an external cloud
 // provider registers its node with.
 const cloudUninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
+
+// clientTLS is the TLS configuration of a client with the API server's
+// client certificate that trusts the cluster's CA: etcd's.
+func (c *Cluster) clientTLS() (*tls.Config, error) {
+	pki := filepath.Join(c.Dir, "pki")
+	cert, err := tls.LoadX509KeyPair(filepath.Join(pki, "client.crt"), filepath.Join(pki, "client.key"))
+	if err != nil {
+		return nil, err
+	}
+	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}, nil
+}
 
 // startContainerd starts containerd and imports the images.
 func (c *Cluster) startContainerd(ctx context.Context) error {

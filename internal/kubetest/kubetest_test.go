@@ -5,6 +5,9 @@ package kubetest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -72,6 +75,41 @@ func TestNodeRegisters(t *testing.T) {
 	}
 	if _, err := os.Stat("/sys/fs/cgroup/memory" + c.CgroupRoot + "/kubepods"); err != nil {
 		t.Errorf("the kubelet's pods' cgroup: %v", err)
+	}
+}
+
+// TestOnlyTheAPIServerGetsIn: the kubelet's API and etcd, on loopback
+// ports any local user reaches, refuse a client without the API server's
+// certificate, and take one with it.
+func TestOnlyTheAPIServerGetsIn(t *testing.T) {
+	c := Shared(t)
+	n, err := c.Client.CoreV1().Nodes().Get(context.Background(), NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet := fmt.Sprintf("https://127.0.0.1:%d/pods", n.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	withCert, err := c.clientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCert.InsecureSkipVerify = true // the kubelet's own self-signed serving certificate
+	anonymous := &tls.Config{InsecureSkipVerify: true}
+	etcdCA := &tls.Config{RootCAs: withCert.RootCAs}
+	get := func(url string, cfg *tls.Config) error {
+		return httpOK(&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}, url)
+	}
+	if err := get(kubelet, anonymous); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("the kubelet's API without a client certificate: %v, want 401 Unauthorized", err)
+	}
+	if err := get(kubelet, withCert); err != nil {
+		t.Errorf("the kubelet's API with the API server's client certificate: %v", err)
+	}
+	if err := get(c.etcdURL+"/health", etcdCA); err == nil {
+		t.Error("etcd answered a client without a certificate")
+	}
+	withCert.InsecureSkipVerify = false
+	if err := get(c.etcdURL+"/health", withCert); err != nil {
+		t.Errorf("etcd with the API server's client certificate: %v", err)
 	}
 }
 
