@@ -5,6 +5,7 @@ package kubetest
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/sealbench/sealbench/internal/mountinfo"
 )
@@ -40,19 +43,20 @@ var globalPaths = []string{"/var/log/containers", "/var/log/pods", "/var/lib/kub
 const shimSockets = "/run/containerd/s"
 
 // hostState is what of the machine's own state a cluster changes, as it
-// was before it started.
+// was before it started. Start writes it to the cluster's directory
+// (before.json), whence sweepStale puts back what a dead cluster changed.
 type hostState struct {
-	chains  map[string]bool   // "iptables -t nat KUBE-X"
-	sysctls map[string]string // kubeletSysctls' values
-	paths   map[string]bool   // which globalPaths existed
-	shims   map[string]bool   // shimSockets' entries
-	run     map[string]bool   // /run/containerd's entries
+	Chains  map[string]bool   `json:"chains"`  // "iptables -t nat KUBE-X"
+	Sysctls map[string]string `json:"sysctls"` // kubeletSysctls' values
+	Paths   map[string]bool   `json:"paths"`   // which globalPaths existed
+	Shims   map[string]bool   `json:"shims"`   // shimSockets' entries
+	Run     map[string]bool   `json:"run"`     // /run/containerd's entries
 }
 
 func readHostState(iptables string) (hostState, error) {
-	s := hostState{sysctls: map[string]string{}, paths: map[string]bool{}, shims: map[string]bool{}}
+	s := hostState{Sysctls: map[string]string{}, Paths: map[string]bool{}}
 	var err error
-	if s.chains, err = kubeChains(iptables); err != nil {
+	if s.Chains, err = kubeChains(iptables); err != nil {
 		return s, err
 	}
 	for _, k := range kubeletSysctls {
@@ -60,14 +64,14 @@ func readHostState(iptables string) (hostState, error) {
 		if err != nil {
 			return s, err
 		}
-		s.sysctls[k] = strings.TrimSpace(string(b))
+		s.Sysctls[k] = strings.TrimSpace(string(b))
 	}
 	for _, p := range globalPaths {
 		if _, err := os.Lstat(p); err == nil {
-			s.paths[p] = true
+			s.Paths[p] = true
 		}
 	}
-	s.shims, s.run = dirNames(shimSockets), dirNames(filepath.Dir(shimSockets))
+	s.Shims, s.Run = dirNames(shimSockets), dirNames(filepath.Dir(shimSockets))
 	return s, nil
 }
 
@@ -182,6 +186,58 @@ func (c *Cluster) Stop() error {
 	for _, name := range []string{"containerd", "kube-apiserver", "etcd"} {
 		c.stopProc(name)
 	}
+	errs = append(errs, c.cleanUp()...)
+	if c.unlock != nil {
+		c.unlock()
+	}
+	c.Stopped = time.Since(t0)
+	if left := c.Leftovers(); left != nil {
+		errs = append(errs, fmt.Errorf("left behind: %s", strings.Join(left, "; ")))
+	}
+	return errors.Join(errs...)
+}
+
+// cleanUp removes what the cluster made once its processes are stopped
+// (or dead): what is left of them, its mounts and cgroups (removeLocal),
+// the iptables chains and kernel settings as they were before it
+// (c.before), what it wrote outside its directory, and the directory.
+func (c *Cluster) cleanUp() []error {
+	var errs []error
+	errs = append(errs, c.removeLocal()...)
+	if err := c.removeChains(); err != nil {
+		errs = append(errs, err)
+	}
+	for k, v := range c.before.Sysctls {
+		if b, _ := os.ReadFile("/proc/sys/" + k); strings.TrimSpace(string(b)) != v {
+			if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
+				errs = append(errs, fmt.Errorf("putting %s back to %s: %w", k, v, err))
+			}
+		}
+	}
+	for _, p := range c.strayPaths() {
+		if err := os.RemoveAll(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// The parents of what the cluster created, when it created them and
+	// they are empty now.
+	for _, p := range []string{shimSockets, filepath.Dir(shimSockets)} {
+		if !c.before.Paths[filepath.Dir(shimSockets)] {
+			os.Remove(p)
+		}
+	}
+	if c.Dir != "" {
+		if err := os.RemoveAll(c.Dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// removeLocal kills what is left of the cluster's processes, unmounts
+// what is left under its directory and removes its cgroups.
+func (c *Cluster) removeLocal() []error {
+	var errs []error
 	if err := c.killStragglers(); err != nil {
 		errs = append(errs, err)
 	}
@@ -202,41 +258,52 @@ func (c *Cluster) Stop() error {
 			errs = append(errs, err)
 		}
 	}
-	if err := c.removeChains(); err != nil {
-		errs = append(errs, err)
+	return errs
+}
+
+// sweepStale removes what the clusters of test binaries that died left
+// in dir (os.TempDir): their processes (the containers' shims outlive the
+// binary), mounts, cgroups, iptables chains and kernel settings (as their
+// before.json says they were), the files they left outside their
+// directories, and the directories. It must hold the machine lock, under
+// which every cluster directory is a dead one's. It returns the
+// directories it swept.
+func sweepStale(dir, iptables string) ([]string, error) {
+	dirs, err := filepath.Glob(filepath.Join(dir, dirPrefix+"*"))
+	if err != nil {
+		return nil, err
 	}
-	for k, v := range c.before.sysctls {
-		if b, _ := os.ReadFile("/proc/sys/" + k); strings.TrimSpace(string(b)) != v {
-			if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
-				errs = append(errs, fmt.Errorf("putting %s back to %s: %w", k, v, err))
+	var errs []error
+	for _, d := range dirs {
+		stale := &Cluster{Dir: d, CgroupRoot: cgroupRootOf(d), tools: Tools{Iptables: iptables}}
+		os.Remove(filepath.Join(pluginapi.DevicePluginPath, fusePluginSocket(d)))
+		b, err := os.ReadFile(filepath.Join(d, beforeFile))
+		if err == nil {
+			err = json.Unmarshal(b, &stale.before)
+		}
+		if err != nil {
+			// Dead before it changed anything of the machine's.
+			errs = append(errs, stale.removeLocal()...)
+			if err := os.RemoveAll(d); err != nil {
+				errs = append(errs, err)
 			}
+			continue
 		}
+		errs = append(errs, stale.cleanUp()...)
 	}
-	for _, p := range c.strayPaths() {
-		if err := os.RemoveAll(p); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	// The parents of what the cluster created, when it created them and
-	// they are empty now.
-	for _, p := range []string{shimSockets, filepath.Dir(shimSockets)} {
-		if !c.before.paths[filepath.Dir(shimSockets)] {
-			os.Remove(p)
-		}
-	}
-	if c.Dir != "" {
-		if err := os.RemoveAll(c.Dir); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if c.unlock != nil {
-		c.unlock()
-	}
-	c.Stopped = time.Since(t0)
-	if left := c.Leftovers(); left != nil {
-		errs = append(errs, fmt.Errorf("left behind: %s", strings.Join(left, "; ")))
-	}
-	return errors.Join(errs...)
+	return dirs, errors.Join(errs...)
+}
+
+// beforeFile, in a cluster's directory, is its hostState, as JSON.
+const beforeFile = "before.json"
+
+// dirPrefix starts the name of every cluster's directory; the rest of it
+// names its cgroup root (cgroupRootOf).
+const dirPrefix = "sb-kube-"
+
+// cgroupRootOf is the kubelet's cgroup root of the cluster in dir.
+func cgroupRootOf(dir string) string {
+	return "/sealbench-kube-" + strings.TrimPrefix(filepath.Base(dir), dirPrefix)
 }
 
 // running says whether the process name was started and has not exited.
@@ -359,7 +426,7 @@ func (c *Cluster) removeChains() error {
 		for _, table := range iptablesTables {
 			var added []string
 			for ch := range now {
-				if prefix := cmd + " -t " + table + " "; strings.HasPrefix(ch, prefix) && !c.before.chains[ch] {
+				if prefix := cmd + " -t " + table + " "; strings.HasPrefix(ch, prefix) && !c.before.Chains[ch] {
 					added = append(added, strings.TrimPrefix(ch, prefix))
 				}
 			}
@@ -436,7 +503,7 @@ func (c *Cluster) strayPaths() []string {
 		if p == filepath.Dir(shimSockets) {
 			continue
 		}
-		if !c.before.paths[p] {
+		if !c.before.Paths[p] {
 			if _, err := os.Lstat(p); err == nil {
 				stray = append(stray, p)
 			}
@@ -454,7 +521,7 @@ func (c *Cluster) strayPaths() []string {
 	ents, _ := os.ReadDir(shimSockets)
 	for _, e := range ents {
 		p := filepath.Join(shimSockets, e.Name())
-		if c.before.shims[e.Name()] {
+		if c.before.Shims[e.Name()] {
 			continue
 		}
 		if conn, err := net.DialTimeout("unix", p, time.Second); err == nil {
@@ -470,6 +537,38 @@ func (c *Cluster) strayPaths() []string {
 // cgroups, iptables chains, changed kernel settings, files outside its
 // directory, the directory itself. After Stop it should be empty.
 func (c *Cluster) Leftovers() []string {
+	left := c.localLeftovers()
+	if now, err := kubeChains(c.tools.Iptables); err != nil {
+		left = append(left, "iptables chains unknown: "+err.Error())
+	} else {
+		for ch := range now {
+			if !c.before.Chains[ch] {
+				left = append(left, "iptables chain "+ch)
+			}
+		}
+	}
+	for k, v := range c.before.Sysctls {
+		if b, _ := os.ReadFile("/proc/sys/" + k); strings.TrimSpace(string(b)) != v {
+			left = append(left, fmt.Sprintf("sysctl %s is %s, was %s", k, strings.TrimSpace(string(b)), v))
+		}
+	}
+	for _, p := range c.strayPaths() {
+		left = append(left, "file "+p)
+	}
+	// What a misconfigured shim or runc would keep in containerd's default
+	// state directory (Stop leaves it: another containerd may own it).
+	for name := range dirNames(filepath.Dir(shimSockets)) {
+		if !c.before.Run[name] && name != filepath.Base(shimSockets) {
+			left = append(left, "file "+filepath.Join(filepath.Dir(shimSockets), name))
+		}
+	}
+	sort.Strings(left)
+	return left
+}
+
+// localLeftovers is what removeLocal and the directory's removal leave:
+// processes, mounts, cgroups, the directory.
+func (c *Cluster) localLeftovers() []string {
 	var left []string
 	for _, pid := range c.ours() {
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
@@ -487,34 +586,9 @@ func (c *Cluster) Leftovers() []string {
 			left = append(left, "cgroup "+filepath.Join(mp, c.CgroupRoot))
 		}
 	}
-	if now, err := kubeChains(c.tools.Iptables); err != nil {
-		left = append(left, "iptables chains unknown: "+err.Error())
-	} else {
-		for ch := range now {
-			if !c.before.chains[ch] {
-				left = append(left, "iptables chain "+ch)
-			}
-		}
-	}
-	for k, v := range c.before.sysctls {
-		if b, _ := os.ReadFile("/proc/sys/" + k); strings.TrimSpace(string(b)) != v {
-			left = append(left, fmt.Sprintf("sysctl %s is %s, was %s", k, strings.TrimSpace(string(b)), v))
-		}
-	}
-	for _, p := range c.strayPaths() {
-		left = append(left, "file "+p)
-	}
-	// What a misconfigured shim or runc would keep in containerd's default
-	// state directory (Stop leaves it: another containerd may own it).
-	for name := range dirNames(filepath.Dir(shimSockets)) {
-		if !c.before.run[name] && name != filepath.Base(shimSockets) {
-			left = append(left, "file "+filepath.Join(filepath.Dir(shimSockets), name))
-		}
-	}
 	if _, err := os.Stat(c.Dir); err == nil {
 		left = append(left, "directory "+c.Dir)
 	}
-	sort.Strings(left)
 	return left
 }
 

@@ -81,7 +81,7 @@ func (c *Cluster) startFUSEPlugin(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	name := "sealbench-fuse-" + filepath.Base(c.Dir) + ".sock"
+	name := fusePluginSocket(c.Dir)
 	sock := filepath.Join(pluginapi.DevicePluginPath, name)
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -109,3 +109,7 @@ func (c *Cluster) startFUSEPlugin(ctx context.Context) error {
 		return err
 	})
 }
+
+// fusePluginSocket is the name of the device plugin's socket of the
+// cluster in dir.
+func fusePluginSocket(dir string) string { return "sealbench-fuse-" + filepath.Base(dir) + ".sock" }

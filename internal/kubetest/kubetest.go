@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -129,18 +130,21 @@ type proc struct {
 // failure it stops what it started and says what each process logged.
 func Start(ctx context.Context, tools Tools) (c *Cluster, err error) {
 	t0 := time.Now()
-	unlock, err := testenv.LockMachine("sealbench-kube-cluster.lock", "the machine for a Kubernetes test cluster")
+	unlock, err := lockMachine()
 	if err != nil {
 		return nil, err
 	}
+	if swept, err := sweepStale(os.TempDir(), tools.Iptables); len(swept) > 0 {
+		fmt.Fprintf(os.Stderr, "kubetest: swept what dead clusters left in %v (%v)\n", swept, err)
+	}
 	// A short directory: containerd's socket path has at most 107 bytes.
-	dir, err := os.MkdirTemp("", "sb-kube-")
+	dir, err := os.MkdirTemp("", dirPrefix)
 	if err != nil {
 		unlock()
 		return nil, err
 	}
 	c = &Cluster{Dir: dir, tools: tools, unlock: unlock, sock: filepath.Join(dir, "containerd", "containerd.sock")}
-	c.CgroupRoot = "/sealbench-kube-" + randHex(6)
+	c.CgroupRoot = cgroupRootOf(dir)
 	defer func() {
 		if err != nil {
 			logs := c.logTails()
@@ -152,6 +156,11 @@ func Start(ctx context.Context, tools Tools) (c *Cluster, err error) {
 		}
 	}()
 	if c.before, err = readHostState(tools.Iptables); err != nil {
+		return c, err
+	}
+	if b, err := json.Marshal(c.before); err != nil {
+		return c, err
+	} else if err := os.WriteFile(filepath.Join(dir, beforeFile), b, 0o600); err != nil {
 		return c, err
 	}
 	for _, d := range []string{"logs", "pki", "etcd", "kubelet", "pod-logs", "containerd/root", "containerd/state", "containerd/opt", "cni/bin", "cni/conf"} {
@@ -482,4 +491,11 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// lockMachine takes the lock a cluster holds for its whole life, waiting
+// for it: the kubelet's iptables chains and kernel settings are the
+// machine's, so two clusters may not overlap.
+func lockMachine() (func(), error) {
+	return testenv.LockMachine("sealbench-kube-cluster.lock", "the machine for a Kubernetes test cluster")
 }

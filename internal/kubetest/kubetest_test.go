@@ -65,7 +65,7 @@ func TestNodeRegisters(t *testing.T) {
 	}
 	var added []string
 	for ch := range chains {
-		if !c.before.chains[ch] {
+		if !c.before.Chains[ch] {
 			added = append(added, ch)
 		}
 	}
