@@ -53,6 +53,10 @@ type hostState struct {
 	Run     map[string]bool   `json:"run"`     // /run/containerd's entries
 }
 
+// recorded says whether the state was read (or loaded): without it,
+// nothing of the machine's may be put back or removed.
+func (s hostState) recorded() bool { return s.Sysctls != nil }
+
 func readHostState(iptables string) (hostState, error) {
 	s := hostState{Sysctls: map[string]string{}, Paths: map[string]bool{}}
 	var err error
@@ -203,6 +207,15 @@ func (c *Cluster) Stop() error {
 // (c.before), what it wrote outside its directory, and the directory.
 func (c *Cluster) cleanUp() []error {
 	var errs []error
+	if !c.before.recorded() {
+		// Stopped (or dead) before it read the machine's state, so before
+		// it changed any: its own things only.
+		errs = append(errs, c.removeLocal()...)
+		if err := os.RemoveAll(c.Dir); err != nil {
+			errs = append(errs, err)
+		}
+		return errs
+	}
 	errs = append(errs, c.removeLocal()...)
 	if err := c.removeChains(); err != nil {
 		errs = append(errs, err)
@@ -277,17 +290,10 @@ func sweepStale(dir, iptables string) ([]string, error) {
 	for _, d := range dirs {
 		stale := &Cluster{Dir: d, CgroupRoot: cgroupRootOf(d), tools: Tools{Iptables: iptables}}
 		os.Remove(filepath.Join(pluginapi.DevicePluginPath, fusePluginSocket(d)))
-		b, err := os.ReadFile(filepath.Join(d, beforeFile))
-		if err == nil {
-			err = json.Unmarshal(b, &stale.before)
-		}
-		if err != nil {
-			// Dead before it changed anything of the machine's.
-			errs = append(errs, stale.removeLocal()...)
-			if err := os.RemoveAll(d); err != nil {
-				errs = append(errs, err)
-			}
-			continue
+		// None (dead before it changed anything of the machine's) leaves
+		// stale.before unrecorded.
+		if b, err := os.ReadFile(filepath.Join(d, beforeFile)); err == nil {
+			json.Unmarshal(b, &stale.before)
 		}
 		errs = append(errs, stale.cleanUp()...)
 	}
@@ -538,6 +544,10 @@ func (c *Cluster) strayPaths() []string {
 // directory, the directory itself. After Stop it should be empty.
 func (c *Cluster) Leftovers() []string {
 	left := c.localLeftovers()
+	if !c.before.recorded() {
+		sort.Strings(left)
+		return left
+	}
 	if now, err := kubeChains(c.tools.Iptables); err != nil {
 		left = append(left, "iptables chains unknown: "+err.Error())
 	} else {
