@@ -17,11 +17,18 @@
 // registers and stays NotReady (no CNI); pods name their node, tolerate
 // every taint, use the host's network or none, and mount no
 // service-account token (Start creates the default namespace's "default"
-// service account, which admission looks up). Stop removes everything the
-// cluster made: its processes and the containers' shims, the mounts under
-// its directory, the cgroups under its own cgroup root in every hierarchy,
-// the kubelet's KUBE-* iptables chains and the kernel settings the kubelet
-// changes, put back; Leftovers says what is left, if anything.
+// service account, which admission looks up). The fixture plays the
+// cloud controller (the node's loopback address) and runs a device plugin
+// that offers /dev/fuse as FUSEResource, the only way short of privileged
+// for a container to open it. etcd and the kubelet take only the API
+// server's client certificate, the API server only its tokens.
+//
+// Stop removes everything the cluster made: its processes and the
+// containers' shims, the mounts under its directory, the cgroups under its
+// own cgroup root in every hierarchy, the kubelet's KUBE-* iptables chains
+// and the kernel settings the kubelet changes, put back; Leftovers says
+// what is left, if anything. A cluster whose test binary died is swept by
+// the next Start. docs/design/kubernetes.md has the details and figures.
 //
 // It runs on Linux only; elsewhere the package is this doc.
 package kubetest
