@@ -30,6 +30,7 @@ func TestRunnerLinksNoProvisioning(t *testing.T) {
 		"github.com/spf13/",
 		"golang.org/x/crypto/ssh",
 		"golang.org/x/crypto/ssh/",
+		"k8s.io/",
 	}
 	for _, goos := range []string{"linux", "darwin"} {
 		for _, pkg := range []string{"./runner", "./engine"} {

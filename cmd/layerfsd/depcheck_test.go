@@ -23,6 +23,7 @@ func TestDeps(t *testing.T) {
 		"github.com/google/go-containerregistry/",
 		"github.com/docker/",
 		"runtime/cgo",
+		"k8s.io/",
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		for _, f := range forbidden {

@@ -26,6 +26,7 @@ var forbidden = []string{
 	"github.com/sealbench/sealbench/vmimages",
 	"github.com/docker/docker/client",
 	"go.opentelemetry.io/",
+	"k8s.io/", // the kubernetes target's client-go, and internal/kubetest
 }
 
 // TestStandinLinksNoSigningOrVMCode holds the import graph, built as it

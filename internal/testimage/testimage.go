@@ -26,8 +26,15 @@ var epoch = time.Unix(1700000000, 0).UTC()
 
 // Busybox writes, to w, a busybox root filesystem (busybox is the path of
 // a static busybox) as one layer of a `docker save` tar tagged tag, for
-// this machine's architecture, and returns the image id.
+// this machine's architecture, and returns the image id. Its command is sh.
 func Busybox(busybox, tag string, w io.Writer) (manifests.Digest, error) {
+	return BusyboxCmd(busybox, tag, []string{"sh"}, w)
+}
+
+// BusyboxCmd is Busybox with cmd as the image's command: a Kubernetes
+// pod sandbox's image (internal/kubetest's pause image), say, whose
+// command sleeps.
+func BusyboxCmd(busybox, tag string, cmd []string, w io.Writer) (manifests.Digest, error) {
 	bb, err := os.ReadFile(busybox)
 	if err != nil {
 		return manifests.Digest{}, err
@@ -68,7 +75,7 @@ func Busybox(busybox, tag string, w io.Writer) (manifests.Digest, error) {
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
 	cf.Created.Time = epoch
-	cf.Config.Cmd = []string{"sh"}
+	cf.Config.Cmd = cmd
 	cf.Config.Env = []string{"PATH=/bin"}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return manifests.Digest{}, err

@@ -16,6 +16,7 @@ import (
 const (
 	CosignVersion = "v2.5.0"
 	LimaVersion   = "v1.2.1"
+	KubeVersion   = "v1.34.12"
 )
 
 // Dir is the cache directory.
@@ -39,3 +40,7 @@ func Cosign() string { return Tool("cosign", CosignVersion, "bin", "cosign") }
 // Limactl is the limactl `make lima-tools` builds, beside its guest agent
 // in Lima's own install layout.
 func Limactl() string { return Tool("lima", LimaVersion, "bin", "limactl") }
+
+// Kube is the Kubernetes binary name (kube-apiserver, kubelet) that `make
+// kube-tools` builds, for internal/kubetest's cluster.
+func Kube(name string) string { return Tool("kube", KubeVersion, "bin", name) }

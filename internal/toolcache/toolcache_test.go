@@ -16,6 +16,7 @@ func TestVersionsMatchTheMakefile(t *testing.T) {
 	for _, c := range []struct{ file, variable, want string }{
 		{"Makefile", "COSIGN_VERSION", CosignVersion},
 		{"mk/lima.mk", "LIMA_VERSION", LimaVersion},
+		{"mk/kube.mk", "KUBE_VERSION", KubeVersion},
 	} {
 		b, err := os.ReadFile(filepath.Join(root, c.file))
 		if err != nil {
@@ -32,6 +33,9 @@ func TestToolPaths(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", "/c")
 	if got := Limactl(); got != "/c/sealbench/tools/lima-"+LimaVersion+"/bin/limactl" {
 		t.Errorf("Limactl() = %s", got)
+	}
+	if got := Kube("kubelet"); got != "/c/sealbench/tools/kube-"+KubeVersion+"/bin/kubelet" {
+		t.Errorf("Kube(kubelet) = %s", got)
 	}
 	if got := Cosign(); got != "/c/sealbench/tools/cosign-"+CosignVersion+"/bin/cosign" {
 		t.Errorf("Cosign() = %s", got)

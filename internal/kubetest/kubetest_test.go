@@ -1,0 +1,259 @@
+//go:build linux && kubetest
+
+package kubetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestMain stops the one cluster every test here shares, and fails the
+// binary when that leaves anything behind (Main).
+func TestMain(m *testing.M) { os.Exit(Main(m)) }
+
+// TestNodeRegisters: the kubelet registered the node with the API
+// server, as the version make kube-tools built, running containerd.
+func TestNodeRegisters(t *testing.T) {
+	c := Shared(t)
+	ctx := context.Background()
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := n.Status.NodeInfo
+	t.Logf("node %s: kubelet %s, %s, kernel %s, %s CPUs, %s memory", n.Name, info.KubeletVersion,
+		info.ContainerRuntimeVersion, info.KernelVersion, n.Status.Capacity.Cpu(), n.Status.Capacity.Memory())
+	if want := "v1.34."; !strings.HasPrefix(info.KubeletVersion, want) {
+		t.Errorf("kubelet version %q, want %s*", info.KubeletVersion, want)
+	}
+	if !strings.HasPrefix(info.ContainerRuntimeVersion, "containerd://") {
+		t.Errorf("container runtime %q, want containerd", info.ContainerRuntimeVersion)
+	}
+	v, err := c.Client.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.GitVersion != info.KubeletVersion {
+		t.Errorf("API server %s, kubelet %s: built from different versions", v.GitVersion, info.KubeletVersion)
+	}
+	var addr string
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			addr = a.Address
+		}
+	}
+	if addr != "127.0.0.1" {
+		t.Errorf("node addresses %v, want InternalIP 127.0.0.1", n.Status.Addresses)
+	}
+	// What Stop will have to remove is there: the kubelet's iptables
+	// chains, and its cgroups under the cluster's root.
+	chains, err := kubeChains(c.tools.Iptables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var added []string
+	for ch := range chains {
+		if !c.before.Chains[ch] {
+			added = append(added, ch)
+		}
+	}
+	t.Logf("the kubelet's iptables chains: %v", added)
+	if len(added) == 0 {
+		t.Error("the kubelet added no KUBE-* iptables chain")
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/memory" + c.CgroupRoot + "/kubepods"); err != nil {
+		t.Errorf("the kubelet's pods' cgroup: %v", err)
+	}
+}
+
+// TestOnlyTheAPIServerGetsIn: the kubelet's API and etcd, on loopback
+// ports any local user reaches, refuse a client without the API server's
+// certificate, and take one with it.
+func TestOnlyTheAPIServerGetsIn(t *testing.T) {
+	c := Shared(t)
+	n, err := c.Client.CoreV1().Nodes().Get(context.Background(), NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet := fmt.Sprintf("https://127.0.0.1:%d/pods", n.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	withCert, err := c.clientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCert.InsecureSkipVerify = true // the kubelet's own self-signed serving certificate
+	anonymous := &tls.Config{InsecureSkipVerify: true}
+	etcdCA := &tls.Config{RootCAs: withCert.RootCAs}
+	get := func(url string, cfg *tls.Config) error {
+		return httpOK(&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}, url)
+	}
+	if err := get(kubelet, anonymous); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("the kubelet's API without a client certificate: %v, want 401 Unauthorized", err)
+	}
+	if err := get(kubelet, withCert); err != nil {
+		t.Errorf("the kubelet's API with the API server's client certificate: %v", err)
+	}
+	if err := get(c.etcdURL+"/health", etcdCA); err == nil {
+		t.Error("etcd answered a client without a certificate")
+	}
+	withCert.InsecureSkipVerify = false
+	if err := get(c.etcdURL+"/health", withCert); err != nil {
+		t.Errorf("etcd with the API server's client certificate: %v", err)
+	}
+}
+
+// TestPodSeesDevFuse: a pod as the kubernetes target's Sandboxes will be
+// (no network of its own, no service-account token, every taint
+// tolerated, its node named, /dev/fuse its only device beyond the
+// defaults) runs; an exec through the pod's exec subresource opens
+// /dev/fuse in it and reads what it printed; the pod is deleted, and
+// its containers with it.
+func TestPodSeesDevFuse(t *testing.T) {
+	c := Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pods := c.Client.CoreV1().Pods("default")
+	t0 := time.Now()
+	pod, err := pods.Create(ctx, fusePod("fuse"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pods.Delete(context.Background(), pod.Name, *metav1.NewDeleteOptions(0))
+	})
+	if pod, err = waitPod(ctx, c, pod.Name, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pod running %s after its creation", time.Since(t0).Round(time.Millisecond))
+
+	stdout, stderr, err := c.Exec(ctx, "default", pod.Name, "main",
+		"sh", "-c", `ls -l /dev/fuse && cat /proc/self/status | grep CapEff && exec 3<>/dev/fuse && echo opened /dev/fuse`)
+	if err != nil {
+		t.Fatalf("exec: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
+	}
+	t.Logf("exec's output:\n%s", stdout)
+	if !strings.Contains(stdout, "opened /dev/fuse") || !strings.Contains(stdout, "10,") {
+		t.Errorf("the pod does not see /dev/fuse as the character device 10,229:\nstdout: %s\nstderr: %s", stdout, stderr)
+	}
+	// Not privileged: the container has the runtime's default
+	// capabilities, not all of the host's.
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "CapEff:") && strings.Contains(stdout, line) {
+			t.Errorf("the pod has every capability the host has (%s): privileged", line)
+		}
+	}
+	// An exec's exit status comes back, as the cells' verifiers need.
+	if _, _, err := c.Exec(ctx, "default", pod.Name, "main", "sh", "-c", "exit 3"); err == nil || !strings.Contains(err.Error(), "exit code 3") {
+		t.Errorf("exec of `exit 3`: %v, want exit code 3", err)
+	}
+
+	t0 = time.Now()
+	if err := pods.Delete(ctx, pod.Name, *metav1.NewDeleteOptions(0)); err != nil {
+		t.Fatal(err)
+	}
+	// Gone from the API, and its containers from the node's containerd.
+	for {
+		_, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("pod still there after deletion: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for {
+		out, err := c.ctr("tasks", "ls", "-q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(out)) == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the pod's containers still run after its deletion: %s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("pod and its containers gone %s after its deletion", time.Since(t0).Round(time.Millisecond))
+}
+
+// fusePod is a pod with the busybox image that sleeps, and /dev/fuse.
+func fusePod(name string) *corev1.Pod {
+	never := false
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"sealbench.test": "kubetest"}},
+		Spec: corev1.PodSpec{
+			NodeName:                      NodeName,
+			HostNetwork:                   true,
+			AutomountServiceAccountToken:  &never,
+			EnableServiceLinks:            &never,
+			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: new(int64),
+			Containers: []corev1.Container{{
+				Name:            "main",
+				Image:           BusyboxImage,
+				ImagePullPolicy: corev1.PullNever,
+				Command:         []string{"sleep", "3600"},
+				// /dev/fuse and its device cgroup rule through the
+				// device plugin, nothing else of privileged's.
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{FUSEResource: resource.MustParse("1")}},
+			}},
+		},
+	}
+}
+
+// waitPod polls the pod until ok says yes, or it failed.
+func waitPod(ctx context.Context, c *Cluster, name string, ok func(*corev1.Pod) bool) (*corev1.Pod, error) {
+	for {
+		p, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err == nil && ok(p) {
+			return p, nil
+		}
+		if err == nil && p.Status.Phase == corev1.PodFailed {
+			return p, &podError{p}
+		}
+		if ctx.Err() != nil {
+			if err == nil {
+				err = &podError{p}
+			}
+			return p, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+type podError struct{ p *corev1.Pod }
+
+func (e *podError) Error() string {
+	var b strings.Builder
+	b.WriteString("pod " + e.p.Name + " is " + string(e.p.Status.Phase) + ": " + e.p.Status.Message)
+	for _, cs := range e.p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			b.WriteString("; " + cs.Name + " waiting: " + w.Reason + " " + w.Message)
+		}
+		if x := cs.State.Terminated; x != nil {
+			b.WriteString("; " + cs.Name + " terminated: " + x.Reason + " " + x.Message)
+		}
+	}
+	for _, cond := range e.p.Status.Conditions {
+		b.WriteString("; " + string(cond.Type) + "=" + string(cond.Status) + " " + cond.Message)
+	}
+	return b.String()
+}
