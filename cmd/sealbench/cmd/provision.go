@@ -54,9 +54,9 @@ identity: kernel, CPUs, memory, engine.
            port (each Engine connection a stream; sealbench qemu-link serves
            the socket). Emulated under TCG.
 
-A target on a remote host (docker@ssh://USER@HOST) is reached through this
+A target on a remote host (docker@ssh://USER@HOST, local@ssh://root@HOST) is reached through this
 process's SSH connection, so provision cannot leave one up yet: use
-` + "`sealbench run --target docker@ssh://...`" + `, or the docker CLI (DOCKER_HOST=ssh://USER@HOST).
+` + "`sealbench run --target KIND@ssh://...`" + `, or, for docker@ssh, the docker CLI (DOCKER_HOST=ssh://USER@HOST).
 
 Every resource is recorded in the run's ledger before it is created, in the
 run directory under $SEALBENCH_STATE_DIR (default /var/lib/sealbench as root,
@@ -87,7 +87,11 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
 				return err
 			}
 			if specs[0].Host != nil {
-				return usageErrorf("run it with `sealbench run --target "+args[0]+"`, or reach the host's Engine with the docker CLI (DOCKER_HOST=ssh://...)",
+				hint := "run it with `sealbench run --target " + args[0] + "`"
+				if specs[0].Kind == "docker" {
+					hint += ", or reach the host's Engine with the docker CLI (DOCKER_HOST=ssh://...)"
+				}
+				return usageErrorf(hint,
 					"provision leaves a target up after it exits, and a target on a remote host is reached through this process's SSH connection: provision cannot leave %s up yet", args[0])
 			}
 			target := specs[0].Name
