@@ -87,7 +87,7 @@ func TestLocalOverSSHConformance(t *testing.T) {
 // sockets, the stand-in's Engine is reached through `standin dial` there.
 func TestLocalOverSSHWithoutForwarding(t *testing.T) {
 	f := startLocalHost(t, "127.0.0.4", sshtest.NoForwarding())
-	run := newRun(t)
+	run, _ := provisiontest.NewRun(t)
 	l := f.target(t, run)
 	ctx := context.Background()
 	if err := l.Create(ctx); err != nil {
@@ -111,7 +111,7 @@ func TestLocalOverSSHWithoutForwarding(t *testing.T) {
 // SSH.
 func TestKilledRemoteStandinTornDownLater(t *testing.T) {
 	f := startLocalHost(t, "127.0.0.5")
-	run := newRun(t)
+	run, _ := provisiontest.NewRun(t)
 	l := f.target(t, run)
 	ctx := context.Background()
 	if err := l.Create(ctx); err != nil {
@@ -186,28 +186,6 @@ func TestKilledRemoteStandinTornDownLater(t *testing.T) {
 	if _, err := os.Stat(hostRun); !os.IsNotExist(err) {
 		t.Errorf("the run's directory on the host is still there: %v", err)
 	}
-}
-
-// newRun is a run in a state directory of the test's own (short: the
-// forward's socket is in it), torn down when the test ends.
-func newRun(t *testing.T) *provision.Run {
-	t.Helper()
-	state, err := os.MkdirTemp("", "sbt-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := provision.NewRun(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		defer os.RemoveAll(state)
-		run.Close()
-		if _, err := provision.Teardown(context.Background(), run.Dir, provision.TeardownOptions{}); err != nil {
-			t.Errorf("cleanup: teardown: %v", err)
-		}
-	})
-	return run
 }
 
 func arch() string { return runtime.GOARCH }
