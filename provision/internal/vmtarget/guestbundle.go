@@ -64,7 +64,9 @@ func CheckBundleScript(want []string, sums []byte, what string) string {
 	sort.Strings(list)
 	return `# Exactly these files, SHA256SUMS exactly the verified manifest's,
 # and every file's digest as SHA256SUMS says.
-want=$(mktemp)
+# The list is kept beside the directory, where the installer may write
+# (a guest's /tmp may not be).
+want=$(mktemp ../.sealbench-want-XXXXXX)
 cat > "$want" <<'EOF'
 ` + strings.Join(list, "\n") + `
 EOF
