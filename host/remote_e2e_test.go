@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,9 @@ import (
 	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/provision/remote"
+	"github.com/sealbench/sealbench/provision/sshx/sshtest"
 )
 
 // TestRunOnADockerHostOverSSH runs on docker@ssh://: a fake host whose
@@ -66,5 +69,50 @@ func TestRunOnADockerHostOverSSH(t *testing.T) {
 	}
 	if _, err := cli.ImageInspect(ctx, opened.Image.ID.String()); err == nil {
 		t.Errorf("the image %s is still on the host's dockerd", opened.Image.ID)
+	}
+}
+
+// TestRunOnLocalAndALocalHostOverSSH runs `--target
+// local,local@ssh://USER@HOST:PORT`: the stand-in here and the bundle's
+// stand-in copied to, checked on and started on a fake host, both driven
+// by this host's runner (the second through the forward). As above, each
+// target's one sample fails at its first LayerFS step; what is checked
+// is the way there and back: both targets sampled, the remote one over
+// ssh, and teardown leaving nothing on the host.
+func TestRunOnLocalAndALocalHostOverSSH(t *testing.T) {
+	sshtest.Need(t)
+	hostState := shortDir(t)
+	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(provision.StateDirEnv, hostState))
+	b := provisiontest.GetRunnerBundle(t)
+	ctx := context.Background()
+	opened, err := host.OpenBundle(ctx, host.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := host.CheckTargets([]string{"local", fmt.Sprintf("local@ssh://%s@%s:%d", h.User, h.Addr, h.Port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	far := specs[1]
+	if want := fmt.Sprintf("local-127-0-0-2-%d", h.Port); far.Name != want {
+		t.Fatalf("the remote target is named %q, want %q", far.Name, want)
+	}
+	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: host.Names(specs), Remote: map[string]remote.Spec{far.Name: far},
+		SSH: host.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
+		Out: t.TempDir(), StateDir: shortDir(t), Log: t.Logf})
+	var ue *cliutil.UserError
+	if !errors.As(err, &ue) || ue.Code != host.ExitMismatch || !strings.Contains(err.Error(), "2 of 2 samples failed") {
+		t.Fatalf("Run: %v, want both failed samples reported (exit %d)", err, host.ExitMismatch)
+	}
+	id := o.Targets[far.Name]
+	if id == nil || id.Transport != remote.TransportSSH || id.Engine != manifests.EngineStandin || o.Samples != 2 || len(o.Leftovers) != 0 || o.Kept {
+		t.Fatalf("outcome %+v (%s: %+v): want a sample on each target, the remote one's stand-in over ssh, torn down with nothing left", o, far.Name, id)
+	}
+	removed := strings.Join(o.Teardown.Removed, "\n")
+	if !strings.Contains(removed, "process ") || !strings.Contains(removed, "stateDir ") || !strings.Contains(removed, " on "+far.Host.String()) {
+		t.Errorf("teardown removed %q: want the stand-in and its state on %s", o.Teardown.Removed, far.Host)
+	}
+	if left, _ := filepath.Glob(filepath.Join(hostState, "runs", "*")); len(left) > 0 {
+		t.Errorf("the host still holds %v", left)
 	}
 }

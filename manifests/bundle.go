@@ -317,6 +317,11 @@ func InSandbox(path string) bool {
 // holds it: the lines of the files InSandbox keeps.
 func (m *BundleManifest) SandboxSHA256SUMS() []byte { return m.sums(InSandbox) }
 
+// SHA256SUMSOf is the SHA256SUMS of the files of the manifest that keep
+// keeps: what a target that installs only some of a bundle's files on a
+// host checks them against there.
+func (m *BundleManifest) SHA256SUMSOf(keep func(path string) bool) []byte { return m.sums(keep) }
+
 func (m *BundleManifest) sums(keep func(string) bool) []byte {
 	var b bytes.Buffer
 	for _, f := range m.Files {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -131,20 +130,7 @@ func ForwardEngine(ctx context.Context, c *sshx.Client, local, endpoint string) 
 	if !ok {
 		return nil, fmt.Errorf("the Engine %s on %s is not a unix socket there, which is how sealbench reaches a remote Engine", endpoint, c)
 	}
-	dial := func(ctx context.Context) (net.Conn, error) { return c.DialUnix(ctx, sock) }
-	if probe, err := dial(ctx); sshx.IsRefused(err) {
-		// OpenSSH says "connect failed" alike for a socket it cannot open
-		// and for forwarding it does not allow: the docker CLI there
-		// carries each connection, and says why when it cannot.
-		dial = func(ctx context.Context) (net.Conn, error) {
-			return c.DialCommand(ctx, "docker", "-H", endpoint, "system", "dial-stdio")
-		}
-	} else if err != nil {
-		return nil, err
-	} else {
-		probe.Close()
-	}
-	return c.Forward(ctx, local, sock, dial)
+	return c.ForwardUnixOrCommand(ctx, local, sock, "docker", "-H", endpoint, "system", "dial-stdio")
 }
 
 // inRunDir refuses a path the ledger names on the host outside the run's
@@ -169,15 +155,16 @@ func (h *remoteHost) remove(ctx context.Context, e manifests.LedgerEntry, grace 
 	}
 	switch e.Kind {
 	case manifests.ResourceDir, manifests.ResourceStore:
-		ms, err := h.mountsUnder(ctx, e.Key)
-		if err != nil {
+		return h.removeTree(ctx, e.Key, false)
+	case manifests.ResourceStateDir:
+		// A stand-in killed with SIGKILL leaves its Sandboxes' inits, and
+		// what they mounted, as here.
+		if err := h.kill(ctx, sandboxInitOf(e.Key), grace); err != nil {
 			return err
 		}
-		if len(ms) > 0 {
-			return fmt.Errorf("still mounted under %s on %s: %s; not removing", e.Key, h.host, ms[0].Point)
-		}
-		_, err = h.c.Exec(ctx, sshx.Command{Argv: []string{"rm", "-rf", "--", e.Key}, Name: "rm"})
-		return err
+		return h.removeTree(ctx, e.Key, true)
+	case manifests.ResourceMount:
+		return h.unmountUnder(ctx, e.Key)
 	case manifests.ResourceSocket:
 		_, err := h.c.Exec(ctx, sshx.Command{Argv: []string{"rm", "-f", "--", e.Key}, Name: "rm"})
 		return err
@@ -186,6 +173,9 @@ func (h *remoteHost) remove(ctx context.Context, e manifests.LedgerEntry, grace 
 	case manifests.ResourceContainer, manifests.ResourceImage, manifests.ResourceVolume:
 		if e.ToolHeld() {
 			break
+		}
+		if up, err := h.runEngineUp(ctx, e); err != nil || !up {
+			return err
 		}
 		fe, err := h.onEngine(ctx, e)
 		if err != nil {
@@ -202,7 +192,18 @@ func (h *remoteHost) exists(ctx context.Context, e manifests.LedgerEntry) (bool,
 		return false, "", err
 	}
 	switch e.Kind {
-	case manifests.ResourceDir, manifests.ResourceStore, manifests.ResourceSocket:
+	case manifests.ResourceMount:
+		ms, err := h.mountsUnder(ctx, e.Key)
+		if err != nil {
+			return false, "", err
+		}
+		for _, m := range ms {
+			if m.Point == e.Key {
+				return true, m.FSType + " mount on " + h.host, nil
+			}
+		}
+		return false, "", nil
+	case manifests.ResourceDir, manifests.ResourceStore, manifests.ResourceSocket, manifests.ResourceStateDir:
 		out, err := h.c.Exec(ctx, sshx.Command{Name: "test",
 			Argv: []string{"sh", "-c", `if [ -e "$1" ] || [ -L "$1" ]; then echo yes; else echo no; fi`, "sh", e.Key}})
 		if err != nil {
@@ -221,6 +222,9 @@ func (h *remoteHost) exists(ctx context.Context, e manifests.LedgerEntry) (bool,
 	case manifests.ResourceContainer, manifests.ResourceImage, manifests.ResourceVolume:
 		if e.ToolHeld() {
 			break
+		}
+		if up, err := h.runEngineUp(ctx, e); err != nil || !up {
+			return false, "", err
 		}
 		fe, err := h.onEngine(ctx, e)
 		if err != nil {
@@ -258,6 +262,68 @@ func (h *remoteHost) ledgerIn(ctx context.Context, dir string) ([]manifests.Ledg
 		entries[i].Host = h.host
 	}
 	return entries, nil
+}
+
+// runEngineUp reports whether e's Engine can be reached: true for any
+// Engine but a stand-in of the run on the host (its socket in the run's
+// directory there), which is up when its socket answers. A stand-in that
+// is gone took its containers with it, and its images go with its state
+// directory, which teardown removes after them.
+func (h *remoteHost) runEngineUp(ctx context.Context, e manifests.LedgerEntry) (bool, error) {
+	sock, ok := strings.CutPrefix(e.Engine, "unix://")
+	if !ok || h.inRunDir(manifests.LedgerEntry{Kind: manifests.ResourceSocket, Key: sock}) != nil {
+		return true, nil
+	}
+	conn, err := h.c.DialUnix(ctx, sock)
+	if sshx.IsRefused(err) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	conn.Close()
+	return true, nil
+}
+
+// removeTree removes dir on the host, and first, when detach, what is
+// mounted under it (lazily, as teardown does here); it refuses while
+// anything is still mounted there.
+func (h *remoteHost) removeTree(ctx context.Context, dir string, detach bool) error {
+	if detach {
+		if err := h.unmountUnder(ctx, dir); err != nil {
+			return err
+		}
+	}
+	ms, err := h.mountsUnder(ctx, dir)
+	if err != nil {
+		return err
+	}
+	if len(ms) > 0 {
+		return fmt.Errorf("still mounted under %s on %s: %s; not removing", dir, h.host, ms[0].Point)
+	}
+	_, err = h.c.Exec(ctx, sshx.Command{Argv: []string{"rm", "-rf", "--", dir}, Name: "rm"})
+	return err
+}
+
+// unmountUnder detaches every mount at or below dir on the host, deepest
+// first, and fails naming one still there.
+func (h *remoteHost) unmountUnder(ctx context.Context, dir string) error {
+	ms, err := h.mountsUnder(ctx, dir)
+	if err != nil || len(ms) == 0 {
+		return err
+	}
+	argv := []string{"sh", "-c", `for m; do umount -l -- "$m" 2>/dev/null; done; :`, "sh"}
+	for i := len(ms) - 1; i >= 0; i-- {
+		argv = append(argv, ms[i].Point)
+	}
+	if _, err := h.c.Exec(ctx, sshx.Command{Argv: argv, Name: "umount"}); err != nil {
+		return err
+	}
+	if ms, err = h.mountsUnder(ctx, dir); err != nil {
+		return err
+	} else if len(ms) > 0 {
+		return fmt.Errorf("unmounting %s (%s) on %s: still mounted", ms[0].Point, ms[0].FSType, h.host)
+	}
+	return nil
 }
 
 // mountsUnder lists the host's mounts at or below dir.

@@ -334,9 +334,7 @@ func removeOnEngine(ctx context.Context, runDir string, e manifests.LedgerEntry)
 // stateDir (a stand-in killed with SIGKILL leaves them): each carries its
 // root, under stateDir, as its second argument.
 func killSandboxInits(ctx context.Context, stateDir string, grace time.Duration) error {
-	match := func(argv []string) bool {
-		return len(argv) >= 2 && argv[0] == "standin-sandbox-init" && within(argv[1], stateDir)
-	}
+	match := sandboxInitOf(stateDir)
 	var errs *multierror.Error
 	for _, p := range FindProcs(match) {
 		if err := Kill(ctx, p, match, grace); err != nil {
@@ -344,6 +342,15 @@ func killSandboxInits(ctx context.Context, stateDir string, grace time.Duration)
 		}
 	}
 	return errs.ErrorOrNil()
+}
+
+// sandboxInitOf matches the Sandbox inits of the stand-in whose state
+// directory is stateDir: each carries its root, under stateDir, as its
+// second argument.
+func sandboxInitOf(stateDir string) func([]string) bool {
+	return func(argv []string) bool {
+		return len(argv) >= 2 && argv[0] == "standin-sandbox-init" && within(argv[1], stateDir)
+	}
 }
 
 // ListErrors formats a multierror as one error, or a count and one indented

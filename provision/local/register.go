@@ -4,13 +4,16 @@ import (
 	"fmt"
 
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/remote"
 )
 
 func init() {
 	provision.Register(provision.Registration{
 		Name: Name, What: "the Engine API stand-in on this host", Order: 10, Root: true, HostKernel: true,
-		New:   fromBundle,
-		Needs: []string{"root", "fuse"},
+		New: fromBundle,
+		// local@ssh://root@HOST: the bundle's stand-in run as root there.
+		Remote: func(o provision.RemoteOptions) (provision.Target, error) { return remote.NewLocal(o) },
+		Needs:  []string{"root", "fuse"},
 	})
 }
 

@@ -110,16 +110,24 @@ type Env struct {
 
 func newEnv(t *testing.T, s *Suite) *Env {
 	t.Helper()
-	// A short path: the stand-in's socket lives under it.
+	run, state := NewRun(t)
+	return &Env{State: state, Run: run, Target: s.New(t, run)}
+}
+
+// NewRun is a run in a state directory of the test's own (a short path:
+// sockets live under it), which is torn down and removed when the test
+// ends; it returns the run and the state directory.
+func NewRun(t testing.TB) (*provision.Run, string) {
+	t.Helper()
 	state, err := os.MkdirTemp("", "sbt-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	run, err := provision.NewRun(state)
 	if err != nil {
+		os.RemoveAll(state)
 		t.Fatal(err)
 	}
-	e := &Env{State: state, Run: run, Target: s.New(t, run)}
 	t.Cleanup(func() {
 		defer os.RemoveAll(state)
 		run.Close()
@@ -127,7 +135,7 @@ func newEnv(t *testing.T, s *Suite) *Env {
 			t.Errorf("cleanup: teardown: %v", err)
 		}
 	})
-	return e
+	return run, state
 }
 
 // createSandbox records and creates a Sandbox as the runner does: with

@@ -44,38 +44,116 @@ var _ provision.Target = (*Docker)(nil)
 // the run; whoever makes the connection records the host in the run's
 // hosts.json first (provision.RecordHost), so that teardown reaches it.
 type Docker struct {
-	o      provision.RemoteOptions
-	engine string // the host's dockerd, as the host sees it: unix:///...
-	fwd    *sshx.Forward
+	forwarded
 }
 
 // NewDocker returns the docker@ssh target of o.Run on o.SSH's host. It
 // creates nothing.
 func NewDocker(o provision.RemoteOptions) (*Docker, error) {
+	f, err := newForwarded("docker@ssh", o)
+	if err != nil {
+		return nil, err
+	}
+	return &Docker{forwarded: f}, nil
+}
+
+// forwarded is what the remote targets keep here: their directory in the
+// run, and in it the forward of their Engine's socket on the host.
+type forwarded struct {
+	o      provision.RemoteOptions
+	engine string // the Engine, as the host sees it: unix:///...
+	fwd    *sshx.Forward
+}
+
+func newForwarded(kind string, o provision.RemoteOptions) (forwarded, error) {
 	switch {
 	case o.Run == nil:
-		return nil, errors.New("docker@ssh target: no run")
+		return forwarded{}, fmt.Errorf("%s target: no run", kind)
 	case o.SSH == nil:
-		return nil, errors.New("docker@ssh target: no connection to its host")
+		return forwarded{}, fmt.Errorf("%s target: no connection to its host", kind)
 	case !manifests.ValidTargetName(o.Name):
-		return nil, fmt.Errorf("docker@ssh target: %q is not a target name", o.Name)
+		return forwarded{}, fmt.Errorf("%s target: %q is not a target name", kind, o.Name)
 	}
 	if err := manifests.ValidateSSHHost(o.Host); err != nil {
-		return nil, fmt.Errorf("docker@ssh target: %w", err)
+		return forwarded{}, fmt.Errorf("%s target: %w", kind, err)
 	}
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
-	return &Docker{o: o}, nil
+	return forwarded{o: o}, nil
 }
 
-func (d *Docker) Name() string { return d.o.Name }
+func (f *forwarded) Name() string { return f.o.Name }
 
-// Endpoint is the forward of the host's dockerd in the run directory.
-func (d *Docker) Endpoint() string { return "unix://" + d.sock() }
+// Endpoint is the forward of the host's Engine in the run directory.
+func (f *forwarded) Endpoint() string { return "unix://" + f.sock() }
 
-func (d *Docker) dir() string  { return filepath.Join(d.o.Run.Dir, d.o.Name) }
-func (d *Docker) sock() string { return filepath.Join(d.dir(), "sock", "engine.sock") }
+func (f *forwarded) dir() string  { return filepath.Join(f.o.Run.Dir, f.o.Name) }
+func (f *forwarded) sock() string { return filepath.Join(f.dir(), "sock", "engine.sock") }
+
+// checkSock refuses a forward's socket path too long for a unix socket.
+func (f *forwarded) checkSock(kind string) error {
+	if len(f.sock()) > maxSocketPath {
+		return fmt.Errorf("the forward's socket %s is longer than a unix socket path may be (%d bytes): give the target a shorter name (NAME=%s@%s), or use a shorter state directory (%s)",
+			f.sock(), maxSocketPath, kind, f.o.Host, provision.StateDirEnv)
+	}
+	return nil
+}
+
+// forward records the target's directory here and the forward's socket
+// in it, and forwards the Engine at endpoint on the host (unix:///...)
+// there, through dial where the host's sshd forwards no sockets.
+func (f *forwarded) forward(ctx context.Context, endpoint string, dial ...string) error {
+	for _, e := range []manifests.LedgerEntry{
+		{Target: f.o.Name, Kind: manifests.ResourceDir, Key: f.dir(), Detail: "the " + f.o.Name + " target's directory"},
+		{Target: f.o.Name, Kind: manifests.ResourceSocket, Key: f.sock(), Detail: endpoint + " on " + f.o.Host + ", forwarded"},
+	} {
+		if err := f.o.Run.Ledger.Record(e); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(f.sock()), 0o700); err != nil {
+		return err
+	}
+	f.engine = endpoint
+	var err error
+	if f.fwd, err = f.o.SSH.ForwardUnixOrCommand(ctx, f.sock(), strings.TrimPrefix(endpoint, "unix://"), dial...); err != nil {
+		return fmt.Errorf("forwarding %s on %s: %w", endpoint, f.o.Host, err)
+	}
+	return nil
+}
+
+// closeForward closes the forward, if any.
+func (f *forwarded) closeForward() {
+	if f.fwd != nil {
+		f.fwd.Close()
+		f.fwd = nil
+	}
+}
+
+// InstallImage loads img into the host's Engine, recording it with the
+// host and the Engine as the host sees it.
+func (f *forwarded) InstallImage(ctx context.Context, img engine.Image) error {
+	if f.fwd == nil {
+		return errors.New(f.o.Name + " target: InstallImage before Create")
+	}
+	cli, err := engine.NewClient(f.Endpoint())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	return engine.LoadImage(ctx, cli, onHost{f.o.Run.Ledger, f.o.Host}, f.o.Name, f.engine, img)
+}
+
+// Identity asks the host's Engine, through the forward.
+func (f *forwarded) Identity(ctx context.Context) (*engine.Identity, error) {
+	id, err := engine.Identify(ctx, f.o.Name, f.Endpoint())
+	if err != nil {
+		return nil, err
+	}
+	id.Transport, id.Host = TransportSSH, f.o.Host
+	return id, nil
+}
 
 // Create asks the host which dockerd its sessions use (DOCKER_HOST there,
 // or the default socket), forwards it into the run directory, and checks
@@ -92,24 +170,11 @@ func (d *Docker) Create(ctx context.Context) error {
 	if !strings.HasPrefix(ep, "unix:///") {
 		return fmt.Errorf("the dockerd of %s is at %q: sealbench reaches a remote dockerd through its unix socket (DOCKER_HOST=unix:///...)", d.o.Host, ep)
 	}
-	d.engine = ep
-	if len(d.sock()) > maxSocketPath {
-		return fmt.Errorf("the forward's socket %s is longer than a unix socket path may be (%d bytes): give the target a shorter name (NAME=docker@%s), or use a shorter state directory (%s)",
-			d.sock(), maxSocketPath, d.o.Host, provision.StateDirEnv)
-	}
-	for _, e := range []manifests.LedgerEntry{
-		{Target: d.o.Name, Kind: manifests.ResourceDir, Key: d.dir(), Detail: "the docker@ssh target's directory"},
-		{Target: d.o.Name, Kind: manifests.ResourceSocket, Key: d.sock(), Detail: ep + " on " + d.o.Host + ", forwarded"},
-	} {
-		if err := d.o.Run.Ledger.Record(e); err != nil {
-			return err
-		}
-	}
-	if err := os.MkdirAll(filepath.Dir(d.sock()), 0o700); err != nil {
+	if err := d.checkSock("docker"); err != nil {
 		return err
 	}
-	if d.fwd, err = provision.ForwardEngine(ctx, d.o.SSH, d.sock(), ep); err != nil {
-		return fmt.Errorf("forwarding the dockerd of %s: %w", d.o.Host, err)
+	if err := d.forward(ctx, ep, "docker", "-H", ep, "system", "dial-stdio"); err != nil {
+		return err
 	}
 	return d.ping(ctx)
 }
@@ -126,20 +191,6 @@ func (d *Docker) ping(ctx context.Context) error {
 	return nil
 }
 
-// InstallImage loads img into the host's dockerd, recording it with the
-// host and the Engine as the host sees it.
-func (d *Docker) InstallImage(ctx context.Context, img engine.Image) error {
-	if d.fwd == nil {
-		return errors.New("docker@ssh target: InstallImage before Create")
-	}
-	cli, err := engine.NewClient(d.Endpoint())
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	return engine.LoadImage(ctx, cli, onHost{d.o.Run.Ledger, d.o.Host}, d.o.Name, d.engine, img)
-}
-
 // onHost records entries as the host's.
 type onHost struct {
 	rec  engine.Recorder
@@ -149,16 +200,6 @@ type onHost struct {
 func (o onHost) Record(e manifests.LedgerEntry) error {
 	e.Host = o.host
 	return o.rec.Record(e)
-}
-
-// Identity asks the host's dockerd, through the forward.
-func (d *Docker) Identity(ctx context.Context) (*engine.Identity, error) {
-	id, err := engine.Identify(ctx, d.o.Name, d.Endpoint())
-	if err != nil {
-		return nil, err
-	}
-	id.Transport, id.Host = TransportSSH, d.o.Host
-	return id, nil
 }
 
 // Destroy removes what carries the run's label in the host's dockerd,
@@ -175,10 +216,7 @@ func (d *Docker) Destroy(ctx context.Context) error {
 	if _, err := provision.Teardown(ctx, d.o.Run.Dir, provision.TeardownOptions{Targets: []string{d.o.Name}, Log: d.o.Log}); err != nil {
 		errs = multierror.Append(errs, err)
 	}
-	if d.fwd != nil {
-		d.fwd.Close()
-		d.fwd = nil
-	}
+	d.closeForward()
 	return errs.ErrorOrNil()
 }
 

@@ -18,14 +18,16 @@ const (
 	CheckRoot      = "root"      // logged in as uid 0
 	CheckSHA256Sum = "sha256sum" // coreutils' sha256sum, which checks copied files
 	CheckDockerd   = "dockerd"   // the host's docker CLI reaches its dockerd
+	CheckFUSE      = "fuse"      // /dev/fuse is there, for the stand-in's Sandboxes
 )
 
 // remoteNeeds are the checks a target kind needs of a remote host, as
 // docs/design/remote-hosts.md has them: the stand-in needs a Linux kernel
-// and root there, and its copied bundle is checked with sha256sum; docker
-// needs the host's dockerd, which its docker CLI reaches.
+// and root there, its Sandboxes /dev/fuse, and its copied bundle is
+// checked with sha256sum; docker needs the host's dockerd, which its
+// docker CLI reaches.
 var remoteNeeds = map[string][]string{
-	"local":  {CheckSSH, CheckLinux, CheckRoot, CheckSHA256Sum},
+	"local":  {CheckSSH, CheckLinux, CheckRoot, CheckSHA256Sum, CheckFUSE},
 	"docker": {CheckSSH, CheckDockerd},
 }
 
@@ -120,6 +122,17 @@ func lookAt(ctx context.Context, h *Host, specs []Spec, o Options) []provision.C
 		add(provision.Check{Name: CheckSHA256Sum, Detail: err.Error(), Fix: "install coreutils there"})
 	} else {
 		add(provision.Check{Name: CheckSHA256Sum, OK: true, Detail: v})
+	}
+	for _, s := range specs {
+		if s.Kind != "local" {
+			continue
+		}
+		if _, err := c.Exec(ctx, sshx.Command{Name: "fuse", Argv: []string{"test", "-c", "/dev/fuse"}}); err != nil {
+			add(provision.Check{Name: CheckFUSE, Detail: "no /dev/fuse: " + err.Error(), Fix: "load the fuse module there (modprobe fuse): the Sandboxes' LayerFS needs it"})
+		} else {
+			add(provision.Check{Name: CheckFUSE, OK: true, Detail: "/dev/fuse is there"})
+		}
+		break
 	}
 	for _, s := range specs {
 		if s.Kind != "docker" {

@@ -49,8 +49,8 @@ func TestDoctorLooksAtAHostOverSSH(t *testing.T) {
 		}
 	}
 	// The fake host is this machine: root (the tests run as root), Linux,
-	// coreutils.
-	for _, name := range []string{remote.CheckSSH, remote.CheckLinux, remote.CheckRoot, remote.CheckSHA256Sum} {
+	// coreutils, /dev/fuse (asked for the local target).
+	for _, name := range []string{remote.CheckSSH, remote.CheckLinux, remote.CheckRoot, remote.CheckSHA256Sum, remote.CheckFUSE} {
 		if c, ok := checks[name]; !ok || !c.OK {
 			t.Errorf("check %s: %+v (all: %+v)", name, c, r.Checks)
 		}

@@ -72,6 +72,25 @@ func (c *Client) ForwardUnix(ctx context.Context, local, remote string) (*Forwar
 	return c.Forward(ctx, local, remote, func(ctx context.Context) (net.Conn, error) { return c.DialUnix(ctx, remote) })
 }
 
+// ForwardUnixOrCommand is ForwardUnix, or, where the host's sshd opens
+// no channel to remote (it forwards no sockets: AllowTcpForwarding no),
+// Forward with DialCommand(argv...), a command there that carries each
+// connection to the socket over its stdin and stdout (`docker system
+// dial-stdio`, `standin dial --socket SOCKET`). OpenSSH refuses alike a
+// socket it cannot open and forwarding it does not allow, so the command
+// says why when it cannot connect either.
+func (c *Client) ForwardUnixOrCommand(ctx context.Context, local, remote string, argv ...string) (*Forward, error) {
+	dial := func(ctx context.Context) (net.Conn, error) { return c.DialUnix(ctx, remote) }
+	if probe, err := dial(ctx); IsRefused(err) {
+		dial = func(ctx context.Context) (net.Conn, error) { return c.DialCommand(ctx, argv...) }
+	} else if err != nil {
+		return nil, err
+	} else {
+		probe.Close()
+	}
+	return c.Forward(ctx, local, remote, dial)
+}
+
 // Forward listens on the unix socket local (mode 0600; its directory must
 // exist and be mode 0700, so that only this user reaches the host through
 // it) and carries each connection to the one dial makes on the host

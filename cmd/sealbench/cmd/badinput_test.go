@@ -238,7 +238,7 @@ func TestBadInput(t *testing.T) {
 		{name: "run --name too long", args: []string{"run", "--engine", "unix:///x.sock", "--name", strings.Repeat("a", 300)}, code: ExitUnusable, want: []string{"is not a target name"}},
 		{name: "run --target empty", args: []string{"run", "--target", ","}, code: ExitUnusable, want: []string{`target "": empty`, "targets:"}},
 		{name: "run --target a remote lima", args: []string{"run", "--target", "lima@ssh://root@gpu1"}, code: ExitUnusable,
-			want: []string{"lima cannot run on a remote host", "targets that run on a remote host: docker"}},
+			want: []string{"lima cannot run on a remote host", "targets that run on a remote host: local, docker"}},
 		{name: "run --target a password", args: []string{"run", "--target", "docker@ssh://root:pw@gpu1"}, code: ExitUnusable,
 			want: []string{"never sends a password", "--ssh-identity"}},
 		{name: "run --target a named local target", args: []string{"run", "--target", "fast=docker"}, code: ExitUnusable,

@@ -106,8 +106,8 @@ func TestProvisionRefusesBadInput(t *testing.T) {
 		{[]string{"doctor", "--target", "docker@http://h"}, ExitUnusable, "over ssh:// only"},
 		{[]string{"doctor", "--target", "vmware"}, ExitUnusable, `no target named "vmware"`},
 		{[]string{"doctor", "--target", "docker=local@ssh://root@h"}, ExitUnusable, "is a target kind's"},
-		// local@ssh: refused whether or not this sealbench has it (only docker@ssh is left up).
-		{[]string{"provision", "local@ssh://root@gpu1", "--bundle", "x"}, ExitUnusable, "local"},
+		// local@ssh: refused (its stand-in is reached only through sealbench's own connection).
+		{[]string{"provision", "local@ssh://root@gpu1", "--bundle", "x"}, ExitUnusable, "only docker@ssh"},
 	} {
 		code, stdout, stderr := run(t, c.args...)
 		if code != c.code || !strings.Contains(stdout+stderr, c.want) {
@@ -382,7 +382,7 @@ func TestDoctorTargetOnARemoteHost(t *testing.T) {
 	spec := fmt.Sprintf("local@ssh://%s@%s:%d", h.User, h.Addr, h.Port)
 	code, stdout, stderr := run(t, "doctor", "--target", "docker,"+spec, "--ssh-identity", h.ClientKey, "--ssh-known-hosts", h.KnownHosts)
 	host := fmt.Sprintf("ssh://%s@%s:%d", h.User, h.Addr, h.Port)
-	for _, want := range []string{"\non " + host + ":\n", "ok  ssh", "ok  root", "logged in as uid 0", "  docker ", "cannot run on " + host + " (needs [ssh linux root sha256sum])"} {
+	for _, want := range []string{"\non " + host + ":\n", "ok  ssh", "ok  root", "logged in as uid 0", "  docker ", "can run on " + host + " (needs [ssh linux root sha256sum fuse])", "ok  fuse"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("doctor --target: no %q in:\n%s", want, stdout)
 		}

@@ -69,9 +69,15 @@ host: host keys checked against known_hosts (--ssh-known-hosts), keys only
 before it is connected to. Its socket is forwarded into the run directory
 (or carried by ` + "`docker system dial-stdio`" + ` there when the host's sshd forwards
 no sockets); everything made there is in the ledger with the host, and
-teardown and the audit reach it over SSH. For now this host's runner drives
-it through the forward, so its pins say transport "ssh" and its exec
-overhead includes the connection.
+teardown and the audit reach it over SSH. local@ssh://root@HOST[:PORT]
+(named local-HOST) is the bundle's stand-in on that host: copied over the
+same connection into $SEALBENCH_STATE_DIR/runs/<run>/ there (default
+/var/lib/sealbench), re-hashed as written and checked there against the
+verified manifest before it runs, then started as root (root login
+required) and its socket forwarded back (` + "`standin dial`" + ` where the host's sshd
+forwards no sockets). For now this host's runner drives both kinds through
+the forward, so their pins say transport "ssh" and their exec overhead
+includes the connection.
 
 The samples are taken by the bundle's own runner, not by this binary: after
 verifying the bundle and bringing the targets up, run copies the bundle's
