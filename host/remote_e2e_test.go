@@ -25,9 +25,12 @@ import (
 // TestRunOnLocalWithoutCobra the test bundle's one sample fails at its
 // first LayerFS step; what is checked is the way there and back: the
 // run connects once, records the host in hosts.json, loads the image
-// there (recorded as the host's), the runner's Sandbox is made and
-// removed on the host's dockerd through the forward, teardown removes the
-// image over SSH, and the audit finds nothing, on the host either.
+// there (recorded as the host's), installs the bundle's runner there and
+// runs it with a plan of the host's targets, its Sandbox made and removed
+// on the host's dockerd through the host's own socket, its samples and
+// pins copied back (pins naming the host as where the runner ran),
+// teardown removes the image and what the host's runner recorded over
+// SSH, and the audit finds nothing, on the host either.
 func TestRunOnADockerHostOverSSH(t *testing.T) {
 	h, endpoint, opened, specs := dockerHostH1(t)
 	ctx := context.Background()
@@ -50,8 +53,8 @@ func TestRunOnADockerHostOverSSH(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := manifests.ReadRunPins(bytes.NewReader(pins)); err != nil || p.Targets[0].Host != hostName || p.Targets[0].RunnerHost != "" || p.Targets[0].Transport != remote.TransportSSH {
-		t.Errorf("pins %s (%v): want h1 on %s over ssh, the runner here", pins, err, hostName)
+	if p, err := manifests.ReadRunPins(bytes.NewReader(pins)); err != nil || p.Targets[0].Host != hostName || p.Targets[0].RunnerHost != hostName || p.Targets[0].Transport != "socket" {
+		t.Errorf("pins %s (%v): want h1 on %s sampled by a runner there, through the Engine's socket", pins, err, hostName)
 	}
 	if md, err := os.ReadFile(filepath.Join(o.Dir, "report.md")); err != nil || !strings.Contains(string(md), "| "+hostName+" | h1 |") {
 		t.Errorf("report.md (%v) does not group h1 under %s:\n%s", err, hostName, md)
