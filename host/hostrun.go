@@ -127,11 +127,20 @@ func runGroups(ctx context.Context, run *provision.Run, b *Bundle, o RunOptions,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			glog, gstatus := logf, func(s string) { statusMu.Lock(); status(s); statusMu.Unlock() }
+			// The groups share the terminal: one line at a time.
+			prefix := ""
+			if g.host != "" {
+				prefix = g.host + ": "
+			}
+			glog := func(f string, a ...any) {
+				statusMu.Lock()
+				defer statusMu.Unlock()
+				logf("%s%s", prefix, fmt.Sprintf(f, a...))
+			}
+			gstatus := func(s string) { statusMu.Lock(); status(s); statusMu.Unlock() }
 			if g.host == "" {
 				results[i] = runHere(ctx, run, b, o, g, glog, gstatus)
 			} else {
-				glog = func(f string, a ...any) { logf("%s: %s", g.host, fmt.Sprintf(f, a...)) }
 				results[i] = ready[i].run(ctx, o, g, glog, gstatus)
 			}
 		}()
