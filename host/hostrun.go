@@ -181,6 +181,16 @@ func runGroups(ctx context.Context, run *provision.Run, b *Bundle, o RunOptions,
 			firstErr = r.err
 		}
 	}
+	if len(parts) == 0 {
+		// No runner's pins came back (every host lost): the run's pins
+		// are what the first host's plan said.
+		for _, h := range ready {
+			if h != nil {
+				parts = append(parts, h.plannedPins())
+				break
+			}
+		}
+	}
 	if err := writeMerged(out, all, mergePins(parts, groups, o)); err != nil && firstErr == nil {
 		firstErr = err
 	}
@@ -290,7 +300,9 @@ type hostEndpoint interface{ HostEndpoint() string }
 type hostRunner struct {
 	c                  *sshx.Client
 	dir, exe, planPath string
-	runnerSHA256       manifests.Digest
+	plan               *manifests.RunPlan
+	platform           string
+	start              time.Time
 }
 
 // run runs a remote host's runner: its stdin stays open for the run
@@ -298,7 +310,8 @@ type hostRunner struct {
 // connection stop it at the sample under way. When it exits, its
 // samples.jsonl and pins.json come back, hashed on both sides.
 func (h *hostRunner) run(ctx context.Context, o RunOptions, g *group, logf func(string, ...any), status func(string)) groupResult {
-	logf("sampling with the bundle's runner %s there (%s), plan %s", h.exe, h.runnerSHA256.Short(16), h.planPath)
+	h.start = time.Now().UTC()
+	logf("sampling with the bundle's runner %s there (%s), plan %s", h.exe, h.plan.RunnerSHA256.Short(16), h.planPath)
 	hold := make(chan struct{})
 	var once sync.Once
 	release := func() { once.Do(func() { close(hold) }) }
@@ -346,6 +359,19 @@ func (h *hostRunner) run(ctx context.Context, o RunOptions, g *group, logf func(
 		}
 	}
 	return r
+}
+
+// plannedPins are the pins the host's runner would have written at its
+// start, from its plan: for a host lost before they came back.
+func (h *hostRunner) plannedPins() *manifests.RunPins {
+	p := h.plan
+	pins := &manifests.RunPins{FormatVersion: p.FormatVersion, RunID: p.RunID, BundleID: p.BundleID,
+		ImageID: p.Image.ID, ImageLock: p.Image.Lock, ImageRelocked: p.Image.Relocked,
+		RunnerSHA256: p.RunnerSHA256, RunnerPlatform: h.platform, StandinSHA256: p.StandinSHA256,
+		StoreProfile: manifests.StoreDisposable, ConstructionWorkers: 1, Tools: map[string]string{},
+		Cells: p.Cells, Native: p.Native, Seed: p.Seed, Samples: p.Samples, Start: h.start}
+	pins.FillDefaults()
+	return pins
 }
 
 // runnerSampleDeadline bounds one sample of a remote runner, for the
@@ -432,7 +458,7 @@ func writeHostPlan(ctx context.Context, run *provision.Run, b *Bundle, o RunOpti
 	if err := c.CopyFile(ctx, path.Join(hostRun, planFile), 0o600, bytes.NewReader(pb), int64(len(pb)), manifests.DigestOf(pb)); err != nil {
 		return nil, err
 	}
-	return &hostRunner{c: c, dir: hostRun, exe: path.Join(hb.Dir, rel), planPath: path.Join(hostRun, planFile), runnerSHA256: want.Digest}, nil
+	return &hostRunner{c: c, dir: hostRun, exe: path.Join(hb.Dir, rel), planPath: path.Join(hostRun, planFile), plan: plan, platform: p.OS + "/" + p.Arch}, nil
 }
 
 // fetchResults copies a remote runner's samples and pins back.

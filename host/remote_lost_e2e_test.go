@@ -22,9 +22,15 @@ import (
 // process it spawned killed) as soon as its runner reports its first
 // sample: that host's samples are all recorded as failed with the reason,
 // the run here takes all of its own, the run says samples failed, and a
-// later teardown, with the host back, leaves nothing there.
+// later teardown, with the host back, leaves nothing there. Alone, the
+// lost host's failed samples are the run's, with its pins and report.
 func TestHostLostMidRun(t *testing.T) {
 	sshtest.Need(t)
+	t.Run("beside local", func(t *testing.T) { hostLostMidRun(t, "local") })
+	t.Run("alone", func(t *testing.T) { hostLostMidRun(t) })
+}
+
+func hostLostMidRun(t *testing.T, here ...string) {
 	hostState := shortDir(t)
 	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(provision.StateDirEnv, hostState), sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
 	b := provisiontest.GetRunnerBundle(t)
@@ -33,11 +39,12 @@ func TestHostLostMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs, err := host.CheckTargets([]string{"local", fmt.Sprintf("far=local@ssh://%s@%s:%d", h.User, h.Addr, h.Port)})
+	specs, err := host.CheckTargets(append(here, fmt.Sprintf("far=local@ssh://%s@%s:%d", h.User, h.Addr, h.Port)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostName := specs[1].Host.String()
+	far := specs[len(specs)-1]
+	hostName := far.Host.String()
 	var cut sync.Once
 	logf := func(format string, args ...any) {
 		line := fmt.Sprintf(format, args...)
@@ -48,7 +55,7 @@ func TestHostLostMidRun(t *testing.T) {
 	}
 	state := shortDir(t)
 	const rounds = 3
-	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: host.Names(specs), Remote: map[string]remote.Spec{"far": specs[1]},
+	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: host.Names(specs), Remote: map[string]remote.Spec{"far": far},
 		SSH: host.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: rounds, Seed: 1,
 		Out: t.TempDir(), StateDir: state, Log: logf})
 	if err == nil || !strings.Contains(err.Error(), "samples failed") {
@@ -74,8 +81,15 @@ func TestHostLostMidRun(t *testing.T) {
 			t.Errorf("local %s round %d: %q: the host's loss reached this machine's samples", s.Cell, s.Round, s.Reason)
 		}
 	}
-	if per["local"] != rounds || per["far"] != rounds {
-		t.Errorf("samples per target %v, want %d each", per, rounds)
+	want := map[string]int{"far": rounds}
+	for _, name := range here {
+		want[name] = rounds
+	}
+	if fmt.Sprint(per) != fmt.Sprint(want) {
+		t.Errorf("samples per target %v, want %v", per, want)
+	}
+	if md, err := os.ReadFile(filepath.Join(o.Dir, "report.md")); err != nil || !strings.Contains(string(md), hostName) {
+		t.Errorf("report.md (%v) does not name %s:\n%s", err, hostName, md)
 	}
 	// The host comes back; a later teardown finishes there.
 	h.Restart()
