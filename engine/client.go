@@ -92,6 +92,9 @@ type Identity struct {
 	// the target that reaches it knows; empty on the machine that made
 	// the run.
 	Host string `json:"host,omitempty"`
+	// RunnerHost is where the runner that samples the target runs, in
+	// Host's form; empty on the machine that made the run.
+	RunnerHost string `json:"runnerHost,omitempty"`
 }
 
 // Pins is what a sample's pins.json says of the target.
@@ -102,7 +105,7 @@ func (id *Identity) Pins() manifests.TargetPins {
 	}
 	return manifests.TargetPins{Name: id.Target, Engine: id.Engine, Kernel: id.Kernel,
 		CPUs: id.CPUs, MemoryBytes: id.MemoryBytes, Emulated: id.Emulated, Transport: tr, FUSEURing: id.FUSEURing,
-		Runtime: id.Runtime, RuntimeVersion: id.RuntimeVersion, RuntimePlatform: id.RuntimePlatform, FUSE: id.FUSE, Host: id.Host}
+		Runtime: id.Runtime, RuntimeVersion: id.RuntimeVersion, RuntimePlatform: id.RuntimePlatform, FUSE: id.FUSE, Host: id.Host, RunnerHost: id.RunnerHost}
 }
 
 // PlanTarget is the target as a run plan carries it to the runner.
@@ -114,7 +117,7 @@ func (id *Identity) PlanTarget() manifests.PlanTarget {
 func IdentityOf(t manifests.PlanTarget) *Identity {
 	return &Identity{Target: t.Name, Engine: t.Engine, EngineVersion: t.EngineVersion, Endpoint: t.Endpoint,
 		Kernel: t.Kernel, OS: t.OS, Arch: t.Arch, CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, Emulated: t.Emulated, Transport: t.Transport, FUSEURing: t.FUSEURing,
-		Runtime: t.Runtime, RuntimeVersion: t.RuntimeVersion, RuntimePlatform: t.RuntimePlatform, FUSE: t.FUSE, Host: t.Host}
+		Runtime: t.Runtime, RuntimeVersion: t.RuntimeVersion, RuntimePlatform: t.RuntimePlatform, FUSE: t.FUSE, Host: t.Host, RunnerHost: t.RunnerHost}
 }
 
 // Identify asks the Engine at endpoint what it is (/version: the stand-in

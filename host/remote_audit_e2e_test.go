@@ -108,7 +108,11 @@ func dockerHostH1(t *testing.T) (*sshtest.Host, string, *host.Bundle, []remote.S
 	t.Helper()
 	sshtest.Need(t)
 	endpoint := testenv.PrivateDockerd(t)
-	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv("DOCKER_HOST", endpoint))
+	// Its own state directory and lock: the fake hosts share this
+	// machine's kernel and filesystem.
+	hostState := shortDir(t)
+	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv("DOCKER_HOST", endpoint), sshtest.SetEnv(provision.StateDirEnv, hostState),
+		sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
 	b := provisiontest.GetRunnerBundle(t)
 	opened, err := host.OpenBundle(context.Background(), host.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
 	if err != nil {

@@ -25,9 +25,12 @@ import (
 // TestRunOnLocalWithoutCobra the test bundle's one sample fails at its
 // first LayerFS step; what is checked is the way there and back: the
 // run connects once, records the host in hosts.json, loads the image
-// there (recorded as the host's), the runner's Sandbox is made and
-// removed on the host's dockerd through the forward, teardown removes the
-// image over SSH, and the audit finds nothing, on the host either.
+// there (recorded as the host's), installs the bundle's runner there and
+// runs it with a plan of the host's targets, its Sandbox made and removed
+// on the host's dockerd through the host's own socket, its samples and
+// pins copied back (pins naming the host as where the runner ran),
+// teardown removes the image and what the host's runner recorded over
+// SSH, and the audit finds nothing, on the host either.
 func TestRunOnADockerHostOverSSH(t *testing.T) {
 	h, endpoint, opened, specs := dockerHostH1(t)
 	ctx := context.Background()
@@ -50,8 +53,8 @@ func TestRunOnADockerHostOverSSH(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := manifests.ReadRunPins(bytes.NewReader(pins)); err != nil || p.Targets[0].Host != hostName || p.Targets[0].RunnerHost != "" || p.Targets[0].Transport != remote.TransportSSH {
-		t.Errorf("pins %s (%v): want h1 on %s over ssh, the runner here", pins, err, hostName)
+	if p, err := manifests.ReadRunPins(bytes.NewReader(pins)); err != nil || p.Targets[0].Host != hostName || p.Targets[0].RunnerHost != hostName || p.Targets[0].Transport != "socket" {
+		t.Errorf("pins %s (%v): want h1 on %s sampled by a runner there, through the Engine's socket", pins, err, hostName)
 	}
 	if md, err := os.ReadFile(filepath.Join(o.Dir, "report.md")); err != nil || !strings.Contains(string(md), "| "+hostName+" | h1 |") {
 		t.Errorf("report.md (%v) does not group h1 under %s:\n%s", err, hostName, md)
@@ -74,15 +77,16 @@ func TestRunOnADockerHostOverSSH(t *testing.T) {
 
 // TestRunOnLocalAndALocalHostOverSSH runs `--target
 // local,local@ssh://USER@HOST:PORT`: the stand-in here and the bundle's
-// stand-in copied to, checked on and started on a fake host, both driven
-// by this host's runner (the second through the forward). As above, each
-// target's one sample fails at its first LayerFS step; what is checked
-// is the way there and back: both targets sampled, the remote one over
-// ssh, and teardown leaving nothing on the host.
+// stand-in copied to, checked on and started on a fake host, the first
+// sampled by the runner here, the second by the bundle's runner installed
+// on the host, both at once. As above, each target's one sample fails at
+// its first LayerFS step; what is checked is the way there and back: both
+// targets sampled, each by a runner beside its Engine, merged into one
+// run's results, and teardown leaving nothing on the host.
 func TestRunOnLocalAndALocalHostOverSSH(t *testing.T) {
 	sshtest.Need(t)
 	hostState := shortDir(t)
-	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(provision.StateDirEnv, hostState))
+	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(provision.StateDirEnv, hostState), sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
 	b := provisiontest.GetRunnerBundle(t)
 	ctx := context.Background()
 	opened, err := host.OpenBundle(ctx, host.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
@@ -108,11 +112,59 @@ func TestRunOnLocalAndALocalHostOverSSH(t *testing.T) {
 	if id == nil || id.Transport != remote.TransportSSH || id.Engine != manifests.EngineStandin || o.Samples != 2 || len(o.Leftovers) != 0 || o.Kept {
 		t.Fatalf("outcome %+v (%s: %+v): want a sample on each target, the remote one's stand-in over ssh, torn down with nothing left", o, far.Name, id)
 	}
+	checkRunners(t, o.Dir, map[string]string{"local": "", far.Name: far.Host.String()})
 	removed := strings.Join(o.Teardown.Removed, "\n")
 	if !strings.Contains(removed, "process ") || !strings.Contains(removed, "stateDir ") || !strings.Contains(removed, " on "+far.Host.String()) {
 		t.Errorf("teardown removed %q: want the stand-in and its state on %s", o.Teardown.Removed, far.Host)
 	}
 	if left, _ := filepath.Glob(filepath.Join(hostState, "runs", "*")); len(left) > 0 {
 		t.Errorf("the host still holds %v", left)
+	}
+}
+
+// checkRunners checks that the run's pins name, for each target, where
+// its runner ran (want: target to host, "" for this machine), and that
+// each reached its Engine through a socket beside it; and that every
+// target has its samples.
+func checkRunners(t *testing.T, dir string, want map[string]string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, manifests.PinsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := manifests.ReadRunPins(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, tp := range p.Targets {
+		got[tp.Name] = tp.RunnerHost
+		if tp.Transport != "socket" {
+			t.Errorf("pins: %s reached its Engine over %q, want its socket", tp.Name, tp.Transport)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pins: runners %v, want %v", got, want)
+	}
+	f, err := os.Open(filepath.Join(dir, manifests.SamplesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	samples, err := manifests.ReadSamples(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for i, s := range samples {
+		per[s.Target]++
+		if s.Order != i {
+			t.Errorf("sample %d has order %d", i, s.Order)
+		}
+	}
+	for name := range want {
+		if per[name] == 0 {
+			t.Errorf("no sample of %s in %v", name, per)
+		}
 	}
 }

@@ -116,6 +116,7 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 
 	// Bring every target up, or drive the Engine we were given.
 	var ids []*engine.Identity
+	targets := map[string]provision.Target{}
 	if o.Engine != "" {
 		cli, err := engine.NewClient(o.Engine)
 		if err != nil {
@@ -139,21 +140,35 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 		if !far {
 			spec = remote.Spec{Name: name, Kind: name}
 		}
-		_, id, err := bringUp(ctx, spec, run, conns, b, o.VM, logf)
+		t, id, err := bringUp(ctx, spec, run, conns, b, o.VM, logf)
 		if err != nil {
 			return outcome, err
 		}
+		targets[name] = t
 		pinFUSEURing(id, onHostKernel(name, ""), uring)
 		outcome.Targets[name] = id
 		logf("%s: %s, kernel %s, %d CPUs, %s", name, id.Engine, id.Kernel, id.CPUs, HumanBytes(id.MemoryBytes))
 		ids = append(ids, id)
 	}
 
-	plan, err := newPlan(run, b, o, ids, out)
-	if err != nil {
-		return outcome, err
+	// One runner per host: this machine's targets by the runner here,
+	// exactly as a run of them alone; each remote host's by a runner
+	// there (hostrun.go).
+	var samples []manifests.Sample
+	var missingSlots []stats.Slot
+	var runErr error
+	if groups := groupTargets(ids, o.Remote); len(groups) == 1 && groups[0].host == "" {
+		plan, err := newPlan(run, b, o, ids, out)
+		if err != nil {
+			return outcome, err
+		}
+		samples, runErr = runSealed(ctx, run, b, plan, logf, status)
+		if runErr != nil {
+			missingSlots = groups[0].order(o)
+		}
+	} else {
+		samples, missingSlots, runErr = runGroups(ctx, run, b, o, groups, targets, conns, out, logf, status)
 	}
-	samples, runErr := runSealed(ctx, run, b, plan, logf, status)
 	outcome.Samples = len(samples)
 	for _, s := range samples {
 		if s.Failed() {
@@ -161,11 +176,7 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 		}
 	}
 	if runErr != nil {
-		var names []string
-		for _, id := range ids {
-			names = append(names, id.Target)
-		}
-		missing := missingSamples(stats.Interleave(names, o.Cells, o.Samples, o.Seed), samples)
+		missing := missingSamples(missingSlots, samples)
 		return outcome, fmt.Errorf("run %s stopped with %d samples missing (%s; the %d done are in %s): %w",
 			run.ID, len(missing), strings.Join(missing, ", "), len(samples), out, runErr)
 	}

@@ -50,17 +50,23 @@ func newPlan(run *provision.Run, b *Bundle, o RunOptions, ids []*engine.Identity
 		return nil, err
 	}
 	standin, _ := b.Verified.Manifest.File("bin/linux-" + runtime.GOARCH + "/standin")
-	plan := &manifests.RunPlan{
-		FormatVersion: manifests.ResultsFormatVersion, Kind: manifests.RunPlanKind,
-		RunID: run.ID, BundleID: b.Verified.Name, Ledger: filepath.Join(run.Dir, manifests.LedgerFile), Lock: runner.DefaultLockPath, OutDir: absOut,
-		Image: manifests.PlanImage{ID: b.Image.ID, Ref: b.Image.Ref, Lock: b.Image.Lock, Relocked: b.Image.Relocked},
-		Cells: o.Cells, Samples: o.Samples, Seed: o.Seed, Native: o.Native, StandinSHA256: standin.Digest,
-		Tools: map[string]string{"host.sealbench": version.Version, "host.go": runtime.Version()},
-	}
+	plan := basePlan(run, b, o)
+	plan.Ledger, plan.Lock, plan.OutDir, plan.StandinSHA256 = filepath.Join(run.Dir, manifests.LedgerFile), runner.DefaultLockPath, absOut, standin.Digest
 	for _, id := range ids {
 		plan.Targets = append(plan.Targets, id.PlanTarget())
 	}
 	return plan, nil
+}
+
+// basePlan is what every runner's plan of run says, wherever it runs.
+func basePlan(run *provision.Run, b *Bundle, o RunOptions) *manifests.RunPlan {
+	return &manifests.RunPlan{
+		FormatVersion: manifests.ResultsFormatVersion, Kind: manifests.RunPlanKind,
+		RunID: run.ID, BundleID: b.Verified.Name,
+		Image: manifests.PlanImage{ID: b.Image.ID, Ref: b.Image.Ref, Lock: b.Image.Lock, Relocked: b.Image.Relocked},
+		Cells: o.Cells, Samples: o.Samples, Seed: o.Seed, Native: o.Native,
+		Tools: map[string]string{"host.sealbench": version.Version, "host.go": runtime.Version()},
+	}
 }
 
 // runSealed copies the bundle's runner into the run's directory, writes
@@ -167,17 +173,26 @@ func startRunner(ctx context.Context, exe, planPath string, logf func(string, ..
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case errors.As(err, &ee) && ee.ExitCode() == manifests.ExitRunnerSampleFail:
-		return nil // failed samples are in samples.jsonl, each with its reason
-	case errors.As(err, &ee) && ee.ExitCode() == manifests.ExitRunnerInterrupted:
-		return fmt.Errorf("the runner was interrupted: %w", context.Canceled)
-	case errors.As(err, &ee) && ee.ExitCode() == manifests.ExitRunnerBadPlan && strings.Contains(last, `unknown command "sample"`):
-		return &cliutil.UserError{Code: cliutil.ExitUnusable, Err: fmt.Errorf("the bundle's runner cannot take samples (%s): the bundle was sealed before its runner did", last),
-			Hint: "seal the bundle again with this sealbench"}
 	case errors.As(err, &ee):
-		return fmt.Errorf("the bundle's runner exited %d: %s", ee.ExitCode(), last)
+		return exitError(ee.ExitCode(), last)
 	default:
 		return fmt.Errorf("the bundle's runner: %w", err)
+	}
+}
+
+// exitError says what a runner's exit code means for the run; last is
+// the end of what it said that was not progress.
+func exitError(code int, last string) error {
+	switch {
+	case code == manifests.ExitRunnerSampleFail:
+		return nil // failed samples are in samples.jsonl, each with its reason
+	case code == manifests.ExitRunnerInterrupted:
+		return fmt.Errorf("the runner was interrupted: %w", context.Canceled)
+	case code == manifests.ExitRunnerBadPlan && strings.Contains(last, `unknown command "sample"`):
+		return &cliutil.UserError{Code: cliutil.ExitUnusable, Err: fmt.Errorf("the bundle's runner cannot take samples (%s): the bundle was sealed before its runner did", last),
+			Hint: "seal the bundle again with this sealbench"}
+	default:
+		return fmt.Errorf("the bundle's runner exited %d: %s", code, last)
 	}
 }
 

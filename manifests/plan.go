@@ -58,6 +58,11 @@ type RunPlan struct {
 	StandinSHA256 Digest `json:"standinSha256"`
 	// Tools are host tool versions to pin (go, sealbench...).
 	Tools map[string]string `json:"tools,omitempty"`
+	// StopOnStdinEOF stops the runner at the sample under way when its
+	// stdin reaches EOF, as SIGINT does: a runner on a remote host is
+	// started over SSH with its stdin kept open for the run, so a lost
+	// connection stops it (docs/design/remote-hosts.md).
+	StopOnStdinEOF bool `json:"stopOnStdinEOF,omitempty"`
 }
 
 // PlanTarget is one target's Engine, as the host identified it.

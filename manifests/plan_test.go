@@ -23,8 +23,17 @@ func TestRunPlanRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := ReadRunPlan(strings.NewReader(string(b)))
-	if err != nil || p.Targets[0].Endpoint != "unix:///run/standin.sock" || p.Samples != 5 {
+	if err != nil || p.Targets[0].Endpoint != "unix:///run/standin.sock" || p.Samples != 5 || p.StopOnStdinEOF {
 		t.Fatalf("ReadRunPlan: %+v, %v", p, err)
+	}
+	if strings.Contains(string(b), "stopOnStdinEOF") {
+		t.Errorf("a plan for a runner here names stopOnStdinEOF:\n%s", b)
+	}
+	remote := validPlan()
+	remote.StopOnStdinEOF = true
+	b, _ = remote.Marshal()
+	if p, err := ReadRunPlan(strings.NewReader(string(b))); err != nil || !p.StopOnStdinEOF {
+		t.Fatalf("ReadRunPlan of a remote runner's plan: %+v, %v", p, err)
 	}
 }
 

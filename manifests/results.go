@@ -528,9 +528,8 @@ type TargetPins struct {
 	// a target on the machine that made the run.
 	Host string `json:"host,omitempty"`
 	// RunnerHost is where the runner that took the target's samples ran,
-	// in Host's form; empty for the machine that made the run, where
-	// every runner has run so far (a runner per remote host is still to
-	// come, and fills it).
+	// in Host's form; empty for the machine that made the run. A target
+	// on a remote host is sampled by a runner on that host.
 	RunnerHost string `json:"runnerHost,omitempty"`
 }
 

@@ -27,6 +27,9 @@ type remoteHost struct {
 	err     error    // why it cannot be reached
 	runDirs []string // the run's directories on the host
 	done    bool     // hosts.json says teardown finished there
+	// ledgersDone says teardown removed what the ledgers of the runners
+	// on the host name.
+	ledgersDone bool
 	// engines are the host's Engine sockets forwarded here, by the
 	// endpoint as the host sees it, each in a 0700 directory of its own.
 	engines map[string]*sshx.Forward

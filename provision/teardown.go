@@ -175,10 +175,17 @@ func removeRemote(ctx context.Context, rh *remoteHosts, e manifests.LedgerEntry,
 		return errs
 	}
 	var err error
-	if isRunDir(e) {
-		// First what the runner there recorded, newest first: the run's
+	if all && !h.ledgersDone {
+		// First what the runner there recorded, newest first: its
+		// Sandboxes are newer than anything the host recorded there
+		// before starting it (the image they run), and the run's
 		// directory on the host holds its ledger.
-		err = removeRemoteLedger(ctx, h, e.Key, res, grace, logf)
+		h.ledgersDone = true
+		for _, d := range h.runDirs {
+			if err = removeRemoteLedger(ctx, h, d, res, grace, logf); err != nil {
+				break
+			}
+		}
 	}
 	if err == nil {
 		err = h.remove(ctx, e, grace)

@@ -88,6 +88,10 @@ func (f *forwarded) Name() string { return f.o.Name }
 // Endpoint is the forward of the host's Engine in the run directory.
 func (f *forwarded) Endpoint() string { return "unix://" + f.sock() }
 
+// HostEndpoint is the Engine as the host sees it (unix:///...), what a
+// runner on the host reaches; empty before Create.
+func (f *forwarded) HostEndpoint() string { return f.engine }
+
 func (f *forwarded) dir() string  { return filepath.Join(f.o.Run.Dir, f.o.Name) }
 func (f *forwarded) sock() string { return filepath.Join(f.dir(), "sock", "engine.sock") }
 

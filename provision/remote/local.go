@@ -151,13 +151,9 @@ func (l *Local) needRoot(ctx context.Context) error {
 // paths asks the host for its state directory and sets the target's
 // paths there.
 func (l *Local) paths(ctx context.Context) error {
-	out, err := l.o.SSH.Exec(ctx, sshx.Command{Name: "state-dir", Argv: []string{"sh", "-c", `printf '%s\n' "${` + provision.StateDirEnv + `:-` + DefaultHostStateDir + `}"`}})
+	state, err := HostStateDir(ctx, l.o.SSH)
 	if err != nil {
 		return err
-	}
-	state := strings.TrimSpace(string(out))
-	if !path.IsAbs(state) || path.Clean(state) != state {
-		return fmt.Errorf("%s on %s is %q: not an absolute, clean path", provision.StateDirEnv, l.o.Host, state)
 	}
 	l.hostRun = path.Join(state, "runs", l.o.Run.ID)
 	l.dir = path.Join(l.hostRun, l.o.Name)
@@ -170,6 +166,37 @@ func (l *Local) paths(ctx context.Context) error {
 			l.socket, l.o.Host, maxSocketPath, l.o.Host, provision.StateDirEnv)
 	}
 	return nil
+}
+
+// HostStateDir asks the host for its state directory: SEALBENCH_STATE_DIR
+// as its sessions have it, or DefaultHostStateDir.
+func HostStateDir(ctx context.Context, c *sshx.Client) (string, error) {
+	return hostPath(ctx, c, provision.StateDirEnv, DefaultHostStateDir)
+}
+
+// LockEnv names the host-wide lock of a host, as its sessions have it;
+// unset, it is the runner's default (/run/lock/sealbench.lock). Hosts
+// that share one kernel, as the tests' fake hosts do, each set their own.
+const LockEnv = "SEALBENCH_LOCK"
+
+// HostLock asks the host for the host-wide lock its runner takes: LockEnv
+// as its sessions have it, or def.
+func HostLock(ctx context.Context, c *sshx.Client, def string) (string, error) {
+	return hostPath(ctx, c, LockEnv, def)
+}
+
+// hostPath is the environment variable env of the host's sessions, or
+// def, which must be an absolute, clean path.
+func hostPath(ctx context.Context, c *sshx.Client, env, def string) (string, error) {
+	out, err := c.Exec(ctx, sshx.Command{Name: strings.ToLower(env), Argv: []string{"sh", "-c", `printf '%s\n' "${` + env + `:-` + def + `}"`}})
+	if err != nil {
+		return "", err
+	}
+	p := strings.TrimSpace(string(out))
+	if !path.IsAbs(p) || path.Clean(p) != p {
+		return "", fmt.Errorf("%s on %s is %q: not an absolute, clean path", env, c, p)
+	}
+	return p, nil
 }
 
 // startScript starts the stand-in in a session of its own (setsid, in the

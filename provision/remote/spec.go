@@ -1,8 +1,10 @@
 // Package remote is where targets on other hosts, reached over SSH
-// (provision/sshx), come together: for now, the target specs that name
-// them, `[NAME=]KIND[@ssh://USER@HOST[:PORT]]`. The remote targets
-// themselves, the per-host connections and teardown over SSH follow
-// docs/design/remote-hosts.md.
+// (provision/sshx), come together: the target specs that name them,
+// `[NAME=]KIND[@ssh://USER@HOST[:PORT]]`, the doctor of a host,
+// docker@ssh and local@ssh, and the verified bundle's files installed and
+// checked on a host (HostBundle: the stand-in, and the runner a host's
+// targets are sampled by; see host/hostrun.go and
+// docs/design/remote-hosts.md).
 package remote
 
 import (

@@ -107,3 +107,29 @@ func (r *recordingReader) Err() error {
 	defer r.mu.Unlock()
 	return r.err
 }
+
+// FetchFile reads src on the host, hashed there (sha256sum, before it is
+// sent) and here (as received): the bytes are returned only when both
+// digests agree. A src that is not there is (nil, false, nil).
+func (c *Client) FetchFile(ctx context.Context, src string) ([]byte, bool, error) {
+	if !path.IsAbs(src) || path.Clean(src) != src {
+		return nil, false, fmt.Errorf("fetching %s from %s: not an absolute, clean file path", src, c.cfg.String())
+	}
+	out, err := c.Exec(ctx, Command{Argv: []string{"sh", "-c", `if [ -f "$1" ]; then sha256sum < "$1"; fi`, "sealbench-fetch", src}, Name: "hash-" + path.Base(src)})
+	if err != nil {
+		return nil, false, fmt.Errorf("fetching %s: %w", src, err)
+	}
+	there, _, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	if there == "" {
+		return nil, false, nil
+	}
+	b, err := c.Exec(ctx, Command{Argv: []string{"cat", "--", src}, Name: "fetch-" + path.Base(src)})
+	if err != nil {
+		return nil, false, fmt.Errorf("fetching %s: %w", src, err)
+	}
+	if here := manifests.DigestOf(b); here.Hex != there {
+		return nil, false, fmt.Errorf("fetching %s from %s: %w", src, c.cfg.String(),
+			&manifests.MismatchError{Field: "digest of the bytes received here", Want: "sha256:" + there, Got: here.String()})
+	}
+	return b, true, nil
+}

@@ -29,6 +29,13 @@ type Command struct {
 	Timeout time.Duration
 	// Name names its logs (NNN-<name>.out); empty: from Argv.
 	Name string
+	// Hold, when set (Stdin nil), keeps the command's stdin open until
+	// Hold is closed or the command ends: a remote runner that stops when
+	// its stdin reaches EOF stops when Hold closes or the connection goes.
+	Hold <-chan struct{}
+	// Stderr, when set, hears the command's stderr as it comes, besides
+	// its log (a remote runner's progress lines).
+	Stderr io.Writer
 }
 
 // CommandError is a remote command that failed: it names the host
@@ -71,8 +78,28 @@ func (c *Client) Exec(ctx context.Context, cmd Command) ([]byte, error) {
 	defer out.Close()
 	stdout, stderr := out.Writers()
 	pid := &pidWriter{w: stdout}
+	if cmd.Stderr != nil {
+		stderr = io.MultiWriter(stderr, cmd.Stderr)
+	}
 	s.Stdout, s.Stderr = pid, stderr
 	s.Stdin = cmd.Stdin
+	if cmd.Hold != nil && cmd.Stdin == nil {
+		// A pipe, not a reader: the session's Wait waits for a reader to
+		// end, and this one ends only when Hold closes.
+		w, err := s.StdinPipe()
+		if err != nil {
+			return nil, fail(err)
+		}
+		finished := make(chan struct{})
+		defer close(finished)
+		go func() {
+			select {
+			case <-cmd.Hold:
+			case <-finished:
+			}
+			w.Close()
+		}()
+	}
 
 	// The login shell says its pid, the session's process group (sshd
 	// starts it with setsid), before the command replaces it: a deadline

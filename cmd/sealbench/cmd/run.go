@@ -75,9 +75,18 @@ same connection into $SEALBENCH_STATE_DIR/runs/<run>/ there (default
 /var/lib/sealbench), re-hashed as written and checked there against the
 verified manifest before it runs, then started as root (root login
 required) and its socket forwarded back (` + "`standin dial`" + ` where the host's sshd
-forwards no sockets). For now this host's runner drives both kinds through
-the forward, so their pins say transport "ssh" and their exec overhead
-includes the connection.
+forwards no sockets). Each remote host's targets are sampled by the bundle's
+runner on that host, beside its Engine: the runner for the host's platform
+copied into the run's directory there, re-hashed and checked as the stand-in
+is, given a plan of that host's targets (their Engines' sockets there, its own
+seed, the host's lock: /run/lock/sealbench.lock or SEALBENCH_LOCK as the
+host's sessions set it) and started over SSH, its progress shown here; the
+hosts run at once, and their samples and pins come back (hashed on both
+sides) into this run's results. Their pins say transport "socket" and name
+the host as runnerHost. A host lost mid-run has its samples that did not
+come back recorded as failed ("host ssh://... lost: ..."), the others go
+on, and the run exits 1; ` + "`sealbench teardown --run ID`" + ` finishes there
+when the host is back.
 
 The samples are taken by the bundle's own runner, not by this binary: after
 verifying the bundle and bringing the targets up, run copies the bundle's

@@ -32,7 +32,10 @@ host-wide lock for each sample, records every Sandbox in the run's ledger
 before creating it, runs the cells under the cache protocol, writes each
 sample to the plan's samples.jsonl as it completes and pins.json (with its own
 digest) at the start and the end. Progress goes to stderr as JSON lines
-({"log": ...} or {"status": ...}), which ` + "`run`" + ` shows.
+({"log": ...} or {"status": ...}), which ` + "`run`" + ` shows. A plan with
+stopOnStdinEOF (a runner started over SSH on a remote host) stops the runner
+at the sample under way when its stdin reaches EOF, as SIGINT does: the host
+keeps it open for the run, so a lost connection stops the runner.
 
 You do not need to run it yourself: ` + "`run`" + ` does, and tears down afterwards
 whatever its exit. The plan's format is manifests.RunPlan (kind
@@ -46,13 +49,13 @@ directory); 130 interrupted (the samples so far are on disk).`,
   /var/lib/sealbench/runs/20261201T180000-3f9a1c/runner/sealbench sample \
     --plan /var/lib/sealbench/runs/20261201T180000-3f9a1c/plan.json`,
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return takeSamples(c.Context(), g, plan) },
+		RunE: func(c *cobra.Command, _ []string) error { return takeSamples(c.Context(), g, plan, c.InOrStdin()) },
 	}
 	c.Flags().StringVar(&plan, "plan", "", "the run plan (JSON, written by sealbench run)")
 	return c
 }
 
-func takeSamples(ctx context.Context, g *global, planPath string) error {
+func takeSamples(ctx context.Context, g *global, planPath string, stdin io.Reader) error {
 	if planPath == "" {
 		return usageErrorf("sealbench sample --plan /var/lib/sealbench/runs/ID/plan.json", "--plan is required")
 	}
@@ -67,6 +70,9 @@ func takeSamples(ctx context.Context, g *global, planPath string) error {
 	}
 	ctx, stop := stopWithParent(ctx)
 	defer stop()
+	if plan.StopOnStdinEOF {
+		ctx = stopOnEOF(ctx, stdin)
+	}
 	pw := &progressWriter{w: g.stderr}
 	samples, err := runner.RunPlan(ctx, plan, runner.PlanOptions{Log: pw.logf, Status: pw.status})
 	var mismatch *runner.MismatchError
@@ -119,6 +125,22 @@ func stopWithParent(ctx context.Context) (context.Context, func()) {
 		}
 	}()
 	return ctx, cancel
+}
+
+// stopOnEOF returns a context that ends when ctx does or when r reaches
+// EOF (or fails): a runner started over SSH with its stdin kept open for
+// the run stops when the connection is lost, at the sample under way.
+// Whatever r carries is read and dropped.
+func stopOnEOF(ctx context.Context, r io.Reader) context.Context {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		_, err := io.Copy(io.Discard, r)
+		if err == nil {
+			err = io.EOF
+		}
+		cancel(fmt.Errorf("stdin closed (%v): the host that started the runner is gone", err))
+	}()
+	return ctx
 }
 
 // progressWriter writes the runner's progress as manifests.ProgressLine
