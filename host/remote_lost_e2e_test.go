@@ -99,4 +99,9 @@ func hostLostMidRun(t *testing.T, here ...string) {
 	if left, _ := filepath.Glob(filepath.Join(hostState, "runs", "*")); len(left) > 0 {
 		t.Errorf("the host still holds %v", left)
 	}
+	// And the audit, which asks the run's hosts too, finds nothing of it.
+	res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: o.Run, SSH: provision.SSHOptions{Identity: h.ClientKey, KnownHosts: h.KnownHosts}})
+	if err != nil || len(res.Leftovers) != 0 {
+		t.Errorf("the audit after the later teardown: %v, %+v", err, res)
+	}
 }

@@ -554,3 +554,21 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("%v, %s", err, cfg.String())
 	}
 }
+
+// TestFakeHostSetsEveryVariable: a fake host's sessions get each variable
+// sshtest.SetEnv names (sshd keeps only the first SetEnv line, so they
+// must share one), and a host that authorizes another's key admits it.
+func TestFakeHostSetsEveryVariable(t *testing.T) {
+	h1 := sshtest.Start(t, "127.0.0.2")
+	h2 := sshtest.Start(t, "127.0.0.3", sshtest.SetEnv("SB_A", "one"), sshtest.SetEnv("SB_B", "two words"), sshtest.Authorize(h1))
+	cfg := h2.Config()
+	cfg.Identity = h1.ClientKey
+	c := dial(t, cfg)
+	out, err := c.Run(context.Background(), "sh", "-c", `printf '%s|%s' "$SB_A" "$SB_B"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != "one|two words" {
+		t.Errorf("the host's sessions have SB_A|SB_B = %q, want %q", out, "one|two words")
+	}
+}

@@ -48,6 +48,7 @@ type Host struct {
 	KnownHosts       string // a known_hosts listing HostKey for Addr:Port
 	ConfigFile       string
 	LogFile          string
+	clientPub        ssh.PublicKey
 	cmd              *exec.Cmd
 	exited           chan struct{}
 	t                testing.TB
@@ -69,6 +70,7 @@ type Option func(*settings)
 type settings struct {
 	tcpForwarding string
 	env           []string
+	authorize     []*Host
 }
 
 // NoForwarding configures the host's sshd with AllowTcpForwarding no,
@@ -80,6 +82,13 @@ func NoForwarding() Option { return func(s *settings) { s.tcpForwarding = "no" }
 // (sshd's SetEnv): DOCKER_HOST, naming the host's own dockerd, say.
 func SetEnv(name, value string) Option {
 	return func(s *settings) { s.env = append(s.env, name+"="+value) }
+}
+
+// Authorize lets other's client key log in too, so that one
+// --ssh-identity reaches several fake hosts, as one user's key reaches
+// their machines.
+func Authorize(other *Host) Option {
+	return func(s *settings) { s.authorize = append(s.authorize, other) }
 }
 
 // Start runs an sshd on addr (a loopback address such as 127.0.0.2) and a
@@ -105,6 +114,7 @@ func Start(t testing.TB, addr string, opts ...Option) *Host {
 	hostPub := writeKey(t, filepath.Join(dir, "host_ed25519"))
 	h.HostKey = hostPub
 	clientPub := writeKey(t, h.ClientKey)
+	h.clientPub = clientPub
 	// sshd reads authorized_keys as the user logging in, who may be
 	// another than root (nobody, say): it is public, in a directory all
 	// may read (t.TempDir's parent is root's alone).
@@ -117,7 +127,11 @@ func Start(t testing.TB, addr string, opts ...Option) *Host {
 	if err := os.Chmod(pubDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(authorized, ssh.MarshalAuthorizedKey(clientPub), 0o644); err != nil {
+	keys := ssh.MarshalAuthorizedKey(clientPub)
+	for _, o := range set.authorize {
+		keys = append(keys, ssh.MarshalAuthorizedKey(o.clientPub)...)
+	}
+	if err := os.WriteFile(authorized, keys, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// sshd's privilege separation needs its directory (systemd's unit
@@ -150,8 +164,13 @@ LogLevel VERBOSE
 MaxStartups 64
 MaxSessions 64
 `, net.JoinHostPort(addr, strconv.Itoa(h.Port)), filepath.Join(dir, "host_ed25519"), authorized, set.tcpForwarding)
-	for _, e := range set.env {
-		cfg += "SetEnv " + e + "\n"
+	// One SetEnv line: sshd takes the first of a keyword's lines only.
+	if len(set.env) > 0 {
+		cfg += "SetEnv"
+		for _, e := range set.env {
+			cfg += ` "` + e + `"`
+		}
+		cfg += "\n"
 	}
 	if err := os.WriteFile(h.ConfigFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
