@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/go-multierror"
 
@@ -67,9 +68,8 @@ func bringUp(ctx context.Context, spec remote.Spec, run *provision.Run, conns *h
 // ProvisionOptions says which target to bring up, from which bundle.
 type ProvisionOptions struct {
 	Target string
-	// Remote is the target's spec when it is on a remote host (only
-	// docker@ssh can be left up there: see Provision), reached as SSH
-	// says.
+	// Remote is the target's spec when it is on a remote host (docker@ssh
+	// or local@ssh: see Provision), reached as SSH says.
 	Remote   *remote.Spec
 	SSH      SSH
 	Bundle   *Bundle
@@ -93,8 +93,14 @@ type Provisioned struct {
 	Image    engine.Image     `json:"image"`
 	// Host is the remote host the target is on (ssh://user@host:port);
 	// Endpoint is then what reaches its Engine from here after provision
-	// exits: DOCKER_HOST for the docker CLI, which runs the ssh you have.
+	// exits: for docker@ssh, DOCKER_HOST for the docker CLI, which runs
+	// the ssh you have; for local@ssh, a socket in the run directory that
+	// exists while Forward (an ssh command line, your ssh) runs.
 	Host string `json:"host,omitempty"`
+	// Forward is the ssh command that carries Endpoint to the stand-in's
+	// socket on the host (local@ssh only): its Engine is reached through
+	// a forward, and provision's own dies with it.
+	Forward string `json:"forward,omitempty"`
 }
 
 // Provision brings one target up in a new run and leaves it up. On
@@ -122,8 +128,8 @@ func Provision(ctx context.Context, o ProvisionOptions) (_ *Provisioned, err err
 	}
 	spec, conns := remote.Spec{Name: o.Target, Kind: o.Target}, (*hostConns)(nil)
 	if o.Remote != nil {
-		if o.Remote.Kind != remoteDockerKind {
-			return nil, fmt.Errorf("target %s: only docker@ssh can be left up on a remote host", o.Remote)
+		if o.Remote.Kind != remoteDockerKind && o.Remote.Kind != remoteLocalKind {
+			return nil, fmt.Errorf("target %s: only docker@ssh and local@ssh can be left up on a remote host", o.Remote)
 		}
 		spec, conns = *o.Remote, newHostConns(run, o.SSH, logf)
 		// The forward dies with this process; what the run made on the
@@ -137,17 +143,41 @@ func Provision(ctx context.Context, o ProvisionOptions) (_ *Provisioned, err err
 	pinFUSEURing(id, spec.Host == nil && onHostKernel(spec.Kind, ""), uring)
 	out := &Provisioned{Run: run.ID, RunDir: run.Dir, Target: spec.Name, Endpoint: t.Endpoint(), Identity: id, Bundle: o.Bundle.Verified.Name, Image: o.Bundle.Image}
 	if spec.Host != nil {
-		// The docker CLI reaches the same dockerd: over its own ssh, by
-		// `docker system dial-stdio` on the host, whose sessions'
-		// DOCKER_HOST is the Engine the target found.
-		out.Host, out.Endpoint = spec.Host.String(), spec.Host.String()
+		out.Host = spec.Host.String()
+		switch spec.Kind {
+		case remoteDockerKind:
+			// The docker CLI reaches the same dockerd: over its own ssh, by
+			// `docker system dial-stdio` on the host, whose sessions'
+			// DOCKER_HOST is the Engine the target found.
+			out.Endpoint = out.Host
+		default:
+			// The stand-in stays up on the host (a session of its own),
+			// its socket reachable only through a forward: this one's
+			// path, made again by the user's ssh.
+			he, ok := t.(interface{ HostEndpoint() string })
+			if !ok {
+				return nil, fmt.Errorf("target %s does not say where its Engine is on %s", spec.Name, out.Host)
+			}
+			out.Forward = forwardCommand(spec.Host, strings.TrimPrefix(t.Endpoint(), "unix://"), strings.TrimPrefix(he.HostEndpoint(), "unix://"))
+		}
 		id.Endpoint = out.Endpoint
 	}
 	return out, nil
 }
 
-// remoteDockerKind is the one kind provision leaves up on a remote host.
-const remoteDockerKind = "docker"
+// The kinds provision leaves up on a remote host.
+const (
+	remoteDockerKind = "docker"
+	remoteLocalKind  = "local"
+)
+
+// forwardCommand is the ssh command line that forwards localSock (a unix
+// socket here, replaced if a stale one is left) to hostSock on h, in the
+// foreground, running nothing there.
+func forwardCommand(h *remote.Host, localSock, hostSock string) string {
+	return fmt.Sprintf("ssh -p %d -o StreamLocalBindUnlink=yes -o ExitOnForwardFailure=yes -nNT -L %s:%s %s@%s",
+		h.Port, localSock, hostSock, h.User, h.Host)
+}
 
 func newRun(state string) (*provision.Run, error) {
 	if state == "" {

@@ -65,9 +65,16 @@ identity: kernel, CPUs, memory, engine.
            known_hosts and keys) by running ` + "`docker system dial-stdio`" + ` there,
            which needs the docker CLI on the host. The image is recorded in the
            ledger with its host (and the host in the run's hosts.json), so
-           ` + "`sealbench teardown --run ID`" + ` removes it over SSH. Other kinds on a
-           remote host (local@ssh) are reached only through sealbench's own
-           connection, so provision refuses them: use sealbench run.
+           ` + "`sealbench teardown --run ID`" + ` removes it over SSH.
+
+  local@ssh://root@HOST[:PORT]
+           the bundle's stand-in on that host, copied, checked and started
+           there as root (as run does); it stays up in a session of its own.
+           Its socket is reached only through a forward, and provision's dies
+           with it: provision prints the ssh command that forwards it again
+           (ssh -nNT -L <run dir>/.../engine.sock:<its socket there>
+           root@HOST, your ssh) and DOCKER_HOST=unix://<that socket>.
+           ` + "`sealbench teardown --run ID`" + ` stops it and removes its files over SSH.
 
 Every resource is recorded in the run's ledger before it is created, in the
 run directory under $SEALBENCH_STATE_DIR (default /var/lib/sealbench as root,
@@ -91,6 +98,9 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
   # A remote host's dockerd, then the docker CLI over your ssh:
   sealbench provision docker@ssh://bench@gpu1 --bundle out/build-linux-0123456789ab --ssh-known-hosts ~/.ssh/known_hosts
 
+  # The bundle's stand-in on a remote host; run the ssh -L command it prints, then use its endpoint:
+  sealbench provision local@ssh://root@10.0.0.7 --bundle out/build-linux-0123456789ab
+
   # Then drive its Engine with the docker CLI, and take it down:
   DOCKER_HOST=unix:///var/lib/sealbench/runs/<run>/local/sock/standin.sock docker images
   sealbench teardown --run <run>`,
@@ -102,10 +112,6 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
 			}
 			var far *remote.Spec
 			if specs[0].Host != nil {
-				if specs[0].Kind != "docker" {
-					return usageErrorf("run it with `sealbench run --target "+args[0]+"`",
-						"%s: provision leaves a target up after it exits, and the Engine of a %s target on a remote host is reached only through this process's SSH connection, which dies with it: only docker@ssh (whose dockerd the docker CLI reaches over ssh on its own) can be left up", args[0], specs[0].Kind)
-				}
 				far = &specs[0]
 			}
 			target := specs[0].Name
@@ -151,7 +157,10 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
 			fmt.Fprintf(g.stdout, "%s is up (run %s)\n  endpoint  %s\n  engine    %s %s\n  kernel    %s (%s)\n  cpus      %d\n  memory    %s\n  io_uring  %s\n  image     %s %s\n  run dir   %s\n\n  export DOCKER_HOST=%s\n  sealbench teardown --run %s   # when done\n",
 				target, out.Run, out.Endpoint, id.Engine, id.EngineVersion, id.Kernel, id.Arch, id.CPUs, humanBytes(id.MemoryBytes),
 				id.FUSEURing, out.Image.Ref, out.Image.ID, out.RunDir, out.Endpoint, out.Run)
-			if out.Host != "" {
+			switch {
+			case out.Forward != "":
+				fmt.Fprintf(g.stdout, "\n  # The stand-in runs on %s; its socket is reached through a forward, which\n  # provision's connection no longer holds. Keep this running while you use it:\n  %s &\n  # (your ssh: ~/.ssh/config, its known_hosts and keys, not --ssh-identity/--ssh-known-hosts)\n", out.Host, out.Forward)
+			case out.Host != "":
 				fmt.Fprintf(g.stdout, "\n  # DOCKER_HOST=ssh:// runs your ssh (~/.ssh/config, its known_hosts and keys), not\n  # --ssh-identity/--ssh-known-hosts, and `docker system dial-stdio` on %s.\n", out.Host)
 			}
 			return nil

@@ -3,6 +3,7 @@
 package cmd
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
@@ -106,8 +108,6 @@ func TestProvisionRefusesBadInput(t *testing.T) {
 		{[]string{"doctor", "--target", "docker@http://h"}, ExitUnusable, "over ssh:// only"},
 		{[]string{"doctor", "--target", "vmware"}, ExitUnusable, `no target named "vmware"`},
 		{[]string{"doctor", "--target", "docker=local@ssh://root@h"}, ExitUnusable, "is a target kind's"},
-		// local@ssh: refused (its stand-in is reached only through sealbench's own connection).
-		{[]string{"provision", "local@ssh://root@gpu1", "--bundle", "x"}, ExitUnusable, "only docker@ssh"},
 	} {
 		code, stdout, stderr := run(t, c.args...)
 		if code != c.code || !strings.Contains(stdout+stderr, c.want) {
@@ -476,5 +476,77 @@ func TestProvisionOnADockerHostCLI(t *testing.T) {
 	var a struct{ Leftovers []any }
 	if code != ExitOK || json.Unmarshal([]byte(stdout), &a) != nil || len(a.Leftovers) != 0 {
 		t.Errorf("audit of the host after teardown: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+// TestProvisionOnALocalHostCLI: `provision local@ssh://...` leaves the
+// bundle's stand-in up on a fake host and prints the ssh command that
+// forwards its socket; that command (the system ssh, given the test's
+// key and known_hosts) makes the printed endpoint answer, with the
+// image loaded; `teardown --run` then stops the stand-in and removes
+// everything on the host, and the audit finds nothing.
+func TestProvisionOnALocalHostCLI(t *testing.T) {
+	sshtest.Need(t)
+	sshCmd := testenv.NeedCommand(t, "ssh")
+	hostState, err := os.MkdirTemp("", "sbh-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(hostState)
+	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(provision.StateDirEnv, hostState))
+	b := provisiontest.GetBundle(t)
+	state, err := os.MkdirTemp("", "sbc-") // short: the forward's socket lives under it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(state)
+	t.Setenv(provision.StateDirEnv, state)
+	spec := fmt.Sprintf("h=local@ssh://%s@%s:%d", h.User, h.Addr, h.Port)
+	ssh := []string{"--ssh-identity", h.ClientKey, "--ssh-known-hosts", h.KnownHosts}
+	code, stdout, stderr := run(t, append([]string{"provision", spec, "--bundle", b.Dir, "--key", b.PubKey, "--id", b.Name, "--json"}, ssh...)...)
+	var out struct {
+		Run, Endpoint, Host, Forward string
+	}
+	if code != ExitOK || json.Unmarshal([]byte(stdout), &out) != nil || !strings.HasPrefix(out.Forward, "ssh ") || !strings.HasPrefix(out.Endpoint, "unix://") {
+		t.Fatalf("provision %s: exit %d\n%s\n%s", spec, code, stdout, stderr)
+	}
+	// The printed command, with the test's key and known_hosts in place
+	// of the user's.
+	argv := strings.Fields(out.Forward)
+	argv = append([]string{"-i", h.ClientKey, "-o", "IdentitiesOnly=yes", "-o", "UserKnownHostsFile=" + h.KnownHosts, "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes"}, argv[1:]...)
+	fwd := exec.Command(sshCmd, argv...)
+	fwd.Stderr = os.Stderr
+	if err := fwd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { fwd.Process.Kill(); fwd.Wait() }()
+	cli, err := engine.NewClient(out.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := cli.ImageInspect(context.Background(), b.Image.ID.String())
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stand-in on %s through the printed forward: %v", out.Host, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	fwd.Process.Kill()
+	fwd.Wait()
+	if code, stdout, stderr = run(t, "teardown", "--run", out.Run); code != ExitOK {
+		t.Fatalf("teardown --run %s: exit %d\n%s\n%s", out.Run, code, stdout, stderr)
+	}
+	if left, _ := filepath.Glob(filepath.Join(hostState, "runs", "*")); len(left) > 0 {
+		t.Errorf("the host still holds %v", left)
+	}
+	code, stdout, stderr = run(t, append([]string{"audit", "--json"}, ssh...)...)
+	var a struct{ Leftovers []any }
+	if code != ExitOK || json.Unmarshal([]byte(stdout), &a) != nil || len(a.Leftovers) != 0 {
+		t.Errorf("audit after teardown: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
