@@ -124,6 +124,11 @@ type Sample struct {
 	// in a sample that failed before.
 	FUSETransport string `json:"fuseTransport,omitempty"`
 
+	// EngineRestarts counts this sample's execs that the Engine could not
+	// start (they never ran: exit 126 with no pid) and that the runner
+	// started again; absent when none.
+	EngineRestarts int `json:"engineRestarts,omitempty"`
+
 	Load1      float64   `json:"load1"` // the host's 1-minute load average at the start
 	LockWaitNs int64     `json:"lockWaitNs"`
 	Start      time.Time `json:"start"`

@@ -80,8 +80,9 @@ type sampler struct {
 // fresh mount, the barrier and the timed body, telemetry, the verifier,
 // Commit and unmount; for C11, the base Layer unchanged. Native: the
 // warm-up run in one plain directory, the barrier and the timed body in
-// a fresh one beside it. One attempt per step: the first that fails ends
-// the sample, which is kept as failed with its reason.
+// a fresh one beside it. One attempt per step (an exec the Engine could not
+// start is started again: see sandbox.exec): the first that fails ends the
+// sample, which is kept as failed with its reason.
 func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName string, round, order int, phase func(string)) manifests.Sample {
 	s := manifests.Sample{
 		FormatVersion: manifests.ResultsFormatVersion, RunID: o.RunID, BundleID: o.BundleID,
@@ -100,6 +101,7 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName str
 			return err
 		}
 		defer remove()
+		defer func() { s.EngineRestarts = sb.restarts }()
 		sm := &sampler{sb: sb, cell: cell, s: &s, native: o.Native}
 		steps := []step{
 			{"sha256sum -c of the bundle", sm.checkBundle},
@@ -231,7 +233,7 @@ func (sm *sampler) setup(ctx context.Context) error {
 				files += ` ` + nativeDir(n) + `/` + cells.BaseFile
 			}
 		}
-		if _, err := sm.sb.must(ctx, "copying in the base file", true, "/", copyIn+` && chown 65534:65534 `+files, cells.BaseReader()); err != nil {
+		if _, err := sm.sb.must(ctx, "copying in the base file", true, "/", copyIn+` && chown 65534:65534 `+files, cells.BaseReader); err != nil {
 			return err
 		}
 	}

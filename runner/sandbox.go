@@ -23,7 +23,16 @@ type sandbox struct {
 	id      string
 	engine  string        // manifests.EngineDockerd or EngineStandin
 	timeout time.Duration // of each exec: cells.TimeoutOn the target
+	// restarts counts the execs the Engine could not start and this
+	// sandbox started again (see exec).
+	restarts int
+	// beforeRestart, when set (by tests), runs before each restart.
+	beforeRestart func()
 }
+
+// maxRestarts is how many more times an exec the Engine failed to start
+// is tried before its step fails.
+const maxRestarts = 2
 
 // newSandbox records, creates and starts the Sandbox of one sample on c,
 // and returns it with the function that removes it.
@@ -53,7 +62,33 @@ type execResult struct {
 // keeps the container's capabilities on dockerd, but none on the stand-in
 // unless it is privileged; a privileged exec on dockerd asks for every
 // capability, which a container without them cannot be given.
-func (s *sandbox) exec(ctx context.Context, privileged bool, dir, script string, stdin io.Reader) (execResult, error) {
+//
+// An exec the Engine could not start (runc's exec fails now and then under
+// load: "read init-p: connection reset by peer") never ran: dockerd answers
+// exit 126 with no pid and its error on stdout. It is started again, at
+// most maxRestarts times with a short pause, and counted in restarts. stdin,
+// when not nil, opens what the process reads: each try reads it afresh.
+func (s *sandbox) exec(ctx context.Context, privileged bool, dir, script string, stdin func() io.Reader) (execResult, error) {
+	for try := 0; ; try++ {
+		r, started, err := s.execOnce(ctx, privileged, dir, script, stdin)
+		if err != nil || started || try == maxRestarts {
+			return r, err
+		}
+		s.restarts++
+		if s.beforeRestart != nil {
+			s.beforeRestart()
+		}
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(time.Duration(try+1) * 200 * time.Millisecond):
+		}
+	}
+}
+
+// execOnce is one try of exec; started is false when the Engine says the
+// process never ran.
+func (s *sandbox) execOnce(ctx context.Context, privileged bool, dir, script string, stdin func() io.Reader) (r execResult, started bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	opts := container.ExecOptions{
@@ -67,15 +102,16 @@ func (s *sandbox) exec(ctx context.Context, privileged bool, dir, script string,
 	t0 := time.Now()
 	created, err := s.cli.ContainerExecCreate(ctx, s.id, opts)
 	if err != nil {
-		return execResult{}, err
+		return execResult{}, true, err
 	}
 	hr, err := s.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
 	if err != nil {
-		return execResult{}, err
+		return execResult{}, true, err
 	}
 	if stdin != nil {
+		in := stdin()
 		go func() {
-			io.Copy(hr.Conn, stdin)
+			io.Copy(hr.Conn, in)
 			hr.CloseWrite()
 		}()
 	}
@@ -83,25 +119,35 @@ func (s *sandbox) exec(ctx context.Context, privileged bool, dir, script string,
 	_, err = stdcopy.StdCopy(&stdout, &stderr, hr.Reader)
 	hr.Close()
 	if err != nil {
-		return execResult{}, err
+		return execResult{}, true, err
 	}
 	insp, err := s.cli.ContainerExecInspect(ctx, created.ID)
 	if err != nil {
-		return execResult{}, err
+		return execResult{}, true, err
 	}
-	return execResult{stdout: stdout.Bytes(), stderr: stderr.Bytes(), code: insp.ExitCode, wall: time.Since(t0)}, nil
+	r = execResult{stdout: stdout.Bytes(), stderr: stderr.Bytes(), code: insp.ExitCode, wall: time.Since(t0)}
+	return r, !(insp.ExitCode == 126 && insp.Pid == 0 && !insp.Running), nil
 }
 
 // must runs a step that has to succeed, and says which one failed and how.
-func (s *sandbox) must(ctx context.Context, step string, privileged bool, dir, script string, stdin io.Reader) (execResult, error) {
+func (s *sandbox) must(ctx context.Context, step string, privileged bool, dir, script string, stdin func() io.Reader) (execResult, error) {
 	r, err := s.exec(ctx, privileged, dir, script, stdin)
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", step, err)
 	}
 	if r.code != 0 {
-		return r, fmt.Errorf("%s: exit %d: %s", step, r.code, clip(strings.TrimSpace(string(r.stderr)), 300))
+		return r, fmt.Errorf("%s: exit %d: %s", step, r.code, clip(strings.TrimSpace(string(why(r))), 300))
 	}
 	return r, nil
+}
+
+// why is what a failed exec said: its stderr, or its stdout when stderr is
+// empty (where dockerd writes why it could not start an exec).
+func why(r execResult) []byte {
+	if len(bytes.TrimSpace(r.stderr)) == 0 {
+		return r.stdout
+	}
+	return r.stderr
 }
 
 // sandboxShell runs a verifier's scripts in a workspace of the Sandbox.
@@ -111,7 +157,7 @@ type sandboxShell struct {
 }
 
 func (sh sandboxShell) Sh(ctx context.Context, script string, stdin []byte) ([]byte, error) {
-	r, err := sh.sb.exec(ctx, false, sh.dir, script, bytes.NewReader(stdin))
+	r, err := sh.sb.exec(ctx, false, sh.dir, script, func() io.Reader { return bytes.NewReader(stdin) })
 	if err != nil {
 		return nil, err
 	}

@@ -600,6 +600,7 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 	r.noteExecTransports()
 	r.noteTransports(byTarget)
 	r.noteBarriers(byTarget)
+	r.noteRestarts(byTarget)
 	r.noteSingleSamples()
 	total := 0
 	for _, in := range inputs {
@@ -1144,6 +1145,28 @@ func (r *Report) noteBarriers(byTarget map[string][]*manifests.Sample) {
 		sort.Strings(cellsHit)
 		r.Notes = append(r.Notes, fmt.Sprintf("%s: %d of %d timed windows started before the kernel's dirty pages had drained (phases[].barrier.drained false; LayerFS %d, native %d; in %s): "+
 			"write-back from earlier work may have landed in them.", t.Name, t.UndrainedWindows, t.TimedWindows, side[manifests.SideLayerFS], side[manifests.SideNative], strings.Join(slices.Compact(cellsHit), ", ")))
+	}
+}
+
+// noteRestarts says, per target, how many execs its Engine could not start
+// and the runner started again: they never ran, so no timing or count holds
+// them, but they say the Engine was struggling.
+func (r *Report) noteRestarts(byTarget map[string][]*manifests.Sample) {
+	for _, t := range r.Targets {
+		n := 0
+		var cellsHit []string
+		for _, s := range byTarget[t.Name] {
+			if s.EngineRestarts > 0 {
+				n += s.EngineRestarts
+				cellsHit = append(cellsHit, s.Cell)
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		sort.Strings(cellsHit)
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: its Engine could not start %s (in %s); the runner started each again (samples[].engineRestarts). They never ran, so no timing holds them.",
+			t.Name, plural(n, "exec"), strings.Join(slices.Compact(cellsHit), ", ")))
 	}
 }
 

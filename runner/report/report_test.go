@@ -715,14 +715,7 @@ func TestFUSEURingPin(t *testing.T) {
 	if dev == 0 {
 		t.Fatal("the fixture has no local sample over /dev/fuse: the note has nothing to say")
 	}
-	r, err := Build([]Input{{Source: "run", Pins: pins, Samples: samples}}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var md bytes.Buffer
-	if err := Write(&md, r, "md"); err != nil {
-		t.Fatal(err)
-	}
+	md := markdown(t, pins, samples)
 	for _, want := range []string{
 		"| uring / dev (enable_uring on) |",
 		"(enable_uring n/a) |",
@@ -775,4 +768,37 @@ func TestRealRunRendersEveryFormat(t *testing.T) {
 			t.Errorf("%s: opcode bars %+v, want one adding up to %s FUSE requests", g.label, g.bars, want)
 		}
 	}
+}
+
+// TestEngineRestartsAreNoted: execs the Engine could not start, and the
+// runner started again, are noted per target with the cells they were in;
+// a target without any gets no note.
+func TestEngineRestartsAreNoted(t *testing.T) {
+	pins, samples := fixedRun()
+	for i := range samples {
+		if s := &samples[i]; s.Target == "docker" && (s.Cell == "C04" || s.Cell == "C09") && s.Round == 1 {
+			s.EngineRestarts = map[string]int{"C04": 2, "C09": 1}[s.Cell]
+		}
+	}
+	md := markdown(t, pins, samples)
+	if want := "docker: its Engine could not start 3 execs (in C04, C09); the runner started each again"; !strings.Contains(md.String(), want) {
+		t.Errorf("the report lacks %q:\n%s", want, md.String())
+	}
+	if strings.Contains(md.String(), "local: its Engine could not start") {
+		t.Error("a note about local, whose Engine started every exec")
+	}
+}
+
+// markdown is the Markdown report of one run's pins and samples.
+func markdown(t *testing.T, pins *manifests.RunPins, samples []manifests.Sample) *bytes.Buffer {
+	t.Helper()
+	r, err := Build([]Input{{Source: "run", Pins: pins, Samples: samples}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md bytes.Buffer
+	if err := Write(&md, r, "md"); err != nil {
+		t.Fatal(err)
+	}
+	return &md
 }
