@@ -65,12 +65,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sealbench/sealbench/engine"
@@ -283,24 +280,11 @@ func (m *Microsandbox) startProxy() error {
 	if err := m.vm.Record(manifests.LedgerEntry{Kind: manifests.ResourceProcess, Key: m.vm.Sock, Exe: m.proxy[0], Detail: "the Engine proxy (msb exec)"}); err != nil {
 		return err
 	}
-	lf, err := os.OpenFile(m.logp, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	exited, err := vmtarget.StartBackground(append(append([]string(nil), m.proxy...), m.Proxy().Args()...), m.vm.Dir, m.logp)
 	if err != nil {
-		return fmt.Errorf("opening the proxy's log: %w", err)
+		return fmt.Errorf("the Engine proxy: %w", err)
 	}
-	defer lf.Close()
-	argv := append(append([]string(nil), m.proxy...), m.Proxy().Args()...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.Dir = m.vm.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting the Engine proxy %s: %w", toolexec.Quote(argv), err)
-	}
-	m.exited = make(chan struct{})
-	go func(exited chan struct{}) { // reaped if it exits while we run
-		cmd.Wait()
-		close(exited)
-	}(m.exited)
+	m.exited = exited
 	return nil
 }
 
@@ -308,17 +292,8 @@ func (m *Microsandbox) startProxy() error {
 // started is watched directly: until it has exec'd, /proc does not show
 // it as the proxy yet.
 func (m *Microsandbox) proxyAlive(context.Context) error {
-	running := m.proxyRunning()
-	if m.exited != nil {
-		select {
-		case <-m.exited:
-			running = false
-		default:
-			running = true
-		}
-	}
-	if !running {
-		return fmt.Errorf("the Engine proxy exited; its log, %s:\n%s", m.logp, tail(m.logp))
+	if !vmtarget.Running(m.exited, m.proxyRunning) {
+		return fmt.Errorf("the Engine proxy exited; its log, %s:\n%s", m.logp, vmtarget.Tail(m.logp, 2000))
 	}
 	return nil
 }
@@ -332,15 +307,7 @@ func (m *Microsandbox) logs(ctx context.Context) string {
 	} else {
 		guest = strings.TrimSpace(string(out))
 	}
-	return fmt.Sprintf("the proxy's log, %s:\n%s\nthe stand-in's log:\n%s", m.logp, tail(m.logp), guest)
-}
-
-func tail(p string) string {
-	b, _ := os.ReadFile(p)
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return strings.TrimSpace(string(b))
+	return fmt.Sprintf("the proxy's log, %s:\n%s\nthe stand-in's log:\n%s", m.logp, vmtarget.Tail(m.logp, 2000), guest)
 }
 
 // InstallImage loads img into the stand-in inside the microVM.

@@ -45,8 +45,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sealbench/sealbench/engine"
@@ -298,31 +296,14 @@ func (q *QEMU) makeDisks(ctx context.Context, img *vmimages.VMImage) error {
 	return writeBundleDisk(q.bundleTar, q.o.Bundle, filepath.Base(filepath.Clean(q.o.Bundle)), q.o.Manifest)
 }
 
-// start starts argv in the background, in a session of its own (it
-// outlives this process, as the target does), its output in the log
-// directory's file log; the channel closes when it exits.
+// start starts argv in the background (vmtarget.StartBackground), its
+// output in the log directory's file log; the channel closes when it
+// exits.
 func (q *QEMU) start(argv []string, log string) (chan struct{}, error) {
 	if err := os.MkdirAll(q.vm.Logs, 0o700); err != nil {
 		return nil, err
 	}
-	lf, err := os.OpenFile(filepath.Join(q.vm.Logs, log), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	defer lf.Close()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.Dir = q.vm.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", toolexec.Quote(argv), err)
-	}
-	exited := make(chan struct{})
-	go func() { // reaped if it exits while we run
-		cmd.Wait()
-		close(exited)
-	}()
-	return exited, nil
+	return vmtarget.StartBackground(argv, q.vm.Dir, filepath.Join(q.vm.Logs, log))
 }
 
 // alive is nil while QEMU and the link run.
@@ -332,18 +313,9 @@ func (q *QEMU) alive(context.Context) error {
 		exited    chan struct{}
 		running   func() bool
 	}{{"QEMU", "qemu.log", q.qemuExited, q.qemuRunning}, {"the link", "link.log", q.linkExited, q.linkRunning}} {
-		running := p.running()
-		if p.exited != nil {
-			select {
-			case <-p.exited:
-				running = false
-			default:
-				running = true // until it has exec'd, /proc does not show it as itself
-			}
-		}
-		if !running {
+		if !vmtarget.Running(p.exited, p.running) {
 			return fmt.Errorf("%s exited; its log, %s:\n%s\nthe console's end:\n%s", p.what, filepath.Join(q.vm.Logs, p.log),
-				tail(filepath.Join(q.vm.Logs, p.log), 2000), tail(q.console, 3000))
+				vmtarget.Tail(filepath.Join(q.vm.Logs, p.log), 2000), vmtarget.Tail(q.console, 3000))
 		}
 	}
 	return nil
@@ -351,22 +323,7 @@ func (q *QEMU) alive(context.Context) error {
 
 // logs is the console's end, for an error.
 func (q *QEMU) logs(context.Context) string {
-	return fmt.Sprintf("the console's end, %s:\n%s", q.console, tail(q.console, 3000))
-}
-
-// tail is the last n bytes of the file at p.
-func tail(p string, n int64) string {
-	f, err := os.Open(p)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() > n {
-		f.Seek(fi.Size()-n, 0)
-	}
-	b := make([]byte, n)
-	k, _ := f.Read(b)
-	return strings.TrimSpace(string(b[:k]))
+	return fmt.Sprintf("the console's end, %s:\n%s", q.console, vmtarget.Tail(q.console, 3000))
 }
 
 // InstallImage loads img into the stand-in in the VM.
