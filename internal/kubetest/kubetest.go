@@ -55,8 +55,10 @@ type Tools struct {
 }
 
 // FindTools looks for the tools: kube-apiserver and kubelet in
-// $SEALBENCH_KUBE_BIN or where `make kube-tools` puts them, the rest on
-// PATH. The error names everything missing and how to get it.
+// $SEALBENCH_KUBE_BIN or where `make kube-tools` puts them, the CNI
+// loopback plugin where Debian puts it, the rest (go among them, which
+// builds nonet) on PATH. The error names everything missing and how to
+// get it.
 func FindTools() (Tools, error) {
 	dir := os.Getenv("SEALBENCH_KUBE_BIN")
 	kube := func(name string) string {
