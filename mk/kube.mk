@@ -8,7 +8,8 @@
 # its k8s.io/* libraries at ./staging (a replace that only counts in its own
 # module), so the throw-away module replaces each of them with the matching
 # v0.x release, the list read from that go.mod. The rest of the cluster
-# (etcd, containerd, runc, iptables) is Debian's, installed when missing.
+# (etcd, containerd, runc, iptables, the CNI loopback plugin) is Debian's,
+# installed when missing.
 
 # The newest v1.34 patch the Go module proxy serves (and its libraries' v0.34.12).
 KUBE_VERSION := v1.34.12
@@ -23,15 +24,16 @@ KUBE_VERSION_X = -X $(1).gitVersion=$(KUBE_VERSION) -X $(1).gitMajor=1 \
 	-X $(1).gitMinor=$(word 2,$(subst ., ,$(KUBE_VERSION))) -X $(1).gitTreeState=clean
 KUBE_LDFLAGS := -s -w $(call KUBE_VERSION_X,k8s.io/component-base/version) $(call KUBE_VERSION_X,k8s.io/client-go/pkg/version)
 # The cluster's other processes, from Debian (the fixture runs them in a
-# private configuration of its own).
-KUBE_PACKAGES := etcd-server containerd runc iptables
+# private configuration of its own), and the CNI loopback plugin that brings
+# up the pods' lo (their network is otherwise none: internal/kubetest/nonet).
+KUBE_PACKAGES := etcd-server containerd runc iptables containernetworking-plugins
 KUBE_TEST_TIMEOUT ?= 15m
 # The packages whose tests run on the cluster (each binary starts its own,
 # one at a time: the cluster takes a machine-wide lock).
 KUBE_TEST_PACKAGES := ./internal/kubetest/
 
 .PHONY: kube-tools
-kube-tools: $(KUBE_APISERVER) $(KUBELET) ## Build kube-apiserver and the kubelet (v1.34.12) into ~/.cache/sealbench/tools, from the Go module proxy; install etcd, containerd and runc
+kube-tools: $(KUBE_APISERVER) $(KUBELET) ## Build kube-apiserver and the kubelet (v1.34.12) into ~/.cache/sealbench/tools, from the Go module proxy; install etcd, containerd, runc and the CNI plugins
 	@$(MAKE) --no-print-directory deps TEST_PACKAGES="$(KUBE_PACKAGES)"
 
 .PHONY: test-kube

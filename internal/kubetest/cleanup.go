@@ -33,10 +33,12 @@ var kubeletSysctls = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel
 
 // Paths outside the cluster's directory that a kubelet or a containerd
 // writes whatever their configuration: the kubelet's container log links
-// (/var/log/containers), the shims' sockets (/run/containerd/s), and the
-// defaults a misconfiguration would fall back to.
+// (/var/log/containers), the shims' sockets (/run/containerd/s), CNI's
+// cache of results (/var/lib/cni), and the defaults a misconfiguration
+// would fall back to (pods' network namespaces in /run/netns).
 var globalPaths = []string{"/var/log/containers", "/var/log/pods", "/var/lib/kubelet", "/etc/kubernetes",
-	"/var/run/kubernetes", "/run/containerd", "/var/lib/containerd", "/etc/cni", "/opt/cni", "/var/lib/cni"}
+	"/var/run/kubernetes", "/run/containerd", "/var/lib/containerd", "/etc/cni", "/opt/cni", "/var/lib/cni",
+	"/run/netns", "/var/run/netns"}
 
 // shimSockets is where containerd 1.6 puts its shims' sockets, whatever
 // its state directory.
@@ -522,6 +524,9 @@ func (c *Cluster) strayPaths() []string {
 			}
 		}
 	}
+	if c.before.Paths[cniCache] {
+		stray = append(stray, c.cniCacheEntries()...)
+	}
 	// Another containerd (a private dockerd's) puts its shims' sockets in
 	// the same place: only the new ones that nothing answers are ours.
 	ents, _ := os.ReadDir(shimSockets)
@@ -537,6 +542,28 @@ func (c *Cluster) strayPaths() []string {
 		stray = append(stray, p)
 	}
 	return stray
+}
+
+// cniCache is where CNI (libcni, in containerd) caches each sandbox's
+// result per network, whatever containerd's configuration says; a
+// sandbox's teardown removes its entries.
+const cniCache = "/var/lib/cni"
+
+// cniCacheEntries are the files in cniCache that the cluster's sandboxes
+// left: those whose cached result names a network namespace under its
+// directory (containerd's state).
+func (c *Cluster) cniCacheEntries() []string {
+	var ours []string
+	filepath.WalkDir(cniCache, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || c.Dir == "" {
+			return nil
+		}
+		if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(`"`+c.Dir+"/")) {
+			ours = append(ours, p)
+		}
+		return nil
+	})
+	return ours
 }
 
 // Leftovers lists what of the cluster is still there: processes, mounts,

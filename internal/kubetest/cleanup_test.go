@@ -120,6 +120,15 @@ func TestSweepStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	c2 := &Cluster{Dir: d2, CgroupRoot: cgroupRootOf(d2), tools: Tools{Iptables: iptables}}
+	// CNI's cache was there before it (another runtime's, say), so only
+	// its own entries in it are its to remove.
+	results := filepath.Join(cniCache, "results")
+	if _, err := os.Stat(cniCache); err != nil {
+		t.Cleanup(func() { os.RemoveAll(cniCache) })
+	}
+	if err := os.MkdirAll(results, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if c2.before, err = readHostState(iptables); err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +142,34 @@ func TestSweepStale(t *testing.T) {
 			t.Fatalf("iptables %v: %v: %s", args, err, out)
 		}
 	}
-	if left := c2.Leftovers(); !slices.Contains(left, "iptables chain "+iptables+" -t filter "+chain) {
-		t.Fatalf("the second stale cluster's chain is not there to sweep: %q", left)
+	// A sandbox's network namespace, mounted under containerd's state, and
+	// its entry in CNI's cache, beside another runtime's.
+	netns := filepath.Join(d2, "containerd", "state", "netns", "cni-"+randHex(4))
+	if err := os.MkdirAll(filepath.Dir(netns), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(netns, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("unshare", "--net="+netns, "true").CombinedOutput(); err != nil {
+		t.Fatalf("unshare --net=%s: %v: %s", netns, err, out)
+	}
+	ourEntry, theirs := filepath.Join(results, "sealbench-nonet-"+randHex(4)+"-eth0"), filepath.Join(results, "other-"+randHex(4)+"-eth0")
+	for p, sandbox := range map[string]string{ourEntry: netns, theirs: "/run/netns/cni-other" + randHex(4)} {
+		entry := `{"kind":"cniCacheV1","result":{"interfaces":[{"name":"eth0","sandbox":"` + sandbox + `"}]}}`
+		if err := os.WriteFile(p, []byte(entry), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.Remove(theirs) })
+	left := c2.Leftovers()
+	for _, want := range []string{"iptables chain " + iptables + " -t filter " + chain, "mount " + netns, "file " + ourEntry} {
+		if !slices.Contains(left, want) {
+			t.Fatalf("the second stale cluster's %s is not there to sweep: %q", want, left)
+		}
+	}
+	if slices.Contains(left, "file "+theirs) {
+		t.Errorf("another runtime's CNI cache entry counted as the cluster's: %q", left)
 	}
 
 	swept, err := sweepStale(parent, iptables)
@@ -149,5 +184,8 @@ func TestSweepStale(t *testing.T) {
 	}
 	if left := c2.Leftovers(); len(left) > 0 {
 		t.Errorf("left after the sweep: %q", left)
+	}
+	if _, err := os.Stat(theirs); err != nil {
+		t.Errorf("the sweep took another runtime's CNI cache entry: %v", err)
 	}
 }

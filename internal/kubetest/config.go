@@ -186,6 +186,10 @@ func (c *Cluster) containerdConfig() string {
 		`[plugins."io.containerd.grpc.v1.cri"]`,
 		`  sandbox_image = ` + q(PauseImage),
 		`  restrict_oom_score_adj = true`,
+		// The pods' network namespaces mounted under its state directory,
+		// not /run/netns, so that Stop's unmounting of what is under the
+		// cluster's directory finds those a dead cluster left.
+		`  netns_mounts_under_state_dir = true`,
 		`  stream_server_address = "127.0.0.1"`,
 		`  stream_server_port = "0"`,
 		`  [plugins."io.containerd.grpc.v1.cri".containerd]`,

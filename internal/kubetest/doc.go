@@ -13,9 +13,12 @@
 // client-go (the depcheck tests hold that).
 //
 // What it leaves running is what a kubelet needs and no more: no
-// controller manager, scheduler, kube-proxy or network plugin. The node
-// registers and stays NotReady (no CNI); pods name their node, tolerate
-// every taint, use the host's network or none, and mount no
+// controller manager, scheduler or kube-proxy. The pods' network is none:
+// containerd's CNI configuration names nonet (./nonet, built at Start), a
+// test-only plugin that leaves a pod's network namespace with lo alone
+// (brought up by Debian's loopback plugin), so a pod that does not ask for
+// the host's network reaches nothing outside itself, and the node is
+// Ready. Pods name their node, tolerate every taint and mount no
 // service-account token (Start creates the default namespace's "default"
 // service account, which admission looks up). The fixture plays the
 // cloud controller (the node's loopback address) and runs a device plugin
@@ -24,7 +27,8 @@
 // server's client certificate, the API server only its tokens.
 //
 // Stop removes everything the cluster made: its processes and the
-// containers' shims, the mounts under its directory, the cgroups under its
+// containers' shims, the mounts under its directory (the pods' network
+// namespaces among them), CNI's cached results, the cgroups under its
 // own cgroup root in every hierarchy, the kubelet's KUBE-* iptables chains
 // and the kernel settings the kubelet changes, put back; Leftovers says
 // what is left, if anything. A cluster whose test binary died is swept by

@@ -50,11 +50,15 @@ type Tools struct {
 	APIServer, Kubelet                          string // make kube-tools
 	Etcd, Containerd, Shim, Runc, Ctr, Iptables string // Debian's
 	Busybox                                     string // busybox-static, for the images
+	Loopback                                    string // Debian's CNI loopback plugin
+	Go                                          string // builds the CNI plugin nonet
 }
 
 // FindTools looks for the tools: kube-apiserver and kubelet in
-// $SEALBENCH_KUBE_BIN or where `make kube-tools` puts them, the rest on
-// PATH. The error names everything missing and how to get it.
+// $SEALBENCH_KUBE_BIN or where `make kube-tools` puts them, the CNI
+// loopback plugin where Debian puts it, the rest (go among them, which
+// builds nonet) on PATH. The error names everything missing and how to
+// get it.
 func FindTools() (Tools, error) {
 	dir := os.Getenv("SEALBENCH_KUBE_BIN")
 	kube := func(name string) string {
@@ -74,12 +78,16 @@ func FindTools() (Tools, error) {
 		p    *string
 		name string
 	}{{&t.Etcd, "etcd"}, {&t.Containerd, "containerd"}, {&t.Shim, "containerd-shim-runc-v2"}, {&t.Runc, "runc"},
-		{&t.Ctr, "ctr"}, {&t.Iptables, "iptables"}, {&t.Busybox, "busybox"}} {
+		{&t.Ctr, "ctr"}, {&t.Iptables, "iptables"}, {&t.Busybox, "busybox"}, {&t.Go, "go"}} {
 		p, err := exec.LookPath(c.name)
 		if err != nil {
 			missing = append(missing, c.name+" on PATH (`make kube-tools` installs Debian's)")
 		}
 		*c.p = p
+	}
+	t.Loopback = loopbackPlugin
+	if _, err := os.Stat(t.Loopback); err != nil {
+		missing = append(missing, t.Loopback+" (`make kube-tools` installs Debian's containernetworking-plugins)")
 	}
 	if missing != nil {
 		return t, fmt.Errorf("a Kubernetes test cluster needs %s", strings.Join(missing, ", "))
@@ -332,8 +340,12 @@ func (c *Cluster) clientTLS() (*tls.Config, error) {
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}, nil
 }
 
-// startContainerd starts containerd and imports the images.
+// startContainerd starts containerd, its CNI plugins in place, and
+// imports the images.
 func (c *Cluster) startContainerd(ctx context.Context) error {
+	if err := c.setUpCNI(ctx); err != nil {
+		return err
+	}
 	if err := c.start("containerd", c.tools.Containerd, "--config", filepath.Join(c.Dir, "containerd.toml")); err != nil {
 		return err
 	}

@@ -7,8 +7,11 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +20,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sealbench/sealbench/internal/mountinfo"
 )
 
 // TestMain stops the one cluster every test here shares, and fails the
@@ -24,7 +29,8 @@ import (
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
 
 // TestNodeRegisters: the kubelet registered the node with the API
-// server, as the version make kube-tools built, running containerd.
+// server, as the version make kube-tools built, running containerd, and
+// the node is Ready (its network plugin, nonet, is there).
 func TestNodeRegisters(t *testing.T) {
 	c := Shared(t)
 	ctx := context.Background()
@@ -56,6 +62,27 @@ func TestNodeRegisters(t *testing.T) {
 	}
 	if addr != "127.0.0.1" {
 		t.Errorf("node addresses %v, want InternalIP 127.0.0.1", n.Status.Addresses)
+	}
+	// With a network plugin (nonet), the kubelet reports the node Ready.
+	for {
+		var ready *corev1.NodeCondition
+		for i, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				ready = &n.Status.Conditions[i]
+			}
+		}
+		if ready != nil && ready.Status == corev1.ConditionTrue {
+			t.Logf("node Ready since %s after its registration", ready.LastTransitionTime.Sub(n.CreationTimestamp.Time))
+			break
+		}
+		if time.Since(n.CreationTimestamp.Time) > time.Minute {
+			t.Errorf("node not Ready a minute after its registration: %+v", ready)
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+		if n, err = c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// What Stop will have to remove is there: the kubelet's iptables
 	// chains, and its cgroups under the cluster's root.
@@ -114,11 +141,12 @@ func TestOnlyTheAPIServerGetsIn(t *testing.T) {
 }
 
 // TestPodSeesDevFuse: a pod as the kubernetes target's Sandboxes will be
-// (no network of its own, no service-account token, every taint
-// tolerated, its node named, /dev/fuse its only device beyond the
-// defaults) runs; an exec through the pod's exec subresource opens
-// /dev/fuse in it and reads what it printed; the pod is deleted, and
-// its containers with it.
+// (no network: its own namespace with only lo, through nonet; no
+// service-account token, every taint tolerated, its node named,
+// /dev/fuse its only device beyond the defaults) runs; it has no network
+// (checkNoNetwork); an exec through the pod's exec subresource opens
+// /dev/fuse in it and reads what it printed; the pod is deleted, and its
+// containers with it.
 func TestPodSeesDevFuse(t *testing.T) {
 	c := Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -136,6 +164,27 @@ func TestPodSeesDevFuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("pod running %s after its creation", time.Since(t0).Round(time.Millisecond))
+
+	if pod.Status.PodIP != NoNetPodIP {
+		t.Errorf("pod IP %q, want nonet's %s", pod.Status.PodIP, NoNetPodIP)
+	}
+	checkNoNetwork(ctx, t, c, pod.Name)
+	// Its network namespace is mounted under the cluster's directory
+	// (containerd's state), where Stop unmounts what is left, not in
+	// /run/netns.
+	all, err := mountinfo.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var netns []string
+	for _, m := range all {
+		if m.FSType == "nsfs" && strings.Contains(m.Point, "/netns/") {
+			netns = append(netns, m.Point)
+		}
+	}
+	if len(netns) != 1 || !under(netns[0], c.Dir) {
+		t.Errorf("network namespaces mounted: %v, want the pod's alone, under %s", netns, c.Dir)
+	}
 
 	stdout, stderr, err := c.Exec(ctx, "default", pod.Name, "main",
 		"sh", "-c", `ls -l /dev/fuse && cat /proc/self/status | grep CapEff && exec 3<>/dev/fuse && echo opened /dev/fuse`)
@@ -193,6 +242,85 @@ func TestPodSeesDevFuse(t *testing.T) {
 	t.Logf("pod and its containers gone %s after its deletion", time.Since(t0).Round(time.Millisecond))
 }
 
+// checkNoNetwork checks that the pod has no network: only lo in
+// /sys/class/net, no route but lo's, and every connection out fails: to
+// the API server's port on 127.0.0.1 (the pod's own loopback, where
+// nothing listens: refused) and to the host's addresses, the service
+// range, the outside and nonet's own address (no route: unreachable).
+// A listener on the pod's loopback answers, so lo is up and nc works.
+func checkNoNetwork(ctx context.Context, t *testing.T, c *Cluster, pod string) {
+	t.Helper()
+	out, stderr, err := c.Exec(ctx, "default", pod, "main", "sh", "-c",
+		`ls /sys/class/net; echo --- route; cat /proc/net/route; echo --- ipv6_route; cat /proc/net/ipv6_route`)
+	if err != nil {
+		t.Fatalf("exec: %v\nstdout: %s\nstderr: %s", err, out, stderr)
+	}
+	t.Logf("the pod's network:\n%s", out)
+	links, rest, _ := strings.Cut(out, "--- route\n")
+	route, route6, _ := strings.Cut(rest, "--- ipv6_route\n")
+	if got := strings.Fields(links); !slices.Equal(got, []string{"lo"}) {
+		t.Errorf("the pod's network devices: %v, want [lo]", got)
+	}
+	// /proc/net/route is the main table: its header alone. ipv6_route
+	// (every table, no header) may hold lo's local routes only.
+	if lines := strings.Split(strings.TrimSpace(route), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "Iface") {
+		t.Errorf("the pod has IPv4 routes:\n%s", route)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(route6), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[len(f)-1] != "lo" {
+			t.Errorf("the pod has an IPv6 route not through lo: %s", line)
+		}
+	}
+
+	u, err := url.Parse(c.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := []string{"127.0.0.1 " + u.Port()}
+	unreachable := []string{"10.96.0.1 443", "1.1.1.1 443", "169.254.169.254 80", NoNetPodIP + " 80"}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ipv6 := false
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && !ip.IP.IsLoopback() && !ip.IP.IsLinkLocalUnicast() {
+			unreachable = append(unreachable, ip.IP.String()+" "+u.Port())
+			ipv6 = ipv6 || ip.IP.To4() == nil
+		}
+	}
+	if ipv6 {
+		unreachable = append(unreachable, "2606:4700:4700::1111 443")
+	}
+	// The listener takes one connection; connecting again until it is up.
+	script := `nc -l -p 7777 >/dev/null & for i in $(seq 50); do echo hi | nc 127.0.0.1 7777 2>/dev/null && echo "own lo: connected" && break; sleep 0.2; done`
+	for _, to := range append(refused, unreachable...) {
+		script += fmt.Sprintf("; echo '== %s'; nc -w 5 %[1]s </dev/null 2>&1 && echo connected", to)
+	}
+	out, stderr, err = c.Exec(ctx, "default", pod, "main", "sh", "-c", script)
+	t.Logf("connections from the pod:\n%s%s", out, stderr)
+	own, rest, _ := strings.Cut(out, "== ")
+	if !strings.Contains(own, "own lo: connected") {
+		t.Errorf("nc to a listener on the pod's own loopback failed: %v", err)
+	}
+	// What nc said for each address, by address.
+	said := map[string]string{}
+	for _, sec := range strings.Split("== "+rest, "== ")[1:] {
+		to, msg, _ := strings.Cut(sec, "\n")
+		said[to] = msg
+	}
+	for _, want := range []struct {
+		tos []string
+		err string
+	}{{refused, "Connection refused"}, {unreachable, "Network is unreachable"}} {
+		for _, to := range want.tos {
+			if !strings.Contains(said[to], want.err) || strings.Contains(said[to], "connected") {
+				t.Errorf("connecting to %s from the pod: %q, want %s", to, said[to], want.err)
+			}
+		}
+	}
+}
+
 // fusePod is a pod with the busybox image that sleeps, and /dev/fuse.
 func fusePod(name string) *corev1.Pod {
 	never := false
@@ -200,7 +328,6 @@ func fusePod(name string) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"sealbench.test": "kubetest"}},
 		Spec: corev1.PodSpec{
 			NodeName:                      NodeName,
-			HostNetwork:                   true,
 			AutomountServiceAccountToken:  &never,
 			EnableServiceLinks:            &never,
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
