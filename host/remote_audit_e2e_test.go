@@ -90,7 +90,10 @@ func TestProvisionOnADockerHostThenAuditAfterTheRunIsGone(t *testing.T) {
 	if found(provision.AuditOptions{Run: "20200101T000000-abcdef"}) {
 		t.Error("the audit of another run finds it")
 	}
-	if _, err := provision.Fix(ctx, provision.AuditOptions{StateDir: state}, t.Logf); err != nil {
+	// Only this run's: without a run, --fix also removes what other runs
+	// labelled on the dockerd this test shares (DOCKER_HOST), such as the
+	// Sandboxes of tests running beside it.
+	if _, err := provision.Fix(ctx, provision.AuditOptions{StateDir: state, Run: out.Run}, t.Logf); err != nil {
 		t.Errorf("audit --fix: %v", err)
 	}
 	if _, err := cli.ContainerInspect(ctx, left.ID); err == nil {
