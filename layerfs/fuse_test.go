@@ -710,7 +710,18 @@ func loopFS(t testing.TB, fsys string) string {
 		testenv.Skip(t, "cannot loop-mount a %s image here: %v: %s", fsys, err, bytes.TrimSpace(out))
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+		// A Workspace on it is unmounted by then, but the kernel lets go
+		// of the passthrough files it held there only when the FUSE
+		// connection is freed, a moment later: busy for that moment.
+		var out []byte
+		var err error
+		for try := 0; try < 50; try++ {
+			if out, err = exec.Command("umount", mnt).CombinedOutput(); err == nil || !bytes.Contains(out, []byte("busy")) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
 			t.Errorf("umount %s: %v\n%s", mnt, err, out)
 		}
 	})
