@@ -156,7 +156,7 @@ func (c *Cluster) kubeletConfig(port int) string {
  "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%%", "imagefs.available": "1%%"},
  "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
  "nodeStatusUpdateFrequency": "2s", "syncFrequency": "5s", "fileCheckFrequency": "5s"}
-`, c.CgroupRoot, "unix://"+c.sock, port, filepath.Join(c.Dir, "pki", "ca.crt"), filepath.Join(c.Dir, "pod-logs"))
+`, c.CgroupRoot, "unix://"+c.ContainerdSocket, port, filepath.Join(c.Dir, "pki", "ca.crt"), filepath.Join(c.Dir, "pod-logs"))
 }
 
 // containerdConfig is containerd's configuration (version 2, containerd
@@ -174,7 +174,7 @@ func (c *Cluster) containerdConfig() string {
 		`state = ` + q(filepath.Join(d, "state")),
 		`disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]`,
 		`[grpc]`,
-		`  address = ` + q(c.sock),
+		`  address = ` + q(c.ContainerdSocket),
 		`[ttrpc]`,
 		`  address = ""`,
 		`[debug]`,

@@ -109,6 +109,9 @@ type Cluster struct {
 	// CgroupRoot is the kubelet's cgroup root (pods' cgroups are below
 	// it) in every cgroup v1 hierarchy: /sealbench-kube-HEX.
 	CgroupRoot string
+	// ContainerdSocket is the node's containerd's socket, where images
+	// are imported (its k8s.io namespace is the kubelet's).
+	ContainerdSocket string
 	// Started is how long Start took (the images built and imported, the
 	// node registered); Stopped how long Stop took.
 	Started, Stopped time.Duration
@@ -117,7 +120,6 @@ type Cluster struct {
 	procs    []*proc // in start order; Stop goes backwards
 	stopFUSE func()  // ends the /dev/fuse device plugin
 	etcdURL  string
-	sock     string // containerd's socket
 	before   hostState
 	unlock   func()
 	stopped  bool
@@ -151,7 +153,7 @@ func Start(ctx context.Context, tools Tools) (c *Cluster, err error) {
 		unlock()
 		return nil, err
 	}
-	c = &Cluster{Dir: dir, tools: tools, unlock: unlock, sock: filepath.Join(dir, "containerd", "containerd.sock")}
+	c = &Cluster{Dir: dir, tools: tools, unlock: unlock, ContainerdSocket: filepath.Join(dir, "containerd", "containerd.sock")}
 	c.CgroupRoot = cgroupRootOf(dir)
 	defer func() {
 		if err != nil {
@@ -373,7 +375,7 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 // ImportImage imports an image archive (`docker save`'s or an OCI
 // layout's tar) into the node's containerd, where the kubelet finds it.
 func (c *Cluster) ImportImage(archive *bytes.Buffer) error {
-	cmd := exec.Command(c.tools.Ctr, "--address", c.sock, "--namespace", "k8s.io", "images", "import", "-")
+	cmd := exec.Command(c.tools.Ctr, "--address", c.ContainerdSocket, "--namespace", "k8s.io", "images", "import", "-")
 	cmd.Stdin = archive
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("ctr images import: %v: %s", err, bytes.TrimSpace(out))
@@ -383,7 +385,7 @@ func (c *Cluster) ImportImage(archive *bytes.Buffer) error {
 
 // ctr runs ctr against the cluster's containerd, in the k8s.io namespace.
 func (c *Cluster) ctr(args ...string) ([]byte, error) {
-	cmd := exec.Command(c.tools.Ctr, append([]string{"--address", c.sock, "--namespace", "k8s.io", "--timeout", "20s"}, args...)...)
+	cmd := exec.Command(c.tools.Ctr, append([]string{"--address", c.ContainerdSocket, "--namespace", "k8s.io", "--timeout", "20s"}, args...)...)
 	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError
