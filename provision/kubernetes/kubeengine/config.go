@@ -1,0 +1,116 @@
+package kubeengine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+)
+
+// PlatformName is what /version says in Platform.Name.
+const PlatformName = "sealbench kube-engine"
+
+// Config says what a kube-engine serves and which node of which cluster
+// it puts pods on.
+type Config struct {
+	Socket       string // the unix socket served (0600; its directory exists)
+	Kubeconfig   string // "": client-go's default loading rules (KUBECONFIG, ~/.kube/config)
+	Context      string // "": the kubeconfig's current context
+	Namespace    string // where the pods go; it must exist
+	Node         string // the node every pod is bound to (spec.nodeName: no scheduler needed)
+	RuntimeClass string // pod spec runtimeClassName; "": the cluster's default
+	FUSEResource string // the extended resource that gives a container /dev/fuse (sealbench.dev/fuse)
+	Containerd   string // the node's containerd socket, reachable from this host: image load and
+	// inspect go there; "": both answer an error that says so
+	Ctr   string // ctr's path; "": looked up on PATH
+	RunID string // every pod is labelled sealbench.run=RunID (manifests.RunLabel)
+}
+
+// fields are c's fields by the flag that sets each.
+func (c *Config) fields() []struct {
+	name string
+	v    *string
+} {
+	return []struct {
+		name string
+		v    *string
+	}{{"socket", &c.Socket}, {"kubeconfig", &c.Kubeconfig}, {"context", &c.Context}, {"namespace", &c.Namespace},
+		{"node", &c.Node}, {"runtime-class", &c.RuntimeClass}, {"fuse-resource", &c.FUSEResource},
+		{"containerd", &c.Containerd}, {"ctr", &c.Ctr}, {"run", &c.RunID}}
+}
+
+// Args renders c as the flags ParseArgs reads.
+func (c Config) Args() []string {
+	var args []string
+	for _, f := range c.fields() {
+		if *f.v != "" {
+			args = append(args, "--"+f.name, *f.v)
+		}
+	}
+	return args
+}
+
+// ParseArgs reads the flags Args writes and checks c (Validate).
+func ParseArgs(args []string) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet("kube-engine", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, f := range c.fields() {
+		fs.StringVar(f.v, f.name, "", "")
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, fmt.Errorf("kube-engine: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("kube-engine: unexpected argument %q", fs.Arg(0))
+	}
+	return c, c.Validate()
+}
+
+// Validate reports every field that is missing or wrong, each by its flag.
+func (c Config) Validate() error {
+	var errs []error
+	for _, f := range []struct{ name, v string }{{"--socket", c.Socket}, {"--namespace", c.Namespace},
+		{"--node", c.Node}, {"--fuse-resource", c.FUSEResource}, {"--run", c.RunID}} {
+		if f.v == "" {
+			errs = append(errs, fmt.Errorf("kube-engine: %s is required", f.name))
+		}
+	}
+	for _, f := range []struct{ name, v string }{{"--socket", c.Socket}, {"--containerd", c.Containerd}} {
+		if f.v != "" && !filepath.IsAbs(f.v) {
+			errs = append(errs, fmt.Errorf("kube-engine: %s %q must be an absolute path", f.name, f.v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PodName is the pod a container name maps to: the name lowercased, each
+// character a pod name cannot hold made '-', and, when that changed the
+// name or it is longer than a DNS label (63, the pod's hostname), a hash
+// of the original appended so that two names never meet.
+func PodName(container string) string {
+	container = strings.TrimPrefix(container, "/")
+	b := []byte(strings.ToLower(container))
+	for i, ch := range b {
+		if !(ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '-') {
+			b[i] = '-'
+		}
+	}
+	s := strings.Trim(string(b), "-")
+	if s == container && len(s) <= 63 && s != "" {
+		return s
+	}
+	sum := sha256.Sum256([]byte(container))
+	h := hex.EncodeToString(sum[:4])
+	if len(s) > 54 {
+		s = strings.TrimRight(s[:54], "-")
+	}
+	if s == "" {
+		return "c-" + h
+	}
+	return s + "-" + h
+}

@@ -1,0 +1,114 @@
+package kubeengine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/image"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+var errNoContainerd = fmt.Errorf("%w: images: this kube-engine reaches no containerd of the node (--containerd): it can neither load nor inspect images", errNotImplemented)
+
+// imageStatus asks the node's runtime, through CRI, about ref (a name or
+// an image id); nil when it has no such image.
+func (s *Server) imageStatus(ctx context.Context, ref string) (*runtimeapi.Image, error) {
+	if s.c.Containerd == "" {
+		return nil, errNoContainerd
+	}
+	conn, err := grpc.NewClient("unix://"+s.c.Containerd, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("CRI client for %s: %w", s.c.Containerd, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := runtimeapi.NewImageServiceClient(conn).ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	if err != nil {
+		return nil, fmt.Errorf("CRI ImageStatus %s at %s: %w", ref, s.c.Containerd, err)
+	}
+	return resp.Image, nil
+}
+
+// imageID is the id (the config's digest) of the image ref names.
+func (s *Server) imageID(ctx context.Context, ref string) (string, error) {
+	im, err := s.imageStatus(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	if im == nil {
+		return "", fmt.Errorf("%w: No such image: %s", errNotFound, ref)
+	}
+	return im.Id, nil
+}
+
+func (s *Server) imageInspect(ctx context.Context, ref string) (any, error) {
+	im, err := s.imageStatus(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if im == nil {
+		return nil, fmt.Errorf("%w: No such image: %s", errNotFound, ref)
+	}
+	return image.InspectResponse{ID: im.Id, RepoTags: nonNil(im.RepoTags), RepoDigests: nonNil(im.RepoDigests),
+		Size: int64(im.Size), Os: "linux"}, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// ctrImported is a line of `ctr images import`'s output.
+var ctrImported = regexp.MustCompile(`(?m)^unpacking (\S+) \(sha256:[0-9a-f]{64}\)`)
+
+// imageLoad imports a `docker save` tar into the node's containerd, in
+// the namespace the kubelet uses, and answers as dockerd does.
+func (s *Server) imageLoad(w http.ResponseWriter, r *http.Request) {
+	if s.c.Containerd == "" {
+		fail(w, errNoContainerd)
+		return
+	}
+	cmd := exec.CommandContext(r.Context(), s.ctr, "--address", s.c.Containerd, "--namespace", "k8s.io", "images", "import", "-")
+	cmd.Stdin = r.Body
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		fail(w, fmt.Errorf("%w: loading the image into the node's containerd (ctr images import): %v: %s", errBadInput, err, bytes.TrimSpace(out)))
+		return
+	}
+	var lines []string
+	var errs []error
+	for _, m := range ctrImported.FindAllStringSubmatch(string(out), -1) {
+		name := m[1]
+		lines = append(lines, "Loaded image: "+name)
+		if id, err := s.imageID(r.Context(), name); err == nil {
+			lines = append(lines, "Loaded image ID: "+id)
+		} else {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		fail(w, fmt.Errorf("after loading: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	for _, l := range lines {
+		json.NewEncoder(w).Encode(map[string]string{"stream": l + "\n"})
+	}
+	if len(lines) == 0 {
+		json.NewEncoder(w).Encode(map[string]string{"stream": strings.TrimSpace(string(out)) + "\n"})
+	}
+}

@@ -1,0 +1,516 @@
+//go:build kubetest && linux
+
+package kubeengine_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/kubetest"
+	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/internal/testimage"
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
+)
+
+func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+
+const (
+	namespace = "default"
+	runID     = "kubeenginetest"
+)
+
+// newEngine serves a kube-engine on the shared cluster for the test and
+// returns a docker client of it.
+func newEngine(t *testing.T) (*client.Client, *kubetest.Cluster) {
+	t.Helper()
+	c := kubetest.Shared(t)
+	dir, err := os.MkdirTemp("", "ke-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := kubeengine.Config{Socket: filepath.Join(dir, "engine.sock"), Kubeconfig: c.Kubeconfig, Namespace: namespace,
+		Node: kubetest.NodeName, FUSEResource: kubetest.FUSEResource, RunID: runID,
+		// The fixture's containerd (internal/kubetest: Start).
+		Containerd: filepath.Join(c.Dir, "containerd", "containerd.sock")}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- kubeengine.Serve(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		if _, err := os.Stat(cfg.Socket); !os.IsNotExist(err) {
+			t.Errorf("the socket is left after Serve: %v", err)
+		}
+		os.RemoveAll(dir)
+	})
+	cli, err := client.NewClientWithOpts(client.WithHost("unix://"+cfg.Socket), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	for range 100 { // Serve listens from its goroutine
+		if _, err = cli.Ping(context.Background()); err == nil {
+			break
+		}
+		if _, serr := os.Stat(cfg.Socket); serr != nil {
+			select {
+			case err := <-done:
+				t.Fatalf("Serve: %v", err)
+			default:
+			}
+		}
+		exec.Command("sleep", "0.05").Run()
+	}
+	if err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	return cli, c
+}
+
+// The test image: busybox, and coreutils' chroot from this machine with
+// the libraries it links (what an exec as another user needs), loaded
+// through the engine once per binary.
+var testImage struct {
+	sync.Mutex
+	id manifests.Digest
+}
+
+func chrootImage(t *testing.T) (manifests.Digest, *bytes.Buffer) {
+	t.Helper()
+	bb := testenv.NeedCommand(t, "busybox")
+	chroot := testenv.NeedCommand(t, "chroot")
+	var base bytes.Buffer
+	if _, err := testimage.BusyboxCmd(bb, "localhost/kubeengine-test:1", []string{"sleep", "600"}, &base); err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.Image(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(base.Bytes())), nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("ldd", chroot).Output()
+	if err != nil {
+		t.Fatalf("ldd %s: %v", chroot, err)
+	}
+	files := map[string]string{"usr/sbin/chroot": chroot}
+	for _, f := range strings.Fields(string(out)) {
+		if strings.HasPrefix(f, "/") {
+			files[strings.TrimPrefix(f, "/")] = f
+		}
+	}
+	var lb bytes.Buffer
+	tw := tar.NewWriter(&lb)
+	dirs := map[string]bool{}
+	for in, host := range files {
+		b, err := os.ReadFile(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d := filepath.Dir(in); d != "." && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+			tw.WriteHeader(&tar.Header{Name: d + "/", Typeflag: tar.TypeDir, Mode: 0o755})
+		}
+		tw.WriteHeader(&tar.Header{Name: in, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(b))})
+		tw.Write(b)
+	}
+	tw.Close()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(lb.Bytes())), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img, err = mutate.AppendLayers(img, layer); err != nil {
+		t.Fatal(err)
+	}
+	cn, err := img.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := name.NewTag("localhost/kubeengine-test:1")
+	var w bytes.Buffer
+	if err := tarball.Write(ref, img, &w); err != nil {
+		t.Fatal(err)
+	}
+	return mustDigest(t, cn.String()), &w
+}
+
+func mustDigest(t *testing.T, s string) manifests.Digest {
+	d, err := manifests.ParseDigest(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// loadImage loads the test image through cli once per binary.
+func loadImage(t *testing.T, cli *client.Client) manifests.Digest {
+	t.Helper()
+	testImage.Lock()
+	defer testImage.Unlock()
+	if !testImage.id.IsZero() {
+		return testImage.id
+	}
+	id, tarb := chrootImage(t)
+	resp, err := cli.ImageLoad(context.Background(), tarb, client.ImageLoadWithQuiet(true))
+	if err != nil {
+		t.Fatalf("ImageLoad: %v", err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(out), "Loaded image ID: "+id.String()) {
+		t.Errorf("ImageLoad answered %s, want it to name %s", out, id)
+	}
+	testImage.id = id
+	return id
+}
+
+func TestIdentityIsTheNodes(t *testing.T) {
+	cli, c := newEngine(t)
+	ctx := context.Background()
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, kubetest.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver, err := cli.ServerVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ver.Platform.Name != kubeengine.PlatformName || ver.KernelVersion != n.Status.NodeInfo.KernelVersion || ver.APIVersion == "" {
+		t.Errorf("version %+v: want platform %q and the node's kernel %s", ver, kubeengine.PlatformName, n.Status.NodeInfo.KernelVersion)
+	}
+	comps := map[string]string{}
+	for _, cv := range ver.Components {
+		comps[cv.Name] = cv.Version
+	}
+	if !strings.HasPrefix(comps["Kubernetes"], "v1.") || !strings.HasPrefix(comps["ContainerRuntime"], "containerd://") {
+		t.Errorf("components %v: want Kubernetes' version and containerd's", comps)
+	}
+	// The node is this machine: what the engine says of it is true here.
+	uname := func(flag string) string {
+		out, err := exec.Command("uname", flag).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	id, err := engine.IdentifyClient(ctx, cli, "kubernetes", "unix:///x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.Kernel != uname("-r") || id.Arch != uname("-m") || id.CPUs != int(n.Status.Capacity.Cpu().Value()) ||
+		id.MemoryBytes != n.Status.Capacity.Memory().Value() || id.OS != n.Status.NodeInfo.OSImage || id.EngineVersion == "" {
+		t.Errorf("identity %+v: want kernel %s, arch %s, the node's CPUs, memory and OS image", id, uname("-r"), uname("-m"))
+	}
+	info, err := cli.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Name != kubetest.NodeName || info.DefaultRuntime == "" || len(info.Runtimes) == 0 {
+		t.Errorf("info names node %q, runtime %q %v", info.Name, info.DefaultRuntime, info.Runtimes)
+	}
+}
+
+func TestImageLoadAndInspect(t *testing.T) {
+	cli, _ := newEngine(t)
+	id := loadImage(t, cli)
+	got, err := cli.ImageInspect(context.Background(), id.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != id.String() {
+		t.Errorf("image id %s, want %s", got.ID, id)
+	}
+	missing := manifests.DigestOf([]byte("no such image"))
+	if _, err := cli.ImageInspect(context.Background(), missing.String()); !errdefs.IsNotFound(err) {
+		t.Errorf("inspecting a missing image: %v, want not found", err)
+	}
+}
+
+// sandboxConfig is a Sandbox as every run makes one.
+func sandboxConfig(id manifests.Digest, cmd ...string) (*container.Config, *container.HostConfig) {
+	return engine.SandboxConfig(runID, id, cmd, manifests.EngineStandin, "")
+}
+
+func create(t *testing.T, cli *client.Client, cname string, cfg *container.Config, hc *container.HostConfig) string {
+	t.Helper()
+	resp, err := cli.ContainerCreate(context.Background(), cfg, hc, &network.NetworkingConfig{}, nil, cname)
+	if err != nil {
+		t.Fatalf("creating %s: %v", cname, err)
+	}
+	t.Cleanup(func() { cli.ContainerRemove(context.Background(), resp.ID, container.RemoveOptions{Force: true}) })
+	return resp.ID
+}
+
+func TestContainerLifecycle(t *testing.T) {
+	cli, c := newEngine(t)
+	ctx := context.Background()
+	img := loadImage(t, cli)
+	cfg, hc := sandboxConfig(img, "sh", "-c", "echo out; echo err >&2; test -c /dev/fuse || echo no fuse; ls /sys/class/net; exit 3")
+	id := create(t, cli, "ke-life", cfg, hc)
+	if _, err := cli.ContainerCreate(ctx, cfg, hc, nil, nil, "ke-life"); !errdefs.IsConflict(err) {
+		t.Errorf("a second create of the name: %v, want a conflict", err)
+	}
+	insp, err := cli.ContainerInspect(ctx, "ke-life")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if insp.ID != id || insp.Name != "/ke-life" || insp.State.Status != container.StateCreated || insp.Config.Labels[manifests.RunLabel] != runID {
+		t.Errorf("before start: %+v %+v labels %v", insp.ContainerJSONBase, insp.State, insp.Config.Labels)
+	}
+	if err := cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitC, errC := cli.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+	select {
+	case r := <-waitC:
+		if r.StatusCode != 3 {
+			t.Errorf("wait: exit %d, want 3", r.StatusCode)
+		}
+	case err := <-errC:
+		t.Fatal(err)
+	}
+	logs, err := cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	_, err = stdcopy.StdCopy(&out, &out, logs)
+	logs.Close()
+	// The kubelet keeps one log of both streams, in no set order between them.
+	if lines := strings.Fields(out.String()); err != nil || len(lines) != 3 || !slices.Contains(lines, "out") || !slices.Contains(lines, "err") || !slices.Contains(lines, "lo") {
+		t.Errorf("logs %q (%v), want out, err and only lo", out.String(), err)
+	}
+	insp, err = cli.ContainerInspect(ctx, id)
+	if err != nil || insp.State.Status != container.StateExited || insp.State.ExitCode != 3 || !slices.Equal(insp.HostConfig.CapAdd, hc.CapAdd) {
+		t.Errorf("after the exit: %+v, CapAdd %v (%v)", insp.State, insp.HostConfig.CapAdd, err)
+	}
+	if err := cli.ContainerRemove(ctx, "ke-life", container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.ContainerInspect(ctx, id); !errdefs.IsNotFound(err) {
+		t.Errorf("inspect after remove: %v, want not found", err)
+	}
+	if err := cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); !errdefs.IsNotFound(err) {
+		t.Errorf("remove after remove: %v, want not found", err)
+	}
+	if _, err := c.Client.CoreV1().Pods(namespace).Get(ctx, kubeengine.PodName("ke-life"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the pod after remove: %v", err)
+	}
+	// What cannot be a pod is refused, saying what.
+	hc.Devices = append(hc.Devices, container.DeviceMapping{PathOnHost: "/dev/kvm", PathInContainer: "/dev/kvm"})
+	hc.NetworkMode = "host"
+	_, err = cli.ContainerCreate(ctx, cfg, hc, nil, nil, "ke-bad")
+	if !errdefs.IsInvalidParameter(err) || !strings.Contains(err.Error(), "/dev/kvm") || !strings.Contains(err.Error(), `"host"`) {
+		t.Errorf("creating with /dev/kvm and the host's network: %v, want a 400 naming both", err)
+	}
+}
+
+type execOut struct {
+	stdout, stderr string
+	code, pid      int
+}
+
+func runExec(t *testing.T, cli *client.Client, id string, opts container.ExecOptions, stdin string) execOut {
+	t.Helper()
+	ctx := context.Background()
+	opts.AttachStdout, opts.AttachStderr, opts.AttachStdin = true, true, stdin != ""
+	created, err := cli.ContainerExecCreate(ctx, id, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, err := cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stdin != "" {
+		go func() {
+			io.Copy(hr.Conn, strings.NewReader(stdin))
+			hr.CloseWrite()
+		}()
+	}
+	var o, e bytes.Buffer
+	_, err = stdcopy.StdCopy(&o, &e, hr.Reader)
+	hr.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	insp, err := cli.ContainerExecInspect(ctx, created.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if insp.Running {
+		t.Errorf("exec %v still running after its stream ended", opts.Cmd)
+	}
+	return execOut{o.String(), e.String(), insp.ExitCode, insp.Pid}
+}
+
+func TestExec(t *testing.T) {
+	cli, _ := newEngine(t)
+	ctx := context.Background()
+	cfg, hc := sandboxConfig(loadImage(t, cli), "sleep", "600")
+	id := create(t, cli, "ke-exec", cfg, hc)
+	if err := cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sh := func(script string) []string { return []string{"/bin/sh", "-c", script} }
+	if r := runExec(t, cli, id, container.ExecOptions{Cmd: sh("cat; echo to-err >&2; exit 5")}, "from stdin\n"); r.stdout != "from stdin\n" || r.stderr != "to-err\n" || r.code != 5 || r.pid <= 0 {
+		t.Errorf("stdin, stdout, stderr, exit: %+v", r)
+	}
+	if r := runExec(t, cli, id, container.ExecOptions{Cmd: sh(`pwd; echo "$FOO|$BAR"`), WorkingDir: "/tmp", Env: []string{"FOO=it's", "BAR=a b"}}, ""); r.stdout != "/tmp\nit's|a b\n" || r.code != 0 {
+		t.Errorf("working directory and environment: %+v", r)
+	}
+	r := runExec(t, cli, id, container.ExecOptions{Cmd: sh("id -u; id -g; id -G; cat /proc/self/status"), User: "65534:65534"}, "")
+	lines := strings.Split(r.stdout, "\n")
+	if r.code != 0 || len(lines) < 3 || lines[0] != "65534" || lines[1] != "65534" || lines[2] != "65534" {
+		t.Fatalf("as 65534:65534: %+v", r)
+	}
+	for _, l := range lines {
+		k, v, _ := strings.Cut(l, ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "CapInh", "CapPrm", "CapEff", "CapAmb":
+			if v != "0000000000000000" {
+				t.Errorf("as 65534: %s %s", k, v)
+			}
+		case "NoNewPrivs":
+			if v != "1" {
+				t.Errorf("as 65534: NoNewPrivs %s", v)
+			}
+		}
+	}
+	if root := runExec(t, cli, id, container.ExecOptions{Cmd: sh("id -u; cat /proc/self/status")}, ""); !strings.HasPrefix(root.stdout, "0\n") || !strings.Contains(root.stdout, "NoNewPrivs:\t1") {
+		t.Errorf("as the container's user: %+v", root)
+	}
+	// A missing working directory: the exec never started (126, no pid),
+	// and stdout says why, as dockerd's does.
+	if r := runExec(t, cli, id, container.ExecOptions{Cmd: sh("echo ran"), WorkingDir: "/no/such/dir"}, ""); r.code != 126 || r.pid != 0 || !strings.Contains(r.stdout, "/no/such/dir") || strings.Contains(r.stdout, "ran") {
+		t.Errorf("in a missing directory: %+v", r)
+	}
+	if _, err := cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: []string{"true"}, Privileged: true}); !errdefs.IsInvalidParameter(err) {
+		t.Errorf("a privileged exec in an unprivileged container: %v, want 400", err)
+	}
+}
+
+func TestLeaseRunsSandboxesOneAtATime(t *testing.T) {
+	cli, c := newEngine(t)
+	ctx := context.Background()
+	img := loadImage(t, cli)
+	cfg, hc := sandboxConfig(img, "sleep", "600")
+	a := create(t, cli, "ke-lease-a", cfg, hc)
+	b := create(t, cli, "ke-lease-b", cfg, hc)
+	if err := cli.ContainerStart(ctx, a, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, kubeengine.LeaseName(kubetest.NodeName), metav1.GetOptions{})
+	if err != nil || *l.Spec.HolderIdentity != kubeengine.PodName("ke-lease-a") {
+		t.Fatalf("the node's Lease while a runs: %+v (%v)", l, err)
+	}
+	// b's start returns only once a is gone.
+	aGoneAtB := make(chan error, 1)
+	go func() {
+		if err := cli.ContainerStart(ctx, b, container.StartOptions{}); err != nil {
+			aGoneAtB <- err
+			return
+		}
+		_, err := c.Client.CoreV1().Pods(namespace).Get(ctx, kubeengine.PodName("ke-lease-a"), metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			err = errors.New("b started while a's pod was still there")
+		} else {
+			err = nil
+		}
+		aGoneAtB <- err
+	}()
+	exec.Command("sleep", "1").Run() // time for b's start to go wrong, if it would
+	if err := cli.ContainerRemove(ctx, a, container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-aGoneAtB; err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.ContainerRemove(ctx, b, container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, kubeengine.LeaseName(kubetest.NodeName), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Lease after the last Sandbox went: %v", err)
+	}
+}
+
+func TestSecondEngineFindsThePod(t *testing.T) {
+	first, _ := newEngine(t)
+	second, _ := newEngine(t)
+	ctx := context.Background()
+	cfg, hc := sandboxConfig(loadImage(t, first), "sleep", "600")
+	id := create(t, first, "ke-second", cfg, hc)
+	if err := first.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	insp, err := second.ContainerInspect(ctx, id)
+	if err != nil || insp.Name != "/ke-second" || !insp.State.Running || insp.Config.Labels[manifests.RunLabel] != runID {
+		t.Fatalf("the second engine inspects by id: %+v (%v)", insp, err)
+	}
+	// A third, which has not seen it, removes it by name.
+	third, _ := newEngine(t)
+	if err := third.ContainerRemove(ctx, "ke-second", container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.ContainerInspect(ctx, id); !errdefs.IsNotFound(err) {
+		t.Errorf("the first engine after the third removed it: %v, want not found", err)
+	}
+}
+
+func TestStartFailsWithTheReason(t *testing.T) {
+	cli, _ := newEngine(t)
+	cfg, hc := sandboxConfig(manifests.DigestOf([]byte("an image the node lacks")), "sleep", "600")
+	id := create(t, cli, "ke-noimage", cfg, hc)
+	err := cli.ContainerStart(context.Background(), id, container.StartOptions{})
+	if err == nil || !strings.Contains(err.Error(), "ErrImageNeverPull") {
+		t.Errorf("starting with an image the node lacks: %v, want the kubelet's reason", err)
+	}
+}
+
+func TestUnservedCallIs501(t *testing.T) {
+	cli, _ := newEngine(t)
+	err := cli.ContainerPause(context.Background(), "whatever")
+	if !errdefs.IsNotImplemented(err) || !strings.Contains(err.Error(), "/containers/whatever/pause") {
+		t.Errorf("pause: %v, want 501 naming the call", err)
+	}
+}
+
+// Runs last: the tests above leave nothing of kube-engine's in the cluster.
+func TestNothingLeft(t *testing.T) {
+	c := kubetest.Shared(t)
+	ctx := context.Background()
+	pods, err := c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: kubeengine.LabelID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		t.Errorf("pod %s is left", p.Name)
+	}
+	if _, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, kubeengine.LeaseName(kubetest.NodeName), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the node's Lease is left: %v", err)
+	}
+}
