@@ -26,6 +26,7 @@ import (
 	"github.com/docker/go-units"
 	"golang.org/x/sys/unix"
 
+	"github.com/sealbench/sealbench/internal/engineapi"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/standin/sandbox"
 )
@@ -111,7 +112,7 @@ func (s *Server) containerCreate(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, container.CreateResponse{ID: c.ID, Warnings: []string{}})
+	engineapi.WriteJSON(w, http.StatusCreated, container.CreateResponse{ID: c.ID, Warnings: []string{}})
 }
 
 func (s *Server) createContainer(name string, req *container.CreateRequest) (*containerRec, error) {
@@ -818,7 +819,7 @@ func (s *Server) containerInspect(w http.ResponseWriter, id string) {
 		Config:          &cfg,
 		NetworkSettings: &container.NetworkSettings{},
 	}
-	writeJSON(w, http.StatusOK, resp)
+	engineapi.WriteJSON(w, http.StatusOK, resp)
 }
 
 func timeOrZero(t time.Time) string {
@@ -885,7 +886,7 @@ func (s *Server) containerList(w http.ResponseWriter, r *http.Request) {
 		out = append(out, sum)
 	}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, out)
+	engineapi.WriteJSON(w, http.StatusOK, out)
 }
 
 // statusText is the human status `docker ps` shows; s.mu is held.
@@ -1093,16 +1094,8 @@ func (l *logFile) copyStreams(stdout, stderr *os.File) <-chan struct{} {
 	return done
 }
 
-func frame(stream byte, p []byte) []byte {
-	b := make([]byte, 8+len(p))
-	b[0] = stream
-	b[4], b[5], b[6], b[7] = byte(len(p)>>24), byte(len(p)>>16), byte(len(p)>>8), byte(len(p))
-	copy(b[8:], p)
-	return b
-}
-
 func (l *logFile) write(stream byte, p []byte) {
-	fr := frame(stream, p)
+	fr := engineapi.Frame(stream, p)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/sealbench/sealbench/internal/engineapi"
 	"github.com/sealbench/sealbench/standin/sandbox"
 )
 
@@ -88,7 +89,7 @@ func (s *Server) execCreate(w http.ResponseWriter, r *http.Request, id string) {
 	c.execIDs = append(c.execIDs, e.ID)
 	s.pruneExecsLocked(c)
 	s.mu.Unlock()
-	writeJSON(w, http.StatusCreated, container.ExecCreateResponse{ID: e.ID})
+	engineapi.WriteJSON(w, http.StatusCreated, container.ExecCreateResponse{ID: e.ID})
 }
 
 // maxExecRecords bounds the exec records kept per container: a runner may
@@ -130,7 +131,7 @@ func (s *Server) execInspect(w http.ResponseWriter, id string) {
 	out.ContainerID, out.DetachKeys = e.c.ID, e.opts.DetachKeys
 	out.StandinCommandNanoseconds = e.commandNanos
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, out)
+	engineapi.WriteJSON(w, http.StatusOK, out)
 }
 
 // process is what the exec runs: the container's environment and working
@@ -241,7 +242,7 @@ func (s *Server) execStart(w http.ResponseWriter, r *http.Request, id string) {
 	send := func(stream byte, p []byte) error {
 		wmu.Lock()
 		defer wmu.Unlock()
-		_, err := conn.Write(frame(stream, p))
+		_, err := conn.Write(engineapi.Frame(stream, p))
 		return err
 	}
 	if startErr != nil {
@@ -307,7 +308,7 @@ func (s *Server) execDetached(w http.ResponseWriter, e *execRec, sb *sandbox.San
 	}
 	s.setPid(e, proc)
 	go s.finishExec(e, proc, nil)
-	writeJSON(w, http.StatusOK, struct{}{})
+	engineapi.WriteJSON(w, http.StatusOK, struct{}{})
 }
 
 func (s *Server) setPid(e *execRec, proc *sandbox.Proc) {

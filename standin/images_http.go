@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/storage"
 
+	"github.com/sealbench/sealbench/internal/engineapi"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -25,7 +26,7 @@ func (s *Server) imageLoad(w http.ResponseWriter, r *http.Request) {
 		// (its message without "invalid tag: " where the grammar
 		// refused the name).
 		msg := strings.TrimPrefix(err.Error(), ErrInvalidTag.Error()+": ")
-		writeJSON(w, http.StatusOK, map[string]any{"errorDetail": map[string]string{"message": msg}, "error": msg})
+		engineapi.WriteJSON(w, http.StatusOK, map[string]any{"errorDetail": map[string]string{"message": msg}, "error": msg})
 		return
 	}
 	if err != nil {
@@ -91,7 +92,7 @@ func (s *Server) imageList(w http.ResponseWriter, r *http.Request) {
 			Size: rec.Size, Labels: rec.config.Config.Labels, Containers: int64(users[rec.ID]),
 		})
 	}
-	writeJSON(w, http.StatusOK, out)
+	engineapi.WriteJSON(w, http.StatusOK, out)
 }
 
 // imageUsers counts the containers using each image.
@@ -128,7 +129,7 @@ func (s *Server) imageInspect(w http.ResponseWriter, name string) {
 		RootFS:      image.RootFS{Type: "layers", Layers: layers},
 		Metadata:    image.Metadata{LastTagTime: rec.Loaded},
 	}
-	writeJSON(w, http.StatusOK, resp)
+	engineapi.WriteJSON(w, http.StatusOK, resp)
 }
 
 func (s *Server) imageDelete(w http.ResponseWriter, r *http.Request, name string) {
@@ -143,7 +144,7 @@ func (s *Server) imageDelete(w http.ResponseWriter, r *http.Request, name string
 	for _, d := range res {
 		out = append(out, image.DeleteResponse{Untagged: d.Untagged, Deleted: d.Deleted})
 	}
-	writeJSON(w, http.StatusOK, out)
+	engineapi.WriteJSON(w, http.StatusOK, out)
 }
 
 func boolParam(r *http.Request, k string) bool {

@@ -4,7 +4,6 @@ package standin
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,9 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,15 +22,14 @@ import (
 	"github.com/docker/docker/api/types/system"
 	"golang.org/x/sys/unix"
 
+	"github.com/sealbench/sealbench/internal/engineapi"
 	"github.com/sealbench/sealbench/internal/version"
 )
 
-// The Engine API versions the stand-in speaks: the official client it is
-// tested with (github.com/docker/docker v28.5) speaks APIVersion, and
-// clients negotiate down to the lower of theirs and this.
+// The Engine API versions the stand-in speaks (engineapi's).
 const (
-	APIVersion    = "1.51"
-	MinAPIVersion = "1.24"
+	APIVersion    = engineapi.APIVersion
+	MinAPIVersion = engineapi.MinAPIVersion
 )
 
 // Options configure a Server.
@@ -194,35 +190,12 @@ func (s *Server) Close() error {
 	return errors.Join(errs...)
 }
 
-var versionPrefix = regexp.MustCompile(`^/v([0-9]+)\.([0-9]+)(/|$)`)
-
-func versionLess(a, b string) bool {
-	am, an, _ := strings.Cut(a, ".")
-	bm, bn, _ := strings.Cut(b, ".")
-	x, _ := strconv.Atoi(am)
-	y, _ := strconv.Atoi(bm)
-	if x != y {
-		return x < y
-	}
-	x, _ = strconv.Atoi(an)
-	y, _ = strconv.Atoi(bn)
-	return x < y
-}
-
 // ServeHTTP routes an Engine API request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p := r.URL.Path
-	if m := versionPrefix.FindStringSubmatch(p); m != nil {
-		v := m[1] + "." + m[2]
-		if versionLess(v, MinAPIVersion) {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("client version %s is too old. Minimum supported API version is %s, please upgrade your client to a newer version", v, MinAPIVersion))
-			return
-		}
-		if versionLess(APIVersion, v) {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("client version %s is too new. Maximum supported API version is %s", v, APIVersion))
-			return
-		}
-		p = "/" + strings.TrimPrefix(p[len(m[0]):], "/")
+	p, err := engineapi.Unversioned(r.URL.Path)
+	if err != nil {
+		engineapi.WriteError(w, http.StatusBadRequest, err.Error())
+		return
 	}
 	w.Header().Set("Api-Version", APIVersion)
 	w.Header().Set("Server", "sealbench-standin/"+version.Version+" ("+runtime.GOOS+")")
@@ -304,28 +277,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, p string) {
 			return
 		}
 	}
-	if knownAPIArea[seg[0]] {
-		writeError(w, http.StatusNotImplemented, fmt.Sprintf("the sealbench stand-in does not implement %s %s", m, p))
-		return
-	}
-	writeError(w, http.StatusNotFound, fmt.Sprintf("page not found: %s %s", m, p))
-}
-
-// knownAPIArea lists the Engine API's top-level paths: a request there that
-// the stand-in does not serve is a 501, anything else a 404.
-var knownAPIArea = map[string]bool{
-	"_ping": true, "version": true, "info": true, "events": true, "system": true, "auth": true,
-	"images": true, "containers": true, "exec": true, "build": true, "commit": true,
-	"networks": true, "volumes": true, "plugins": true, "swarm": true, "nodes": true,
-	"services": true, "tasks": true, "secrets": true, "configs": true, "distribution": true,
-	"session": true, "grpc": true,
-}
-
-// writeError answers in the Engine API's error shape.
-func writeError(w http.ResponseWriter, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(map[string]string{"message": msg})
+	engineapi.Unserved(w, r, p, "the sealbench stand-in")
 }
 
 // fail maps an error to its status code.
@@ -345,16 +297,10 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	for _, e := range []error{ErrNotFound, ErrConflict, ErrBadInput, errNotImplemented} {
 		msg = strings.ReplaceAll(msg, e.Error()+": ", "")
 	}
-	writeError(w, code, msg)
+	engineapi.WriteError(w, code, msg)
 }
 
 var errNotImplemented = errors.New("not implemented")
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
-}
 
 func (s *Server) ping(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache, no-store, must-revalidate")
@@ -389,7 +335,7 @@ func (s *Server) version(w http.ResponseWriter) {
 			"GoVersion": runtime.Version(), "Os": runtime.GOOS, "Arch": runtime.GOARCH, "KernelVersion": kernel,
 		},
 	}}
-	writeJSON(w, http.StatusOK, v)
+	engineapi.WriteJSON(w, http.StatusOK, v)
 }
 
 func osRelease() string {
@@ -432,27 +378,14 @@ func (s *Server) info(w http.ResponseWriter) {
 		Labels:          []string{"org.sealbench.standin=true"},
 	}
 	info.Swarm.LocalNodeState = swarm.LocalNodeStateInactive
-	writeJSON(w, http.StatusOK, info)
+	engineapi.WriteJSON(w, http.StatusOK, info)
 }
 
 // hijack takes over the connection for a raw stream, answering 101 when
 // the client asked for an upgrade (the official client always does).
 func (s *Server) hijack(w http.ResponseWriter, r *http.Request, contentType string) (net.Conn, *bufio.ReadWriter, error) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		return nil, nil, errors.New("the connection cannot be hijacked")
-	}
-	conn, rw, err := hj.Hijack()
+	conn, rw, err := engineapi.Hijack(w, r, contentType)
 	if err != nil {
-		return nil, nil, fmt.Errorf("hijacking the connection: %w", err)
-	}
-	if r.Header.Get("Upgrade") != "" {
-		fmt.Fprintf(rw, "HTTP/1.1 101 UPGRADED\r\nContent-Type: %s\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nApi-Version: %s\r\n\r\n", contentType, APIVersion)
-	} else {
-		fmt.Fprintf(rw, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nApi-Version: %s\r\n\r\n", contentType, APIVersion)
-	}
-	if err := rw.Flush(); err != nil {
-		conn.Close()
 		return nil, nil, err
 	}
 	s.mu.Lock()
