@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/sealbench/sealbench/internal/engineapi"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -296,11 +297,7 @@ func (s *Server) lookup(ctx context.Context, ref string) (*containerRec, *corev1
 		pod, err := pods.Get(ctx, PodName(c.Name), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			// Removed by another kube-engine, or a teardown through the API.
-			s.mu.Lock()
-			release := c.release
-			c.release = nil
-			s.mu.Unlock()
-			if release != nil {
+			if release := s.takeRelease(c); release != nil {
 				release()
 			}
 			s.forget(c.ID)
@@ -419,13 +416,22 @@ func (s *Server) containerStart(ctx context.Context, ref string) error {
 	s.mu.Unlock()
 	if err := s.waitStarted(ctx, created, c.Config.Image); err != nil {
 		rmErr := s.deletePod(context.WithoutCancel(ctx), spec.Name)
-		release()
-		s.mu.Lock()
-		c.release = nil
-		s.mu.Unlock()
+		if release := s.takeRelease(c); release != nil {
+			release()
+		}
 		return errors.Join(fmt.Errorf("starting container %s (pod %s/%s): %w", c.Name, s.c.Namespace, spec.Name, err), rmErr)
 	}
 	return nil
+}
+
+// takeRelease takes the function that releases c's Lease: nil when this
+// Server holds none for c.
+func (s *Server) takeRelease(c *containerRec) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	release := c.release
+	c.release = nil
+	return release
 }
 
 // startLimit bounds how long start waits for a pod to run.
@@ -561,11 +567,7 @@ func (s *Server) containerRemove(ctx context.Context, ref string, force bool) er
 	if pod != nil {
 		errs = append(errs, s.deletePod(ctx, pod.Name))
 	}
-	s.mu.Lock()
-	release := c.release
-	c.release = nil
-	s.mu.Unlock()
-	if release != nil {
+	if release := s.takeRelease(c); release != nil {
 		release()
 	} else {
 		// Another kube-engine started it: its Lease is released here.
@@ -679,7 +681,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request, ref strin
 	q := r.URL.Query()
 	stdout, stderr := boolParam(r, "stdout"), boolParam(r, "stderr")
 	if !stdout && !stderr {
-		writeError(w, http.StatusBadRequest, "Bad parameters: you must choose at least one stream")
+		engineapi.WriteError(w, http.StatusBadRequest, "Bad parameters: you must choose at least one stream")
 		return
 	}
 	c, pod, err := s.lookup(ctx, ref)
@@ -691,7 +693,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request, ref strin
 	if t := q.Get("tail"); t != "" && t != "all" {
 		n, err := strconv.ParseInt(t, 10, 64)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("tail %q is not a number", t))
+			engineapi.WriteError(w, http.StatusBadRequest, fmt.Sprintf("tail %q is not a number", t))
 			return
 		}
 		opts.TailLines = &n
@@ -715,7 +717,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request, ref strin
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
-			if _, werr := w.Write(frame(1, buf[:n])); werr != nil {
+			if _, werr := w.Write(engineapi.Frame(1, buf[:n])); werr != nil {
 				return
 			}
 			if f != nil {

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
+
+	"github.com/sealbench/sealbench/internal/engineapi"
 )
 
 // execRec is one exec instance; the fields after opts are guarded by
@@ -160,10 +162,10 @@ func (s *Server) execStart(w http.ResponseWriter, r *http.Request, id string) {
 
 	if opts.Detach {
 		go s.runExec(context.Background(), e, nil, io.Discard, io.Discard)
-		writeJSON(w, http.StatusOK, struct{}{})
+		engineapi.WriteJSON(w, http.StatusOK, struct{}{})
 		return
 	}
-	conn, rw, err := hijack(w, r)
+	conn, rw, err := engineapi.Hijack(w, r, "application/vnd.docker.multiplexed-stream")
 	if err != nil {
 		s.finishExec(e, 126)
 		return
@@ -180,7 +182,7 @@ func (s *Server) execStart(w http.ResponseWriter, r *http.Request, id string) {
 			if attached && len(p) > 0 {
 				wmu.Lock()
 				defer wmu.Unlock()
-				conn.Write(frame(n, p)) // a client gone still lets the command finish
+				conn.Write(engineapi.Frame(n, p)) // a client gone still lets the command finish
 			}
 			return len(p), nil
 		})

@@ -1,18 +1,13 @@
 package kubeengine
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,15 +21,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sealbench/sealbench/internal/engineapi"
 	"github.com/sealbench/sealbench/internal/version"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
-)
-
-// The Engine API versions served: those of the stand-in, which the
-// official client (github.com/docker/docker v28.5) negotiates with.
-const (
-	APIVersion    = "1.51"
-	MinAPIVersion = "1.24"
 )
 
 // Server answers the Engine API with pods on one node.
@@ -111,33 +100,14 @@ var (
 	errNotImplemented = errors.New("not implemented")
 )
 
-var versionPrefix = regexp.MustCompile(`^/v([0-9]+)\.([0-9]+)(/|$)`)
-
-func versionLess(a, b string) bool {
-	am, an, _ := strings.Cut(a, ".")
-	bm, bn, _ := strings.Cut(b, ".")
-	x, _ := strconv.Atoi(am)
-	y, _ := strconv.Atoi(bm)
-	if x != y {
-		return x < y
-	}
-	x, _ = strconv.Atoi(an)
-	y, _ = strconv.Atoi(bn)
-	return x < y
-}
-
 // ServeHTTP routes an Engine API request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p := r.URL.Path
-	if m := versionPrefix.FindStringSubmatch(p); m != nil {
-		v := m[1] + "." + m[2]
-		if versionLess(v, MinAPIVersion) || versionLess(APIVersion, v) {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("client version %s is not supported: the API versions served are %s to %s", v, MinAPIVersion, APIVersion))
-			return
-		}
-		p = "/" + strings.TrimPrefix(p[len(m[0]):], "/")
+	p, err := engineapi.Unversioned(r.URL.Path)
+	if err != nil {
+		engineapi.WriteError(w, http.StatusBadRequest, err.Error())
+		return
 	}
-	w.Header().Set("Api-Version", APIVersion)
+	w.Header().Set("Api-Version", engineapi.APIVersion)
 	w.Header().Set("Server", "sealbench-kube-engine/"+version.Version+" (linux)")
 	w.Header().Set("Ostype", "linux")
 	w.Header().Set("Docker-Experimental", "false")
@@ -205,21 +175,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, p string) {
 			return
 		}
 	}
-	if knownAPIArea[seg[0]] {
-		writeError(w, http.StatusNotImplemented, fmt.Sprintf("sealbench kube-engine does not implement %s %s", m, p))
-		return
-	}
-	writeError(w, http.StatusNotFound, fmt.Sprintf("page not found: %s %s", m, p))
-}
-
-// knownAPIArea lists the Engine API's top-level paths: a request there that
-// kube-engine does not serve is a 501, anything else a 404.
-var knownAPIArea = map[string]bool{
-	"_ping": true, "version": true, "info": true, "events": true, "system": true, "auth": true,
-	"images": true, "containers": true, "exec": true, "build": true, "commit": true,
-	"networks": true, "volumes": true, "plugins": true, "swarm": true, "nodes": true,
-	"services": true, "tasks": true, "secrets": true, "configs": true, "distribution": true,
-	"session": true, "grpc": true,
+	engineapi.Unserved(w, r, p, "sealbench kube-engine")
 }
 
 func boolParam(r *http.Request, name string) bool {
@@ -239,19 +195,8 @@ func (s *Server) answer(w http.ResponseWriter, code int) func(v any, err error) 
 			w.WriteHeader(code)
 			return
 		}
-		writeJSON(w, code, v)
+		engineapi.WriteJSON(w, code, v)
 	}
-}
-
-// writeError answers in the Engine API's error shape.
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, map[string]string{"message": msg})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
 }
 
 // fail maps an error to its status code.
@@ -270,7 +215,7 @@ func fail(w http.ResponseWriter, err error) {
 	for _, e := range []error{errNotFound, errConflict, errBadInput, errNotImplemented} {
 		msg = strings.ReplaceAll(msg, e.Error()+": ", "")
 	}
-	writeError(w, code, msg)
+	engineapi.WriteError(w, code, msg)
 }
 
 // node is the node the pods go to.
@@ -306,13 +251,13 @@ func (s *Server) version(ctx context.Context) (any, error) {
 	}
 	ni := n.Status.NodeInfo
 	v := types.Version{
-		Version: version.Version, APIVersion: APIVersion, MinAPIVersion: MinAPIVersion,
+		Version: version.Version, APIVersion: engineapi.APIVersion, MinAPIVersion: engineapi.MinAPIVersion,
 		GitCommit: version.Version, GoVersion: runtime.Version(), Os: ni.OperatingSystem, Arch: ni.Architecture,
 		KernelVersion: ni.KernelVersion,
 	}
 	v.Platform.Name = PlatformName
 	v.Components = []types.ComponentVersion{
-		{Name: "Engine", Version: version.Version, Details: map[string]string{"ApiVersion": APIVersion, "MinAPIVersion": MinAPIVersion,
+		{Name: "Engine", Version: version.Version, Details: map[string]string{"ApiVersion": engineapi.APIVersion, "MinAPIVersion": engineapi.MinAPIVersion,
 			"Os": ni.OperatingSystem, "Arch": ni.Architecture, "KernelVersion": ni.KernelVersion}},
 		{Name: "Kubernetes", Version: sv.GitVersion, Details: map[string]string{"Kubelet": ni.KubeletVersion, "Node": n.Name}},
 		{Name: "ContainerRuntime", Version: ni.ContainerRuntimeVersion},
@@ -346,37 +291,4 @@ func (s *Server) info(ctx context.Context) (any, error) {
 	}
 	info.Swarm.LocalNodeState = swarm.LocalNodeStateInactive
 	return info, nil
-}
-
-// hijack takes over the connection for a raw stream, answering 101 when
-// the client asked for an upgrade (the official client always does).
-func hijack(w http.ResponseWriter, r *http.Request) (net.Conn, *bufio.ReadWriter, error) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		return nil, nil, errors.New("the connection cannot be hijacked")
-	}
-	conn, rw, err := hj.Hijack()
-	if err != nil {
-		return nil, nil, fmt.Errorf("hijacking the connection: %w", err)
-	}
-	const ct = "application/vnd.docker.multiplexed-stream"
-	if r.Header.Get("Upgrade") != "" {
-		fmt.Fprintf(rw, "HTTP/1.1 101 UPGRADED\r\nContent-Type: %s\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nApi-Version: %s\r\n\r\n", ct, APIVersion)
-	} else {
-		fmt.Fprintf(rw, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nApi-Version: %s\r\n\r\n", ct, APIVersion)
-	}
-	if err := rw.Flush(); err != nil {
-		conn.Close()
-		return nil, nil, err
-	}
-	return conn, rw, nil
-}
-
-// frame is one stdcopy frame: stream 1 stdout, 2 stderr.
-func frame(stream byte, p []byte) []byte {
-	b := make([]byte, 8+len(p))
-	b[0] = stream
-	b[4], b[5], b[6], b[7] = byte(len(p)>>24), byte(len(p)>>16), byte(len(p)>>8), byte(len(p))
-	copy(b[8:], p)
-	return b
 }
