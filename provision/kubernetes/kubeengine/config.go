@@ -28,6 +28,12 @@ type Config struct {
 	// inspect go there; "": both answer an error that says so
 	Ctr   string // ctr's path; "": looked up on PATH
 	RunID string // every pod is labelled sealbench.run=RunID (manifests.RunLabel)
+	// SeccompDir is the node kubelet's seccomp directory (its root
+	// directory's seccomp/), reachable from this host: a create's
+	// seccomp=PROFILE (dockerd's option; the JSON engine.SandboxConfig
+	// gives) is written there and named by the pod as a Localhost
+	// profile. "": such a create is refused, and pods get RuntimeDefault.
+	SeccompDir string
 }
 
 // fields are c's fields by the flag that sets each.
@@ -40,7 +46,7 @@ func (c *Config) fields() []struct {
 		v    *string
 	}{{"socket", &c.Socket}, {"kubeconfig", &c.Kubeconfig}, {"context", &c.Context}, {"namespace", &c.Namespace},
 		{"node", &c.Node}, {"runtime-class", &c.RuntimeClass}, {"fuse-resource", &c.FUSEResource},
-		{"containerd", &c.Containerd}, {"ctr", &c.Ctr}, {"run", &c.RunID}}
+		{"containerd", &c.Containerd}, {"ctr", &c.Ctr}, {"run", &c.RunID}, {"seccomp-dir", &c.SeccompDir}}
 }
 
 // Args renders c as the flags ParseArgs reads.
@@ -80,7 +86,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("kube-engine: %s is required", f.name))
 		}
 	}
-	for _, f := range []struct{ name, v string }{{"--socket", c.Socket}, {"--containerd", c.Containerd}} {
+	for _, f := range []struct{ name, v string }{{"--socket", c.Socket}, {"--containerd", c.Containerd}, {"--seccomp-dir", c.SeccompDir}} {
 		if f.v != "" && !filepath.IsAbs(f.v) {
 			errs = append(errs, fmt.Errorf("kube-engine: %s %q must be an absolute path", f.name, f.v))
 		}

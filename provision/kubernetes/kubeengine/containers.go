@@ -3,12 +3,15 @@ package kubeengine
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -23,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/internal/engineapi"
 	"github.com/sealbench/sealbench/manifests"
 )
@@ -177,11 +181,20 @@ func (s *Server) podSpec(rec containerRecord) (*corev1.Pod, error) {
 		}
 	}
 	for _, o := range hc.SecurityOpt {
-		switch o {
-		case "no-new-privileges", "no-new-privileges:true", "no-new-privileges=true":
+		profile, isSeccomp := strings.CutPrefix(o, "seccomp=")
+		switch {
+		case o == "no-new-privileges" || o == "no-new-privileges:true" || o == "no-new-privileges=true":
 			sc.AllowPrivilegeEscalation = ptr(false)
+		case isSeccomp && profile == "unconfined":
+			sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
+		case isSeccomp && s.c.SeccompDir != "" && json.Valid([]byte(profile)):
+			sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr(seccompName(profile))}
+		case isSeccomp && s.c.SeccompDir != "":
+			bad = append(bad, fmt.Sprintf("security option %q (a seccomp profile is its JSON, or unconfined)", clip(o, 40)))
+		case isSeccomp:
+			bad = append(bad, "a seccomp profile: this kube-engine reaches no seccomp directory of the node's kubelet (--seccomp-dir); pods get RuntimeDefault")
 		default:
-			bad = append(bad, fmt.Sprintf("security option %q (pods get seccomp RuntimeDefault; only no-new-privileges can be asked)", clip(o, 40)))
+			bad = append(bad, fmt.Sprintf("security option %q (only no-new-privileges, and seccomp=)", clip(o, 40)))
 		}
 	}
 	if cfg.User != "" {
@@ -400,6 +413,11 @@ func (s *Server) containerStart(ctx context.Context, ref string) error {
 	if err != nil {
 		return err
 	}
+	if p := spec.Spec.Containers[0].SecurityContext.SeccompProfile; p != nil && p.Type == corev1.SeccompProfileTypeLocalhost {
+		if err := s.writeSeccomp(c.HostConfig.SecurityOpt); err != nil {
+			return err
+		}
+	}
 	var podMade atomic.Bool
 	release, err := s.acquireLease(ctx, spec.Name, &podMade)
 	if err != nil {
@@ -420,6 +438,35 @@ func (s *Server) containerStart(ctx context.Context, ref string) error {
 			release()
 		}
 		return errors.Join(fmt.Errorf("starting container %s (pod %s/%s): %w", c.Name, s.c.Namespace, spec.Name, err), rmErr)
+	}
+	return nil
+}
+
+// seccompName is the file, in the kubelet's seccomp directory, that holds
+// profile: named by its digest, so that a file once written never changes.
+func seccompName(profile string) string {
+	sum := sha256.Sum256([]byte(profile))
+	return "sealbench-" + hex.EncodeToString(sum[:16]) + ".json"
+}
+
+// writeSeccomp writes the seccomp= profile among opts into the kubelet's
+// seccomp directory, where the pod's Localhost profile names it.
+func (s *Server) writeSeccomp(opts []string) error {
+	for _, o := range opts {
+		profile, ok := strings.CutPrefix(o, "seccomp=")
+		if !ok || profile == "unconfined" {
+			continue
+		}
+		p := filepath.Join(s.c.SeccompDir, seccompName(profile))
+		if b, err := os.ReadFile(p); err == nil && string(b) == profile {
+			continue
+		}
+		if err := os.MkdirAll(s.c.SeccompDir, 0o755); err != nil {
+			return fmt.Errorf("creating the kubelet's seccomp directory: %w", err)
+		}
+		if err := atomicfile.WriteFile(p, []byte(profile), 0o644); err != nil {
+			return fmt.Errorf("writing the seccomp profile %s: %w", p, err)
+		}
 	}
 	return nil
 }

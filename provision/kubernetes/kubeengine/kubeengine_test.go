@@ -54,7 +54,7 @@ func newEngine(t *testing.T) (*client.Client, *kubetest.Cluster) {
 	cfg := kubeengine.Config{Socket: filepath.Join(dir, "engine.sock"), Kubeconfig: c.Kubeconfig, Namespace: namespace,
 		Node: kubetest.NodeName, FUSEResource: kubetest.FUSEResource, RunID: runID,
 		// The fixture's containerd (internal/kubetest: Start).
-		Containerd: filepath.Join(c.Dir, "containerd", "containerd.sock")}
+		Containerd: filepath.Join(c.Dir, "containerd", "containerd.sock"), SeccompDir: filepath.Join(c.Dir, "kubelet", "seccomp")}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- kubeengine.Serve(ctx, cfg) }()
@@ -249,9 +249,10 @@ func TestImageLoadAndInspect(t *testing.T) {
 	}
 }
 
-// sandboxConfig is a Sandbox as every run makes one.
+// sandboxConfig is a Sandbox as every run makes one on dockerd: with
+// engine.DockerSeccompProfile, which refuses new namespaces.
 func sandboxConfig(id manifests.Digest, cmd ...string) (*container.Config, *container.HostConfig) {
-	return engine.SandboxConfig(runID, id, cmd, manifests.EngineStandin, "")
+	return engine.SandboxConfig(runID, id, cmd, manifests.EngineDockerd, "")
 }
 
 func create(t *testing.T, cli *client.Client, cname string, cfg *container.Config, hc *container.HostConfig) string {
@@ -400,6 +401,11 @@ func TestExec(t *testing.T) {
 				t.Errorf("as 65534: NoNewPrivs %s", v)
 			}
 		}
+	}
+	// The Sandbox's CAP_SYS_ADMIN would let RuntimeDefault allow a user
+	// namespace; the dockerd profile, a Localhost one here, refuses it.
+	if r := runExec(t, cli, id, container.ExecOptions{Cmd: sh("busybox unshare -U true && echo ESCAPED"), User: "65534:65534"}, ""); r.code == 0 || strings.Contains(r.stdout, "ESCAPED") {
+		t.Errorf("unshare -U as 65534: %+v", r)
 	}
 	if root := runExec(t, cli, id, container.ExecOptions{Cmd: sh("id -u; cat /proc/self/status")}, ""); !strings.HasPrefix(root.stdout, "0\n") || !strings.Contains(root.stdout, "NoNewPrivs:\t1") {
 		t.Errorf("as the container's user: %+v", root)
