@@ -44,7 +44,7 @@ const (
 
 // newEngine serves a kube-engine on the shared cluster for the test and
 // returns a docker client of it.
-func newEngine(t *testing.T) (*client.Client, *kubetest.Cluster) {
+func newEngine(t testing.TB) (*client.Client, *kubetest.Cluster) {
 	t.Helper()
 	c := kubetest.Shared(t)
 	dir, err := os.MkdirTemp("", "ke-")
@@ -100,7 +100,7 @@ var testImage struct {
 	id manifests.Digest
 }
 
-func chrootImage(t *testing.T) (manifests.Digest, *bytes.Buffer) {
+func chrootImage(t testing.TB) (manifests.Digest, *bytes.Buffer) {
 	t.Helper()
 	bb := testenv.NeedCommand(t, "busybox")
 	chroot := testenv.NeedCommand(t, "chroot")
@@ -157,7 +157,7 @@ func chrootImage(t *testing.T) (manifests.Digest, *bytes.Buffer) {
 	return mustDigest(t, cn.String()), &w
 }
 
-func mustDigest(t *testing.T, s string) manifests.Digest {
+func mustDigest(t testing.TB, s string) manifests.Digest {
 	d, err := manifests.ParseDigest(s)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +166,7 @@ func mustDigest(t *testing.T, s string) manifests.Digest {
 }
 
 // loadImage loads the test image through cli once per binary.
-func loadImage(t *testing.T, cli *client.Client) manifests.Digest {
+func loadImage(t testing.TB, cli *client.Client) manifests.Digest {
 	t.Helper()
 	testImage.Lock()
 	defer testImage.Unlock()
@@ -255,7 +255,7 @@ func sandboxConfig(id manifests.Digest, cmd ...string) (*container.Config, *cont
 	return engine.SandboxConfig(runID, id, cmd, manifests.EngineDockerd, "")
 }
 
-func create(t *testing.T, cli *client.Client, cname string, cfg *container.Config, hc *container.HostConfig) string {
+func create(t testing.TB, cli *client.Client, cname string, cfg *container.Config, hc *container.HostConfig) string {
 	t.Helper()
 	resp, err := cli.ContainerCreate(context.Background(), cfg, hc, &network.NetworkingConfig{}, nil, cname)
 	if err != nil {
@@ -334,7 +334,7 @@ type execOut struct {
 	code, pid      int
 }
 
-func runExec(t *testing.T, cli *client.Client, id string, opts container.ExecOptions, stdin string) execOut {
+func runExec(t testing.TB, cli *client.Client, id string, opts container.ExecOptions, stdin string) execOut {
 	t.Helper()
 	ctx := context.Background()
 	opts.AttachStdout, opts.AttachStderr, opts.AttachStdin = true, true, stdin != ""
@@ -518,5 +518,23 @@ func TestNothingLeft(t *testing.T) {
 	}
 	if _, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, kubeengine.LeaseName(kubetest.NodeName), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the node's Lease is left: %v", err)
+	}
+}
+
+// BenchmarkExec is the round trip of one exec as the runner makes it
+// (create, attach and read to the end of its stream, inspect) of `true`,
+// as 65534: what the exec transport adds to every step of a cell.
+func BenchmarkExec(b *testing.B) {
+	cli, _ := newEngine(b)
+	cfg, hc := sandboxConfig(loadImage(b, cli), "sleep", "600")
+	id := create(b, cli, "ke-bench", cfg, hc)
+	if err := cli.ContainerStart(context.Background(), id, container.StartOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if r := runExec(b, cli, id, container.ExecOptions{Cmd: []string{"true"}, User: "65534:65534"}, ""); r.code != 0 {
+			b.Fatalf("exec: %+v", r)
+		}
 	}
 }
