@@ -53,8 +53,8 @@ func newEngine(t testing.TB) (*client.Client, *kubetest.Cluster) {
 	}
 	cfg := kubeengine.Config{Socket: filepath.Join(dir, "engine.sock"), Kubeconfig: c.Kubeconfig, Namespace: namespace,
 		Node: kubetest.NodeName, FUSEResource: kubetest.FUSEResource, RunID: runID,
-		// The fixture's containerd (internal/kubetest: Start).
-		Containerd: filepath.Join(c.Dir, "containerd", "containerd.sock"), SeccompDir: filepath.Join(c.Dir, "kubelet", "seccomp")}
+		// The kubelet's root directory is the fixture's kubelet/ (internal/kubetest: Start).
+		Containerd: c.ContainerdSocket, SeccompDir: filepath.Join(c.Dir, "kubelet", "seccomp")}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- kubeengine.Serve(ctx, cfg) }()
