@@ -15,7 +15,8 @@
 // An exec is the pod's exec subresource, wrapped in /bin/sh to give it
 // what the subresource lacks (user, working directory, environment, the
 // pid); its stream is spliced to the hijacked Engine connection in
-// stdcopy frames. Images are loaded into the node's containerd with ctr
-// and inspected through CRI. Every other Engine call answers 501 naming
+// stdcopy frames. Images are loaded into the node's containerd with ctr,
+// and inspected and removed (for teardown) through CRI. Every other
+// Engine call answers 501 naming
 // it, so a runner that needs more fails loudly.
 package kubeengine

@@ -20,24 +20,53 @@ import (
 
 var errNoContainerd = fmt.Errorf("%w: images: this kube-engine reaches no containerd of the node (--containerd): it can neither load nor inspect images", errNotImplemented)
 
-// imageStatus asks the node's runtime, through CRI, about ref (a name or
-// an image id); nil when it has no such image.
-func (s *Server) imageStatus(ctx context.Context, ref string) (*runtimeapi.Image, error) {
+// images runs f with a CRI image service client of the node's runtime.
+func (s *Server) images(ctx context.Context, f func(ctx context.Context, c runtimeapi.ImageServiceClient) error) error {
 	if s.c.Containerd == "" {
-		return nil, errNoContainerd
+		return errNoContainerd
 	}
 	conn, err := grpc.NewClient("unix://"+s.c.Containerd, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return nil, fmt.Errorf("CRI client for %s: %w", s.c.Containerd, err)
+		return fmt.Errorf("CRI client for %s: %w", s.c.Containerd, err)
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	resp, err := runtimeapi.NewImageServiceClient(conn).ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	return f(ctx, runtimeapi.NewImageServiceClient(conn))
+}
+
+// imageStatus asks the node's runtime, through CRI, about ref (a name or
+// an image id); nil when it has no such image.
+func (s *Server) imageStatus(ctx context.Context, ref string) (im *runtimeapi.Image, err error) {
+	err = s.images(ctx, func(ctx context.Context, c runtimeapi.ImageServiceClient) error {
+		resp, err := c.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+		if err != nil {
+			return fmt.Errorf("CRI ImageStatus %s at %s: %w", ref, s.c.Containerd, err)
+		}
+		im = resp.Image
+		return nil
+	})
+	return im, err
+}
+
+// imageRemove removes the image ref names from the node's runtime, every
+// name it has with it (CRI RemoveImage), as `docker rmi` of an id does:
+// teardown removes what the run loaded.
+func (s *Server) imageRemove(ctx context.Context, ref string) (any, error) {
+	id, err := s.imageID(ctx, ref)
 	if err != nil {
-		return nil, fmt.Errorf("CRI ImageStatus %s at %s: %w", ref, s.c.Containerd, err)
+		return nil, err
 	}
-	return resp.Image, nil
+	err = s.images(ctx, func(ctx context.Context, c runtimeapi.ImageServiceClient) error {
+		if _, err := c.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: id}}); err != nil {
+			return fmt.Errorf("CRI RemoveImage %s at %s: %w", id, s.c.Containerd, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []image.DeleteResponse{{Deleted: id}}, nil
 }
 
 // imageID is the id (the config's digest) of the image ref names.

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
@@ -518,6 +519,25 @@ func TestNothingLeft(t *testing.T) {
 	}
 	if _, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, kubeengine.LeaseName(kubetest.NodeName), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the node's Lease is left: %v", err)
+	}
+	// The image the tests loaded goes as a teardown removes it: by its id,
+	// every name with it.
+	testImage.Lock()
+	defer testImage.Unlock()
+	if testImage.id.IsZero() {
+		return
+	}
+	cli, _ := newEngine(t)
+	id := testImage.id.String()
+	if _, err := cli.ImageRemove(ctx, id, image.RemoveOptions{}); err != nil {
+		t.Errorf("removing the test image: %v", err)
+	}
+	testImage.id = manifests.Digest{}
+	if _, err := cli.ImageInspect(ctx, id); !errdefs.IsNotFound(err) {
+		t.Errorf("the test image after its removal: %v, want not found", err)
+	}
+	if _, err := cli.ImageRemove(ctx, id, image.RemoveOptions{}); !errdefs.IsNotFound(err) {
+		t.Errorf("removing it again: %v, want not found", err)
 	}
 }
 

@@ -139,6 +139,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, p string) {
 	case seg[0] == "images" && len(seg) >= 3 && seg[len(seg)-1] == "json" && m == http.MethodGet:
 		s.answer(w, http.StatusOK)(s.imageInspect(ctx, strings.Join(seg[1:len(seg)-1], "/")))
 		return
+	case seg[0] == "images" && len(seg) >= 2 && m == http.MethodDelete:
+		s.answer(w, http.StatusOK)(s.imageRemove(ctx, strings.Join(seg[1:], "/")))
+		return
 	case p == "/containers/create" && m == http.MethodPost:
 		s.answer(w, http.StatusCreated)(s.containerCreate(r))
 		return
