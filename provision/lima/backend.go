@@ -172,13 +172,22 @@ func (backend) Audit(_ context.Context, run string) ([]provision.Resource, []str
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, fmt.Errorf("listing %s: %w", root, err)
 	}
+	// One look at the processes for the whole audit: two would disagree
+	// about one that started or ended between them.
+	all := procsUnder(root)
 	seen := map[int]bool{}
 	for _, e := range ents {
 		if run != "" && e.Name() != run {
 			continue
 		}
 		l := newLayout(filepath.Join(root, e.Name()))
-		ps := procsUnder(l.root)
+		var ps []provision.Proc
+		under := argUnder(l.root)
+		for _, p := range all {
+			if under(p.Argv) {
+				ps = append(ps, p)
+			}
+		}
 		for _, p := range ps {
 			seen[p.Pid] = true
 		}
@@ -188,7 +197,7 @@ func (backend) Audit(_ context.Context, run string) ([]provision.Resource, []str
 		}
 		found = append(found, r)
 	}
-	for _, p := range procsUnder(root) {
+	for _, p := range all {
 		if seen[p.Pid] {
 			continue
 		}

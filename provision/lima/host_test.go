@@ -130,6 +130,14 @@ func TestFixRemovesAnOrphanedLimaDir(t *testing.T) {
 	exited := make(chan struct{})
 	go func() { tail.Wait(); close(exited) }()
 	defer tail.Process.Kill()
+	// Until /proc shows tail's own argv, no scan can tell it holds the
+	// directory.
+	for deadline := time.Now().Add(10 * time.Second); len(procsUnder(root)) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("tail -f %s does not show in /proc", marker)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 
 	ctx := context.Background()
 	state := t.TempDir()
