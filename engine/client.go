@@ -62,7 +62,7 @@ func DefaultDockerHost() string {
 // it runs Sandboxes on, as the Engine itself reports them.
 type Identity struct {
 	Target        string `json:"target"`
-	Engine        string `json:"engine"` // manifests.EngineDockerd or EngineStandin
+	Engine        string `json:"engine"` // manifests.EngineDockerd, EngineStandin or EngineKubernetes
 	EngineVersion string `json:"engineVersion"`
 	Endpoint      string `json:"endpoint"`
 	Kernel        string `json:"kernel"`
@@ -95,6 +95,14 @@ type Identity struct {
 	// RunnerHost is where the runner that samples the target runs, in
 	// Host's form; empty on the machine that made the run.
 	RunnerHost string `json:"runnerHost,omitempty"`
+	// Cluster, Node, ContainerRuntime and RuntimeHandler say, for a
+	// Kubernetes target, which cluster and node its Sandboxes run on, the
+	// node's container runtime, and the handler of the RuntimeClass that
+	// Runtime names (manifests.TargetPins).
+	Cluster          string `json:"cluster,omitempty"`
+	Node             string `json:"node,omitempty"`
+	ContainerRuntime string `json:"containerRuntime,omitempty"`
+	RuntimeHandler   string `json:"runtimeHandler,omitempty"`
 }
 
 // Pins is what a sample's pins.json says of the target.
@@ -105,7 +113,8 @@ func (id *Identity) Pins() manifests.TargetPins {
 	}
 	return manifests.TargetPins{Name: id.Target, Engine: id.Engine, Kernel: id.Kernel,
 		CPUs: id.CPUs, MemoryBytes: id.MemoryBytes, Emulated: id.Emulated, Transport: tr, FUSEURing: id.FUSEURing,
-		Runtime: id.Runtime, RuntimeVersion: id.RuntimeVersion, RuntimePlatform: id.RuntimePlatform, FUSE: id.FUSE, Host: id.Host, RunnerHost: id.RunnerHost}
+		Runtime: id.Runtime, RuntimeVersion: id.RuntimeVersion, RuntimePlatform: id.RuntimePlatform, FUSE: id.FUSE, Host: id.Host, RunnerHost: id.RunnerHost,
+		Cluster: id.Cluster, Node: id.Node, ContainerRuntime: id.ContainerRuntime, RuntimeHandler: id.RuntimeHandler}
 }
 
 // PlanTarget is the target as a run plan carries it to the runner.
@@ -117,7 +126,8 @@ func (id *Identity) PlanTarget() manifests.PlanTarget {
 func IdentityOf(t manifests.PlanTarget) *Identity {
 	return &Identity{Target: t.Name, Engine: t.Engine, EngineVersion: t.EngineVersion, Endpoint: t.Endpoint,
 		Kernel: t.Kernel, OS: t.OS, Arch: t.Arch, CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, Emulated: t.Emulated, Transport: t.Transport, FUSEURing: t.FUSEURing,
-		Runtime: t.Runtime, RuntimeVersion: t.RuntimeVersion, RuntimePlatform: t.RuntimePlatform, FUSE: t.FUSE, Host: t.Host, RunnerHost: t.RunnerHost}
+		Runtime: t.Runtime, RuntimeVersion: t.RuntimeVersion, RuntimePlatform: t.RuntimePlatform, FUSE: t.FUSE, Host: t.Host, RunnerHost: t.RunnerHost,
+		Cluster: t.Cluster, Node: t.Node, ContainerRuntime: t.ContainerRuntime, RuntimeHandler: t.RuntimeHandler}
 }
 
 // Identify asks the Engine at endpoint what it is (/version: the stand-in
@@ -146,10 +156,14 @@ func IdentifyClient(ctx context.Context, cli client.APIClient, target, endpoint 
 }
 
 // kindOf says which Engine a /version platform name is: the stand-in
-// calls itself "sealbench stand-in"; anything else is a dockerd.
+// calls itself "sealbench stand-in", the kube-engine "sealbench
+// kube-engine"; anything else is a dockerd.
 func kindOf(platform string) string {
-	if strings.Contains(platform, "stand-in") {
+	switch {
+	case strings.Contains(platform, "stand-in"):
 		return manifests.EngineStandin
+	case strings.Contains(platform, "kube-engine"):
+		return manifests.EngineKubernetes
 	}
 	return manifests.EngineDockerd
 }

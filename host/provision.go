@@ -17,12 +17,14 @@ import (
 // VM sizes the VM targets (lima, apple, microsandbox); zero is each
 // provisioner's default. AllowUntestedTool lets apple and microsandbox
 // drive a tool newer than the releases they were checked against, with a
-// warning (provision.NewOptions).
+// warning (provision.NewOptions). Kube is the kubernetes target's.
 type VM struct {
 	CPUs              int
 	MemoryMiB         int64
 	AllowUntestedTool bool
 	Accel             string // the qemu target's accelerator: tcg (default) or kvm
+	// Kube says how the kubernetes target reaches its cluster.
+	Kube provision.KubeOptions
 }
 
 // bringUp makes spec's provisioner for run (on its remote host, over the
@@ -34,7 +36,8 @@ func bringUp(ctx context.Context, spec remote.Spec, run *provision.Run, conns *h
 		return nil, nil, fmt.Errorf("no provisioner for target %q", spec.Kind)
 	}
 	no := provision.NewOptions{Run: run, Bundle: b.Dir, Manifest: b.Verified.Manifest, BundleName: b.Verified.Name, Image: b.Image,
-		CPUs: vm.CPUs, MemoryBytes: vm.MemoryMiB << 20, AllowUntestedTool: vm.AllowUntestedTool, Accel: vm.Accel, Log: logf}
+		CPUs: vm.CPUs, MemoryBytes: vm.MemoryMiB << 20, AllowUntestedTool: vm.AllowUntestedTool, Accel: vm.Accel,
+		Param: spec.Param, Kube: vm.Kube, Log: logf}
 	var t provision.Target
 	var err error
 	switch {
@@ -70,7 +73,10 @@ type ProvisionOptions struct {
 	Target string
 	// Remote is the target's spec when it is on a remote host (docker@ssh
 	// or local@ssh: see Provision), reached as SSH says.
-	Remote   *remote.Spec
+	Remote *remote.Spec
+	// Param is what the target's spec gave after its kind and a ':'
+	// (kubernetes:RUNTIMECLASS), for a target on this host.
+	Param    string
 	SSH      SSH
 	Bundle   *Bundle
 	VM       VM
@@ -126,7 +132,7 @@ func Provision(ctx context.Context, o ProvisionOptions) (_ *Provisioned, err err
 	if err != nil {
 		return nil, err
 	}
-	spec, conns := remote.Spec{Name: o.Target, Kind: o.Target}, (*hostConns)(nil)
+	spec, conns := remote.Spec{Name: o.Target, Kind: o.Target, Param: o.Param}, (*hostConns)(nil)
 	if o.Remote != nil {
 		if o.Remote.Kind != remoteDockerKind && o.Remote.Kind != remoteLocalKind {
 			return nil, fmt.Errorf("target %s: only docker@ssh and local@ssh can be left up on a remote host", o.Remote)

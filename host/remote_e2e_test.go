@@ -35,7 +35,7 @@ func TestRunOnADockerHostOverSSH(t *testing.T) {
 	h, endpoint, opened, specs := dockerHostH1(t)
 	ctx := context.Background()
 	state := shortDir(t)
-	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: host.Names(specs), Remote: map[string]remote.Spec{"h1": specs[0]},
+	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: host.Names(specs), Specs: map[string]remote.Spec{"h1": specs[0]},
 		SSH: host.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
 		Out: t.TempDir(), StateDir: state, Log: t.Logf})
 	var ue *cliutil.UserError
@@ -101,7 +101,7 @@ func TestRunOnLocalAndALocalHostOverSSH(t *testing.T) {
 	if want := fmt.Sprintf("local-127-0-0-2-%d", h.Port); far.Name != want {
 		t.Fatalf("the remote target is named %q, want %q", far.Name, want)
 	}
-	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: host.Names(specs), Remote: map[string]remote.Spec{far.Name: far},
+	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: host.Names(specs), Specs: map[string]remote.Spec{far.Name: far},
 		SSH: host.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
 		Out: t.TempDir(), StateDir: shortDir(t), Log: t.Logf})
 	var ue *cliutil.UserError

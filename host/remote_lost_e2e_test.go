@@ -55,7 +55,7 @@ func hostLostMidRun(t *testing.T, here ...string) {
 	}
 	state := shortDir(t)
 	const rounds = 3
-	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: host.Names(specs), Remote: map[string]remote.Spec{"far": far},
+	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: host.Names(specs), Specs: map[string]remote.Spec{"far": far},
 		SSH: host.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: rounds, Seed: 1,
 		Out: t.TempDir(), StateDir: state, Log: logf})
 	if err == nil || !strings.Contains(err.Error(), "samples failed") {

@@ -28,9 +28,11 @@ type RunOptions struct {
 	// endpoint that is up already, named Name in the results.
 	Targets      []string
 	Engine, Name string
-	// Remote are the specs of the targets on a remote host
-	// (docker@ssh://...), by target name, and SSH how hosts are reached.
-	Remote  map[string]remote.Spec
+	// Specs are the specs of the targets that are more than their kind
+	// (on a remote host: docker@ssh://...; or with a parameter:
+	// kubernetes:RUNTIMECLASS), by target name, and SSH how hosts are
+	// reached.
+	Specs   map[string]remote.Spec
 	SSH     SSH
 	VM      VM
 	Cells   []string
@@ -136,7 +138,7 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 	}
 	for _, name := range o.Targets {
 		status("provisioning " + name)
-		spec, far := o.Remote[name]
+		spec, far := o.Specs[name]
 		if !far {
 			spec = remote.Spec{Name: name, Kind: name}
 		}
@@ -157,7 +159,7 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 	var samples []manifests.Sample
 	var missingSlots []stats.Slot
 	var runErr error
-	if groups := groupTargets(ids, o.Remote); len(groups) == 1 && groups[0].host == "" {
+	if groups := groupTargets(ids, o.Specs); len(groups) == 1 && groups[0].host == "" {
 		plan, err := newPlan(run, b, o, ids, out)
 		if err != nil {
 			return outcome, err

@@ -37,7 +37,7 @@ func ParseTargets(list []string) ([]remote.Spec, error) { return parseTargets(li
 // parseTargets is ParseTargets; the doctor passes mustRun false, to say
 // whether a target can run on a host rather than refuse to look.
 func parseTargets(list []string, mustRun bool) ([]remote.Spec, error) {
-	hint := "targets: " + strings.Join(provision.Names(), ", ") + ", each as KIND or KIND@ssh://USER@HOST[:PORT]; `sealbench doctor` says what this host can run"
+	hint := "targets: " + strings.Join(provision.Names(), ", ") + ", each as KIND, KIND:PARAM (kubernetes:RUNTIMECLASS) or KIND@ssh://USER@HOST[:PORT]; `sealbench doctor` says what this host can run"
 	specs, err := remote.ParseSpecs(list)
 	if err != nil {
 		return nil, usagef(hint, "%v", err)
@@ -55,6 +55,8 @@ func parseTargets(list []string, mustRun bool) ([]remote.Spec, error) {
 				"target %q: its name %s is a target kind's, which names the target on this host", s.String(), s.Name)
 		case s.Host != nil && reg.Remote == nil && mustRun:
 			return nil, usagef(remoteHint(), "target %q: %s cannot run on a remote host", s.String(), s.Kind)
+		case s.Param != "" && reg.Param == "":
+			return nil, usagef(paramHint(), "target %q: %s takes nothing after a ':'", s.String(), s.Kind)
 		}
 	}
 	return specs, nil
@@ -90,6 +92,19 @@ func Names(specs []remote.Spec) []string {
 func isKind(name string) bool {
 	_, ok := provision.Lookup(name)
 	return ok
+}
+
+func paramHint() string {
+	var with []string
+	for _, r := range provision.Registered() {
+		if r.Param != "" {
+			with = append(with, r.Name+":"+r.Param)
+		}
+	}
+	if len(with) == 0 {
+		return "no target takes a parameter"
+	}
+	return "targets that take one: " + strings.Join(with, ", ")
 }
 
 func remoteHint() string {

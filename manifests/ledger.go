@@ -59,13 +59,19 @@ const (
 	// (no target), and is recorded before the parameter is written;
 	// teardown writes previous back while the parameter still reads value.
 	ResourceKernelParam ResourceKind = "kernelParam"
+	// ResourceKubeObject is an object the run made through a Kubernetes
+	// API server other than a Sandbox's pod (a container entry names
+	// that): key RESOURCE/NAMESPACE/NAME, as networkpolicies/default/x;
+	// the cluster is the one the target's record in the run directory
+	// names.
+	ResourceKubeObject ResourceKind = "kubeObject"
 )
 
 // ResourceKinds lists every kind, in the order of the constants.
 var ResourceKinds = []ResourceKind{
 	ResourceDir, ResourceStateDir, ResourceSocket, ResourceStore, ResourceMount,
 	ResourceProcess, ResourceContainer, ResourceImage, ResourceVolume, ResourceVM,
-	ResourceKernelParam,
+	ResourceKernelParam, ResourceKubeObject,
 }
 
 // IsPath reports whether the kind's key is a filesystem path.
@@ -134,6 +140,11 @@ func (e *LedgerEntry) Name() string { return string(e.Kind) + " " + e.Key }
 // ledger cannot point that write anywhere else.
 var kernelParamPattern = regexp.MustCompile(`^/sys/module/[A-Za-z0-9_]+/parameters/[A-Za-z0-9_]+$`)
 
+// kubeObjectPattern is a Kubernetes object's ledger key: a resource (its
+// plural, lowercase), a namespace (a DNS label) and a name (a DNS
+// subdomain).
+var kubeObjectPattern = regexp.MustCompile(`^[a-z]+/[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?/[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$`)
+
 // kernelParamValuePattern is what a recorded kernel parameter value may
 // be: one short word (Y, N, 1, 0, a number), as sysfs prints it trimmed.
 var kernelParamValuePattern = regexp.MustCompile(`^[A-Za-z0-9_.,:-]{1,64}$`)
@@ -200,6 +211,8 @@ func (e *LedgerEntry) validate(p *problems) {
 		p.addf("key", "%q: a process marker must be unique on the host (8 characters or more)", e.Key)
 	case e.Kind == ResourceKernelParam && !kernelParamPattern.MatchString(e.Key):
 		p.addf("key", "%q: a kernel parameter is named by its path, /sys/module/<module>/parameters/<name>", e.Key)
+	case e.Kind == ResourceKubeObject && !kubeObjectPattern.MatchString(e.Key):
+		p.addf("key", "%q: a Kubernetes object is named RESOURCE/NAMESPACE/NAME (networkpolicies/default/x)", e.Key)
 	}
 	if e.Host != "" {
 		if err := ValidateSSHHost(e.Host); err != nil {

@@ -61,6 +61,9 @@ const (
 const (
 	EngineDockerd = "dockerd"
 	EngineStandin = "standin"
+	// EngineKubernetes is sealbench's kube-engine: the Engine API in
+	// front of a Kubernetes cluster, whose containers are pods.
+	EngineKubernetes = "kubernetes"
 )
 
 // Store profiles (LayerFS SQLite settings).
@@ -498,7 +501,7 @@ type RunPins struct {
 // TargetPins is what a run pinned about one target.
 type TargetPins struct {
 	Name        string `json:"name"`
-	Engine      string `json:"engine"` // dockerd or standin
+	Engine      string `json:"engine"` // dockerd, standin or kubernetes
 	Kernel      string `json:"kernel"` // uname -r inside the target
 	CPUs        int    `json:"cpus"`
 	MemoryBytes int64  `json:"memoryBytes"`
@@ -519,7 +522,8 @@ type TargetPins struct {
 	// Runtime is the OCI runtime the Engine runs Sandboxes with, where
 	// it is not the Engine's default: "runsc" (gVisor) on the gvisor
 	// target; RuntimeVersion and RuntimePlatform are what it says of
-	// itself (`runsc --version`, its --platform). Empty: the default.
+	// itself (`runsc --version`, its --platform). Empty: the default. On
+	// the kubernetes target, the RuntimeClass (see RuntimeHandler).
 	Runtime         string `json:"runtime,omitempty"`
 	RuntimeVersion  string `json:"runtimeVersion,omitempty"`
 	RuntimePlatform string `json:"runtimePlatform,omitempty"`
@@ -536,6 +540,16 @@ type TargetPins struct {
 	// in Host's form; empty for the machine that made the run. A target
 	// on a remote host is sampled by a runner on that host.
 	RunnerHost string `json:"runnerHost,omitempty"`
+	// Cluster is, for a target that is a Kubernetes cluster, the API
+	// server's version (v1.34.12); Node the node its Sandboxes ran on;
+	// ContainerRuntime the node's container runtime as the node reports
+	// it (containerd://1.6.20); RuntimeHandler the handler of the
+	// RuntimeClass they ran with, which Runtime names (empty: the
+	// cluster's default class).
+	Cluster          string `json:"cluster,omitempty"`
+	Node             string `json:"node,omitempty"`
+	ContainerRuntime string `json:"containerRuntime,omitempty"`
+	RuntimeHandler   string `json:"runtimeHandler,omitempty"`
 }
 
 // The values of TargetPins.FUSE.

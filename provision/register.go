@@ -48,6 +48,10 @@ type Registration struct {
 	// Checks, when not nil, are doctor checks only the target's package
 	// can make (its own tool, with what to install), run after the host's.
 	Checks func(ctx context.Context) []Check
+	// Param, when not empty, says what the target takes after its kind
+	// and a ':' in a --target (kubernetes:RUNTIMECLASS: "RUNTIMECLASS");
+	// empty: a parameter is refused.
+	Param string
 }
 
 // NewOptions is what a target's provisioner is made from.
@@ -68,7 +72,30 @@ type NewOptions struct {
 	// Accel is the qemu target's accelerator, "tcg" (the default when
 	// empty) or "kvm": only ever the user's choice (--accel).
 	Accel string
-	Log   func(string, ...any)
+	// Param is what the --target gave after the kind and a ':'
+	// (Registration.Param), empty when nothing.
+	Param string
+	// Kube says how the kubernetes target reaches its cluster.
+	Kube KubeOptions
+	Log  func(string, ...any)
+}
+
+// KubeOptions say how the kubernetes target reaches its cluster and where
+// its Sandboxes go: the --kubeconfig, --kube-context, --namespace,
+// --kube-node, --kube-fuse-resource, --kube-containerd and --kube-network
+// flags. Empty strings are the target's defaults.
+type KubeOptions struct {
+	Kubeconfig   string // empty: KUBECONFIG, then ~/.kube/config
+	Context      string // empty: the kubeconfig's current context
+	Namespace    string // empty: default
+	Node         string // empty: the cluster's only node
+	FUSEResource string // the extended resource that gives a container /dev/fuse
+	// Containerd is the node's containerd socket as this host reaches it
+	// (a node on this host), where the Sandbox image is imported.
+	Containerd string
+	// Network lets the Sandboxes have the cluster's pod network; without
+	// it the target denies them every connection (a NetworkPolicy).
+	Network bool
 }
 
 // RemoteOptions is what a target's provisioner on a remote host is made

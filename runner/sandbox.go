@@ -21,7 +21,7 @@ import (
 type sandbox struct {
 	cli     *client.Client
 	id      string
-	engine  string        // manifests.EngineDockerd or EngineStandin
+	engine  string        // manifests.EngineDockerd, EngineStandin or EngineKubernetes
 	timeout time.Duration // of each exec: cells.TimeoutOn the target
 	// restarts counts the execs the Engine could not start and this
 	// sandbox started again (see exec).

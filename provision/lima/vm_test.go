@@ -67,7 +67,7 @@ func TestConformance(t *testing.T) {
 // (vmtest.Twelve), then nothing left.
 func TestTwelveCellsLikeLocal(t *testing.T) {
 	limactl, vmImage := needLima(t)
-	vmtest.Twelve{Name: lima.Name, CPUs: lima.DefaultCPUs, MemoryBytes: lima.DefaultMemoryBytes, Kernel: "cloud",
+	vmtest.Twelve{Name: lima.Name, Emulated: true, CPUs: lima.DefaultCPUs, MemoryBytes: lima.DefaultMemoryBytes, Kernel: "cloud",
 		// The Lima directory and instance, hostagent and QEMU, the image.
 		Holds: map[manifests.ResourceKind]int{manifests.ResourceVM: 2, manifests.ResourceProcess: 2, manifests.ResourceImage: 1},
 		New: func(t *testing.T, run *provision.Run, dir string, m *manifests.BundleManifest, _ engine.Image) vmtest.EmulatedTarget {

@@ -52,7 +52,8 @@ var (
 )
 
 // Main runs the tests and removes what GetBundle and GetRunnerBundle made.
-func Main(m *testing.M) {
+// m is a *testing.M, or what runs one and more around it (kubetest.Main).
+func Main(m interface{ Run() int }) {
 	mainUsed = true
 	code := m.Run()
 	for _, d := range dirs {

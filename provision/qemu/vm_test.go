@@ -73,7 +73,7 @@ func TestConformance(t *testing.T) {
 func TestTwelveCellsLikeLocal(t *testing.T) {
 	vmImage := needQEMU(t)
 	testenv.NeedRoot(t) // the local target
-	vmtest.Twelve{Name: qemu.Name, CPUs: qemu.DefaultCPUs, MemoryBytes: qemu.DefaultMemoryBytes, Kernel: "cloud",
+	vmtest.Twelve{Name: qemu.Name, Emulated: true, CPUs: qemu.DefaultCPUs, MemoryBytes: qemu.DefaultMemoryBytes, Kernel: "cloud",
 		// The target's directory, the VM (disks, pid file), QEMU and the
 		// link, their two sockets, the image.
 		Holds: map[manifests.ResourceKind]int{manifests.ResourceDir: 1, manifests.ResourceVM: 1, manifests.ResourceProcess: 2,

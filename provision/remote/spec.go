@@ -1,6 +1,6 @@
 // Package remote is where targets on other hosts, reached over SSH
 // (provision/sshx), come together: the target specs that name them,
-// `[NAME=]KIND[@ssh://USER@HOST[:PORT]]`, the doctor of a host,
+// `[NAME=]KIND[:PARAM][@ssh://USER@HOST[:PORT]]`, the doctor of a host,
 // docker@ssh and local@ssh, and the verified bundle's files installed and
 // checked on a host (HostBundle: the stand-in, and the runner a host's
 // targets are sampled by; see host/hostrun.go and
@@ -29,6 +29,9 @@ type Spec struct {
 	Name string
 	// Kind is the registered target that runs there: local, docker, ...
 	Kind string
+	// Param is what follows the kind after a ':', for a kind that takes
+	// one (kubernetes:RUNTIMECLASS); empty when none is given.
+	Param string
 	// Host is the remote host; nil for this one.
 	Host *Host
 }
@@ -70,13 +73,17 @@ func (h *Host) Dial(ctx context.Context, o Options) (*sshx.Client, error) {
 // String is the spec in canonical form: NAME=KIND@ssh://user@host:port,
 // with NAME= left out when it is the default.
 func (s Spec) String() string {
+	kind := s.Kind
+	if s.Param != "" {
+		kind += ":" + s.Param
+	}
 	if s.Host == nil {
 		if s.Name != s.Kind {
-			return s.Name + "=" + s.Kind
+			return s.Name + "=" + kind
 		}
-		return s.Kind
+		return kind
 	}
-	out := s.Kind + "@" + s.Host.String()
+	out := kind + "@" + s.Host.String()
 	if s.Name != defaultName(s.Kind, s.Host) {
 		out = s.Name + "=" + out
 	}
@@ -85,6 +92,9 @@ func (s Spec) String() string {
 
 var (
 	kindRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+	// paramRE is a kind's parameter: a DNS subdomain, as Kubernetes
+	// names a RuntimeClass.
+	paramRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$`)
 	// userRE is a login name as the tools that make users accept it, and
 	// never one that an ssh client could read as an option.
 	userRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$`)
@@ -92,7 +102,7 @@ var (
 	hostRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
 )
 
-const specForm = "KIND, KIND@ssh://USER@HOST[:PORT] or NAME=KIND@ssh://USER@HOST[:PORT]"
+const specForm = "KIND[:PARAM], KIND@ssh://USER@HOST[:PORT] or NAME=KIND@ssh://USER@HOST[:PORT]"
 
 // ParseSpec parses one target spec. It checks the form only: whether
 // KIND is registered, and can run on a remote host, is the caller's.
@@ -116,10 +126,14 @@ func ParseSpec(s string) (Spec, error) {
 		spec.Name, rest = name, r
 	}
 	kind, where, remote := strings.Cut(rest, "@")
+	kind, param, hasParam := strings.Cut(kind, ":")
 	if !kindRE.MatchString(kind) {
 		return bad("%q is not a target kind", kind)
 	}
-	spec.Kind = kind
+	if hasParam && !paramRE.MatchString(param) {
+		return bad("%q after %s: is not a parameter (lowercase letters, digits, '-' and '.', as a Kubernetes name)", param, kind)
+	}
+	spec.Kind, spec.Param = kind, param
 	if !remote {
 		if spec.Name == "" {
 			spec.Name = kind

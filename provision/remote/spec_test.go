@@ -12,6 +12,8 @@ func TestParseSpec(t *testing.T) {
 		{"local", "local", "local", "", "local"},
 		{"docker", "docker", "docker", "", "docker"},
 		{"base=local", "base", "local", "", "base=local"},
+		{"kubernetes:gvisor", "kubernetes", "kubernetes", "", "kubernetes:gvisor"},
+		{"kubernetes:kata.fc-2", "kubernetes", "kubernetes", "", "kubernetes:kata.fc-2"},
 		{"docker@ssh://root@gpu1", "docker-gpu1", "docker", "ssh://root@gpu1:22", "docker@ssh://root@gpu1:22"},
 		{"docker@ssh://bench@GPU1.Example.com:22", "docker-gpu1-example-com", "docker", "ssh://bench@gpu1.example.com:22", "docker@ssh://bench@gpu1.example.com:22"},
 		{"local@ssh://root@10.0.0.7:2222", "local-10-0-0-7-2222", "local", "ssh://root@10.0.0.7:2222", "local@ssh://root@10.0.0.7:2222"},
@@ -43,6 +45,9 @@ func TestParseSpecRefusesBadInput(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"", "empty"},
 		{"Docker", `"Docker" is not a target kind`},
+		{"kubernetes:", `"" after kubernetes: is not a parameter`},
+		{"kubernetes:Run_C", `"Run_C" after kubernetes: is not a parameter`},
+		{"kubernetes:-x", `"-x" after kubernetes: is not a parameter`},
 		{"docker@", "after '@' comes a host"},
 		{"docker@gpu1", "after '@' comes a host"},
 		{"docker@tcp://gpu1:2375", "over ssh:// only, not tcp://"},

@@ -7,6 +7,7 @@ package targets
 import (
 	_ "github.com/sealbench/sealbench/provision/apple"
 	_ "github.com/sealbench/sealbench/provision/docker"
+	_ "github.com/sealbench/sealbench/provision/kubernetes"
 	_ "github.com/sealbench/sealbench/provision/lima"
 	_ "github.com/sealbench/sealbench/provision/local"
 	_ "github.com/sealbench/sealbench/provision/microsandbox"

@@ -398,13 +398,26 @@ func joinNonEmpty(sep string, parts ...string) string {
 }
 
 // MemoryText is the target's memory in GiB, or a dash.
-// KernelText is the target's kernel, and for one under gVisor, that the
-// Sandboxes ran on gVisor's Sentry (its version and platform) above it.
+// KernelText is the target's kernel; for one under gVisor, that the
+// Sandboxes ran on gVisor's Sentry (its version and platform) above it;
+// for a Kubernetes cluster, the node, the cluster's version, the node's
+// container runtime and the RuntimeClass.
 func (t TargetInfo) KernelText() string {
-	if t.FUSE != manifests.FUSEGVisor {
-		return dash(t.Kernel)
+	text := dash(t.Kernel)
+	if t.FUSE == manifests.FUSEGVisor {
+		text += ", under gVisor (runsc " + t.RuntimeVersion + ", " + t.RuntimePlatform + ")"
 	}
-	return dash(t.Kernel) + ", under gVisor (runsc " + t.RuntimeVersion + ", " + t.RuntimePlatform + ")"
+	if t.Cluster != "" {
+		rc := "the default RuntimeClass"
+		if t.Runtime != "" {
+			rc = "RuntimeClass " + t.Runtime
+		}
+		if t.RuntimeHandler != "" {
+			rc += " (handler " + t.RuntimeHandler + ")"
+		}
+		text += ", node " + t.Node + " of Kubernetes " + t.Cluster + " (" + t.ContainerRuntime + ", " + rc + ")"
+	}
+	return text
 }
 
 func (t TargetInfo) MemoryText() string {

@@ -159,6 +159,14 @@ type TargetInfo struct {
 	// machine that made the run.
 	Host       string `json:"host,omitempty"`
 	RunnerHost string `json:"runnerHost,omitempty"`
+	// Cluster, Node, ContainerRuntime and RuntimeHandler are the pins'
+	// of a Kubernetes target: the API server's version, the node, its
+	// container runtime, and the handler of the RuntimeClass Runtime
+	// names (empty: the cluster's default).
+	Cluster          string `json:"cluster,omitempty"`
+	Node             string `json:"node,omitempty"`
+	ContainerRuntime string `json:"containerRuntime,omitempty"`
+	RuntimeHandler   string `json:"runtimeHandler,omitempty"`
 	// TimedWindows counts the timed windows (LayerFS's and native's) in the
 	// target's samples that count, as their phases recorded them;
 	// UndrainedWindows those that started before the kernel's dirty pages
@@ -523,6 +531,7 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 					ti.Transport, ti.FUSEURing = tp.Transport, tp.FUSEURing
 					ti.Runtime, ti.RuntimeVersion, ti.RuntimePlatform, ti.FUSE = tp.Runtime, tp.RuntimeVersion, tp.RuntimePlatform, tp.FUSEImplementation()
 					ti.Host, ti.RunnerHost = tp.Host, tp.RunnerHost
+					ti.Cluster, ti.Node, ti.ContainerRuntime, ti.RuntimeHandler = tp.Cluster, tp.Node, tp.ContainerRuntime, tp.RuntimeHandler
 				}
 			}
 			r.Targets = append(r.Targets, ti)

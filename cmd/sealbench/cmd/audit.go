@@ -21,6 +21,7 @@ func newAuditCmd(g *global) *cobra.Command {
 	var target, runID string
 	var fix bool
 	var ssh sshSettings
+	var kube kubeSettings
 	c := &cobra.Command{
 		Use:   "audit [--target local,docker,[NAME=]KIND@ssh://USER@HOST[:PORT],...] [--run ID] [--fix]",
 		Short: "Prove nothing of sealbench is left, or list what is (exit 1)",
@@ -80,6 +81,9 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 			if err := ssh.check(); err != nil {
 				return err
 			}
+			if err := kube.apply(); err != nil {
+				return err
+			}
 			var res *provision.AuditResult
 			var fixErr error
 			if fix {
@@ -132,6 +136,7 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 	}
 	c.Flags().StringVar(&target, "target", "", "audit only these targets, comma-separated: "+strings.Join(provision.Names(), ", ")+" (default: all)")
 	ssh.flags(c.Flags())
+	kube.flags(c.Flags(), false)
 	c.Flags().BoolVar(&fix, "fix", false, "tear down what is found")
 	c.Flags().StringVar(&runID, "run", "", "audit (and fix) only this run")
 	return c

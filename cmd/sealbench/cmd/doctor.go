@@ -14,6 +14,7 @@ import (
 func newDoctorCmd(g *global) *cobra.Command {
 	var target string
 	var ssh sshSettings
+	var kube kubeSettings
 	c := &cobra.Command{
 		Use:   "doctor [--target T,...]",
 		Short: "Say what this host can run, and for what it cannot, why and what to install",
@@ -45,6 +46,9 @@ fails only if it cannot run at all, or on a --target it cannot parse).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := ssh.check(); err != nil {
+				return err
+			}
+			if err := kube.apply(); err != nil {
 				return err
 			}
 			var targets []string
@@ -96,5 +100,6 @@ fails only if it cannot run at all, or on a --target it cannot parse).`,
 	}
 	c.Flags().StringVar(&target, "target", "", "look only at these targets, comma-separated; KIND@ssh://USER@HOST[:PORT] looks at that host over SSH")
 	ssh.flags(c.Flags())
+	kube.flags(c.Flags(), false)
 	return c
 }

@@ -22,7 +22,7 @@ const (
 
 func hostCommands(g *global) []*cobra.Command {
 	return []*cobra.Command{newKeygenCmd(g), newSealCmd(g), newVerifyCmd(g), newImageCmd(g), newReportCmd(g),
-		newProvisionCmd(g), newTeardownCmd(g), newAuditCmd(g), newDoctorCmd(g), newRunCmd(g), newMsbProxyCmd(g), newQEMULinkCmd(g)}
+		newProvisionCmd(g), newTeardownCmd(g), newAuditCmd(g), newDoctorCmd(g), newRunCmd(g), newMsbProxyCmd(g), newQEMULinkCmd(g), newKubeEngineCmd(g)}
 }
 
 func classifyHost(err error) (int, string, bool) {

@@ -19,10 +19,11 @@ func newProvisionCmd(g *global) *cobra.Command {
 	var bundlePath, key, expect string
 	var fuseURing bool
 	var vm vmSettings
+	var kube kubeSettings
 	var debs debSettings
 	var ssh sshSettings
 	c := &cobra.Command{
-		Use:   "provision local|docker|lima|qemu|apple|microsandbox|docker@ssh://USER@HOST[:PORT] --bundle B",
+		Use:   "provision local|docker|gvisor|lima|qemu|apple|microsandbox|kubernetes[:RUNTIMECLASS]|docker@ssh://USER@HOST[:PORT]|local@ssh://root@HOST[:PORT] --bundle B",
 		Short: "Bring up a target from a verified bundle and leave it up",
 		Long: `Verify the bundle (signature, then every file), take its Sandbox image from
 <bundle>.image/ (what seal writes; built from the pinned packages when it is
@@ -101,6 +102,11 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
   # The bundle's stand-in on a remote host; run the ssh -L command it prints, then use its endpoint:
   sealbench provision local@ssh://root@10.0.0.7 --bundle out/build-linux-0123456789ab
 
+  # Pods of the cluster your kubeconfig names, the image imported into the node's containerd;
+  # DOCKER_HOST is then the kube-engine, which maps the Engine API to pods:
+  sudo sealbench provision kubernetes --bundle out/build-linux-0123456789ab \
+    --kubeconfig ~/.kube/config --kube-containerd /run/containerd/containerd.sock
+
   # Then drive its Engine with the docker CLI, and take it down:
   DOCKER_HOST=unix:///var/lib/sealbench/runs/<run>/local/sock/standin.sock docker images
   sealbench teardown --run <run>`,
@@ -130,6 +136,9 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
 			if err := vm.check(); err != nil {
 				return err
 			}
+			if err := kube.check(); err != nil {
+				return err
+			}
 			if fuseURing {
 				if err := host.CheckFUSEURing([]string{target}, ""); err != nil {
 					return err
@@ -145,7 +154,7 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
 			if err != nil {
 				return err
 			}
-			out, err := host.Provision(c.Context(), host.ProvisionOptions{Target: target, Remote: far, SSH: ssh.host(), Bundle: b, VM: vm.host(), FUSEURing: fuseURing, Log: p.Logf})
+			out, err := host.Provision(c.Context(), host.ProvisionOptions{Target: target, Remote: far, Param: specs[0].Param, SSH: ssh.host(), Bundle: b, VM: vm.host(kube), FUSEURing: fuseURing, Log: p.Logf})
 			p.Close()
 			if err != nil {
 				return err
@@ -171,6 +180,7 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
 	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to check the bundle's signature with")
 	c.Flags().BoolVar(&fuseURing, "fuse-uring", false, "turn the host's enable_uring (FUSE over io_uring, kernel-wide) on until teardown; recorded, and put back then")
 	vm.flags(c.Flags())
+	kube.flags(c.Flags(), true)
 	debs.flags(c.Flags())
 	ssh.flags(c.Flags())
 	return c

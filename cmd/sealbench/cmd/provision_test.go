@@ -102,6 +102,8 @@ func TestProvisionRefusesBadInput(t *testing.T) {
 		{[]string{"audit", "--target", "vmware"}, ExitUnusable, `no target named "vmware"`},
 		{[]string{"audit", "--target", "docker,docker"}, ExitUnusable, "named twice"},
 		{[]string{"audit", "--target", "apple@ssh://root@mac1"}, ExitUnusable, "apple cannot run on a remote host"},
+		{[]string{"audit", "--kubeconfig", filepath.Join(state, "absent")}, ExitUnusable, "--kubeconfig"},
+		{[]string{"provision", "kubernetes@ssh://root@h", "--bundle", "x"}, ExitUnusable, "kubernetes cannot run on a remote host"},
 		{[]string{"teardown", "--all", "--target", "vmware"}, ExitUnusable, `no target named "vmware"`},
 		{[]string{"teardown", "--all", "--target", "docker@ssh://root@h:0"}, ExitUnusable, "1 to 65535"},
 		{[]string{"teardown", "--all", "--ssh-known-hosts", filepath.Join(state, "absent")}, ExitUnusable, "--ssh-known-hosts"},

@@ -39,6 +39,7 @@ type runFlags struct {
 	seed                  uint64
 	source                string
 	vm                    vmSettings
+	kube                  kubeSettings
 	debs                  debSettings
 	ssh                   sshSettings
 }
@@ -165,6 +166,10 @@ the teardown failed; 130 interrupted (torn down all the same).`,
   SEALBENCH_PASSWORD= sudo -E sealbench run --target local --sign-key keys/sealbench.key --out out/signed
   sealbench report out/signed --key keys/sealbench.pub --require-signed
 
+  # Pods of a Kubernetes cluster beside the stand-in, their RuntimeClass gvisor:
+  sudo sealbench run --target local,kubernetes:gvisor --kubeconfig ~/.kube/config \
+    --kube-containerd /run/containerd/containerd.sock --native
+
   # An Engine that is already up: a target left by provision, or a dockerd.
   sealbench run --engine unix:///run/sealbench-dockerd/docker.sock --name docker \
     --bundle out/build-linux-0123456789ab`,
@@ -172,7 +177,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 		RunE: func(c *cobra.Command, _ []string) error { return runCells(c.Context(), g, &f) },
 	}
 	fl := c.Flags()
-	fl.StringVar(&f.targets, "target", "", "targets to provision and run on, comma-separated: "+strings.Join(provision.Names(), ", ")+", each as KIND or [NAME=]KIND@ssh://USER@HOST[:PORT]")
+	fl.StringVar(&f.targets, "target", "", "targets to provision and run on, comma-separated: "+strings.Join(provision.Names(), ", ")+", each as KIND, kubernetes:RUNTIMECLASS or [NAME=]KIND@ssh://USER@HOST[:PORT]")
 	fl.StringVar(&f.engine, "engine", "", "run on this Engine API endpoint instead (unix:///path/to/socket)")
 	fl.StringVar(&f.name, "name", "target", "with --engine: the target's name in the results")
 	fl.StringVar(&f.bundle, "bundle", "", "verified bundle directory (its Sandbox image is <bundle>.image/); default: seal one")
@@ -188,6 +193,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 	fl.IntVar(&f.samples, "samples", defaultSamples, "samples per cell and target, interleaved in a seeded random order (1: a quick look, no intervals)")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the interleaving (0: one from the clock; recorded in pins.json)")
 	f.vm.flags(fl)
+	f.kube.flags(fl, true)
 	f.debs.flags(fl)
 	f.ssh.flags(fl)
 	return c
@@ -208,7 +214,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 		}
 		names = host.Names(specs)
 		for _, s := range specs {
-			if s.Host != nil {
+			if s.Host != nil || s.Param != "" {
 				far[s.Name] = s
 			}
 		}
@@ -221,6 +227,9 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 		}
 	}
 	if err := f.vm.check(); err != nil {
+		return err
+	}
+	if err := f.kube.check(); err != nil {
 		return err
 	}
 	if err := f.ssh.check(); err != nil {
@@ -271,7 +280,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 		return err
 	}
 	o, err := host.Run(ctx, host.RunOptions{
-		Bundle: b, Targets: names, Remote: far, SSH: f.ssh.host(), Engine: f.engine, Name: f.name, VM: f.vm.host(),
+		Bundle: b, Targets: names, Specs: far, SSH: f.ssh.host(), Engine: f.engine, Name: f.name, VM: f.vm.host(f.kube),
 		Cells: cellList, Samples: f.samples, Seed: f.seed, Native: f.native, Out: f.out, Keep: f.keep, FUSEURing: f.fuseURing,
 		SignKey: signer, Log: p.Logf, Status: p.Status,
 		Report: func(md string) {

@@ -5,6 +5,7 @@ package cmd
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -60,8 +61,59 @@ func (v vmSettings) check() error {
 	return nil
 }
 
-func (v vmSettings) host() host.VM {
-	return host.VM{CPUs: v.cpus, MemoryMiB: v.memoryMiB, AllowUntestedTool: v.allowUntested, Accel: v.accel}
+// host is the settings as package host takes them, with the kubernetes
+// target's.
+func (v vmSettings) host(k kubeSettings) host.VM {
+	return host.VM{CPUs: v.cpus, MemoryMiB: v.memoryMiB, AllowUntestedTool: v.allowUntested, Accel: v.accel, Kube: k.o}
+}
+
+// kubeSettings say how the kubernetes target reaches its cluster and
+// where its Sandboxes go.
+type kubeSettings struct{ o provision.KubeOptions }
+
+// flags adds --kubeconfig, and with all (run, provision) the rest.
+func (k *kubeSettings) flags(fl *pflag.FlagSet, all bool) {
+	fl.StringVar(&k.o.Kubeconfig, "kubeconfig", "", "for the kubernetes target: the kubeconfig that reaches the cluster (default: KUBECONFIG, then ~/.kube/config)")
+	if !all {
+		return
+	}
+	fl.StringVar(&k.o.Context, "kube-context", "", "for the kubernetes target: the kubeconfig's context to use (default: its current one)")
+	fl.StringVar(&k.o.Namespace, "namespace", "", "for the kubernetes target: the namespace the Sandboxes' pods go in; it must exist (default: default)")
+	fl.StringVar(&k.o.Node, "kube-node", "", "for the kubernetes target: the node the Sandboxes run on (default: the cluster's only node)")
+	fl.StringVar(&k.o.FUSEResource, "kube-fuse-resource", "", "for the kubernetes target: the extended resource a device plugin offers /dev/fuse as (default: sealbench.dev/fuse)")
+	fl.StringVar(&k.o.Containerd, "kube-containerd", "", "for the kubernetes target: the node's containerd socket, as this host reaches it (a node on this host), where the Sandbox image is imported")
+	fl.BoolVar(&k.o.Network, "kube-network", false, "for the kubernetes target: let the Sandboxes have the cluster's pod network (default: a NetworkPolicy denies them every connection)")
+}
+
+// check refuses a kubeconfig that is not a readable file and a containerd
+// socket that is not an absolute path, before anything is made.
+func (k kubeSettings) check() error {
+	if k.o.Kubeconfig != "" {
+		if err := readableFile(k.o.Kubeconfig); err != nil {
+			return usageErrorf("--kubeconfig takes a kubeconfig file you can read", "--kubeconfig: %v", err)
+		}
+	}
+	if k.o.Containerd != "" && !filepath.IsAbs(k.o.Containerd) {
+		return usageErrorf("--kube-containerd takes the socket's absolute path, such as /run/containerd/containerd.sock", "--kube-containerd %q is not an absolute path", k.o.Containerd)
+	}
+	return nil
+}
+
+// apply makes --kubeconfig the kubeconfig of this process (KUBECONFIG),
+// for the commands whose kubernetes target reaches the cluster through
+// client-go's defaults: teardown, audit and doctor.
+func (k kubeSettings) apply() error {
+	if k.o.Kubeconfig == "" {
+		return nil
+	}
+	if err := k.check(); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(k.o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	return os.Setenv("KUBECONFIG", abs)
 }
 
 // sshSettings say how remote hosts (KIND@ssh://USER@HOST) are reached.
@@ -81,17 +133,7 @@ func (s sshSettings) check() error {
 		if f.path == "" {
 			continue
 		}
-		st, err := os.Stat(f.path)
-		if err == nil && !st.Mode().IsRegular() {
-			err = fmt.Errorf("%s is not a regular file", f.path)
-		}
-		if err == nil {
-			var fh *os.File
-			if fh, err = os.Open(f.path); err == nil {
-				fh.Close()
-			}
-		}
-		if err != nil {
+		if err := readableFile(f.path); err != nil {
 			return usageErrorf(f.flag+" takes a file you can read", "%s: %v", f.flag, err)
 		}
 	}
@@ -99,3 +141,19 @@ func (s sshSettings) check() error {
 }
 
 func (s sshSettings) host() host.SSH { return host.SSH{Identity: s.identity, KnownHosts: s.knownHosts} }
+
+// readableFile is nil when p is a regular file this process can open.
+func readableFile(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", p)
+	}
+	fh, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	return fh.Close()
+}

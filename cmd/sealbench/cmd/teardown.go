@@ -16,6 +16,7 @@ func newTeardownCmd(g *global) *cobra.Command {
 	var runID, target string
 	var all bool
 	var ssh sshSettings
+	var kube kubeSettings
 	c := &cobra.Command{
 		Use:   "teardown --run ID | --all [--target T,...]",
 		Short: "Remove everything a run created, from its ledger",
@@ -56,6 +57,9 @@ a later teardown of the whole run.`,
 				targets = host.Names(specs)
 			}
 			if err := ssh.check(); err != nil {
+				return err
+			}
+			if err := kube.apply(); err != nil {
 				return err
 			}
 			p := newProgress(g.stderr, "teardown")
@@ -104,5 +108,6 @@ a later teardown of the whole run.`,
 	c.Flags().BoolVar(&all, "all", false, "tear down every run in the state directory")
 	c.Flags().StringVar(&target, "target", "", "tear down only these targets' resources, comma-separated (the run directory stays)")
 	ssh.flags(c.Flags())
+	kube.flags(c.Flags(), false)
 	return c
 }

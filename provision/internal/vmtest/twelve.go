@@ -29,8 +29,8 @@ type EmulatedTarget interface {
 	Emulated() bool
 }
 
-// Twelve is a VM target booted from the VM image, as TwelveCellsLikeLocal
-// drives it.
+// Twelve is a target other than local (a VM booted from the VM image, a
+// Kubernetes cluster), as TwelveCellsLikeLocal drives it beside local.
 type Twelve struct {
 	Name string // the target's name
 	// New returns the target of run for the sealed, verified bundle at
@@ -48,6 +48,9 @@ type Twelve struct {
 	Dir func(EmulatedTarget) string
 	// Cells are the cells to run on both targets: all twelve when empty.
 	Cells []string
+	// Emulated says the target's CPU is emulated (QEMU TCG): its
+	// Identity and the run's pins must say so, and must not otherwise.
+	Emulated bool
 }
 
 // TwelveCellsLikeLocal is the whole flow: seal this tree with its Sandbox
@@ -145,8 +148,8 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 		}
 		step("provisioned %s: kernel %s, %d CPUs, %d MiB", target.Name(), id.Kernel, id.CPUs, id.MemoryBytes>>20)
 	}
-	if !vm.Emulated() {
-		t.Errorf("the %s target does not say it is emulated", tw.Name)
+	if vm.Emulated() != tw.Emulated {
+		t.Errorf("the %s target says its CPU is emulated: %v, want %v", tw.Name, vm.Emulated(), tw.Emulated)
 	}
 	if id, _ := vm.Identity(ctx); id.CPUs != tw.CPUs || id.MemoryBytes > tw.MemoryBytes || id.MemoryBytes < tw.MemoryBytes/2 || !strings.Contains(id.Kernel, tw.Kernel) {
 		t.Errorf("the VM has %d CPUs, %d bytes of memory and kernel %q, want %d, about %d and the guest's %s kernel", id.CPUs, id.MemoryBytes, id.Kernel, tw.CPUs, tw.MemoryBytes, tw.Kernel)
@@ -199,8 +202,8 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 		}
 	}
 	for _, tp := range inputs[0].Pins.Targets {
-		if tp.Name == tw.Name && !tp.Emulated {
-			t.Errorf("the run's pins do not say %s is emulated: %+v", tw.Name, tp)
+		if tp.Name == tw.Name && tp.Emulated != tw.Emulated {
+			t.Errorf("the run's pins say %s is emulated: %v, want %v: %+v", tw.Name, tp.Emulated, tw.Emulated, tp)
 		}
 	}
 

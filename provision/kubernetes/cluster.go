@@ -1,0 +1,153 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
+)
+
+// cluster is a connection to a cluster's API server.
+type cluster struct {
+	cs   kubernetes.Interface
+	host string // the API server's URL, for messages
+}
+
+// connect reaches the cluster c names (its kubeconfig and context, or
+// client-go's defaults: KUBECONFIG, then ~/.kube/config).
+func connect(c kubeengine.Config) (*cluster, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if c.Kubeconfig != "" {
+		rules.ExplicitPath = c.Kubeconfig
+		if strings.ContainsRune(c.Kubeconfig, ':') { // a KUBECONFIG list
+			rules.ExplicitPath, rules.Precedence = "", strings.Split(c.Kubeconfig, ":")
+		}
+	}
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context}).ClientConfig()
+	if err != nil {
+		return nil, &provision.InputError{Err: fmt.Errorf("no cluster to reach: %w", err),
+			Hint: "name a kubeconfig with --kubeconfig (or KUBECONFIG), and a context in it with --kube-context"}
+	}
+	rc.Timeout = 30 * time.Second
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &cluster{cs: cs, host: rc.Host}, nil
+}
+
+// The resources the run makes through the API server, as their ledger
+// keys (manifests.ResourceKubeObject) name them.
+const (
+	resPods            = "pods"
+	resNetworkPolicies = "networkpolicies"
+)
+
+func objectKey(resource, namespace, name string) string {
+	return resource + "/" + namespace + "/" + name
+}
+
+func parseObjectKey(key string) (resource, namespace, name string, err error) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 3 || (parts[0] != resPods && parts[0] != resNetworkPolicies) {
+		return "", "", "", fmt.Errorf("%q is not a pod or NetworkPolicy of a run (pods/NAMESPACE/NAME, networkpolicies/NAMESPACE/NAME)", key)
+	}
+	return parts[0], parts[1], parts[2], nil
+}
+
+// labelled lists the pods and NetworkPolicies, in every namespace, that
+// carry the run label: with the value run, or any value when run is "".
+func (c *cluster) labelled(ctx context.Context, run string) ([]provision.Resource, error) {
+	sel := manifests.RunLabel
+	if run != "" {
+		sel += "=" + run
+	}
+	opts := metav1.ListOptions{LabelSelector: sel}
+	pods, err := c.cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing pods labelled %s on %s: %w", manifests.RunLabel, c.host, err)
+	}
+	nps, err := c.cs.NetworkingV1().NetworkPolicies(metav1.NamespaceAll).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing NetworkPolicies labelled %s on %s: %w", manifests.RunLabel, c.host, err)
+	}
+	var out []provision.Resource
+	for _, p := range pods.Items {
+		out = append(out, provision.Resource{Target: Name, Run: p.Labels[manifests.RunLabel], Kind: manifests.ResourceKubeObject,
+			Key: objectKey(resPods, p.Namespace, p.Name), Detail: "pod on node " + p.Spec.NodeName + ", " + string(p.Status.Phase) + ", on " + c.host})
+	}
+	for _, np := range nps.Items {
+		out = append(out, provision.Resource{Target: Name, Run: np.Labels[manifests.RunLabel], Kind: manifests.ResourceKubeObject,
+			Key: objectKey(resNetworkPolicies, np.Namespace, np.Name), Detail: "NetworkPolicy on " + c.host})
+	}
+	return out, nil
+}
+
+// exists reports whether the object key names is there.
+func (c *cluster) exists(ctx context.Context, key string) (bool, string, error) {
+	res, ns, name, err := parseObjectKey(key)
+	if err != nil {
+		return false, "", err
+	}
+	switch res {
+	case resPods:
+		p, err := c.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			return true, "pod, " + string(p.Status.Phase) + ", on " + c.host, nil
+		}
+		return false, "", notFound(err)
+	default:
+		_, err := c.cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			return true, "NetworkPolicy on " + c.host, nil
+		}
+		return false, "", notFound(err)
+	}
+}
+
+// notFound is nil for a NotFound error: absent is what teardown wants.
+func notFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// remove deletes the object key names, and returns nil when it is not
+// there; a pod is waited for until it is gone (its containers stopped).
+func (c *cluster) remove(ctx context.Context, key string) error {
+	res, ns, name, err := parseObjectKey(key)
+	if err != nil {
+		return err
+	}
+	if res == resNetworkPolicies {
+		return notFound(c.cs.NetworkingV1().NetworkPolicies(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+	}
+	zero := int64(0)
+	if err := c.cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		return notFound(err)
+	}
+	for {
+		_, err := c.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pod %s/%s is still there: %w", ns, name, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,115 @@
+//go:build kubetest
+
+package kubernetes_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/kubetest"
+	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/internal/vmtest"
+	"github.com/sealbench/sealbench/provision/kubernetes"
+	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
+	"github.com/sealbench/sealbench/provision/provisiontest"
+)
+
+// engineChild, as the test binary's first argument, makes it the
+// kube-engine (the target starts it as `sealbench kube-engine` does).
+const engineChild = "kube-engine-child"
+
+// runner runs the tests and what goes around them.
+type runner func() int
+
+func (r runner) Run() int { return r() }
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == engineChild {
+		serveEngine(os.Args[2:])
+		return
+	}
+	provisiontest.Main(runner(func() int { return kubetest.Main(m) }))
+}
+
+func serveEngine(args []string) {
+	cfg, err := kubeengine.ParseArgs(args)
+	if err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		err = kubeengine.Serve(ctx, cfg)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kube-engine:", err)
+		os.Exit(1)
+	}
+}
+
+// newTarget is the kubernetes target of run on the test cluster, its
+// kube-engine this test binary.
+func newTarget(t *testing.T, c *kubetest.Cluster, run *provision.Run) *kubernetes.Kubernetes {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := kubernetes.New(kubernetes.Options{Run: run, Kube: provision.KubeOptions{Kubeconfig: c.Kubeconfig, Containerd: c.ContainerdSocket},
+		EngineCommand: []string{exe, engineChild}, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestConformance: the suite every target passes, on the test cluster:
+// Sandboxes as pods with /dev/fuse and no network, confined execs through
+// the exec subresource, everything in the ledger, nothing left.
+func TestConformance(t *testing.T) {
+	c := kubetest.Shared(t)
+	b := provisiontest.GetBundle(t)
+	provisiontest.Run(t, &provisiontest.Suite{
+		New:    func(t *testing.T, run *provision.Run) provision.Target { return newTarget(t, c, run) },
+		Image:  b.Image,
+		Engine: manifests.EngineKubernetes,
+	})
+}
+
+// notEmulated is the kubernetes target as vmtest.Twelve drives it.
+type notEmulated struct{ *kubernetes.Kubernetes }
+
+func (notEmulated) Emulated() bool { return false }
+
+// TestTwelveCellsLikeLocal: the twelve cells on local and on the test
+// cluster's node, which is this host: the same kernel, so every count
+// (FUSE requests by opcode, SQLite statements, files, bytes) is equal;
+// then the target's inventory, Destroy, and a teardown that leaves
+// nothing.
+func TestTwelveCellsLikeLocal(t *testing.T) {
+	c := kubetest.Shared(t)
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		t.Fatal(err)
+	}
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		t.Fatal(err)
+	}
+	vmtest.Twelve{Name: kubernetes.Name, CPUs: runtime.NumCPU(), MemoryBytes: int64(si.Totalram) * int64(si.Unit),
+		Kernel: unix.ByteSliceToString(uts.Release[:]),
+		// The target's directory, the kube-engine and its socket, the
+		// image in the node's containerd, the NetworkPolicy.
+		Holds: map[manifests.ResourceKind]int{manifests.ResourceDir: 1, manifests.ResourceProcess: 1, manifests.ResourceSocket: 1,
+			manifests.ResourceImage: 1, manifests.ResourceKubeObject: 1},
+		New: func(t *testing.T, run *provision.Run, dir string, m *manifests.BundleManifest, img engine.Image) vmtest.EmulatedTarget {
+			return notEmulated{newTarget(t, c, run)}
+		},
+		Dir: func(vm vmtest.EmulatedTarget) string { return vm.(notEmulated).Dir() },
+	}.TwelveCellsLikeLocal(t)
+}

@@ -1,0 +1,79 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
+)
+
+// CheckName is the doctor's check of the cluster.
+const CheckName = "kubernetes"
+
+func init() {
+	provision.Register(provision.Registration{
+		Name: Name, What: "Sandboxes as pods of a Kubernetes cluster (kubernetes[:RUNTIMECLASS]), through the kube-engine", Order: 80,
+		Param: "RUNTIMECLASS",
+		New: func(o provision.NewOptions) (provision.Target, error) {
+			return New(Options{Run: o.Run, Kube: o.Kube, RuntimeClass: o.Param, Log: o.Log})
+		},
+		Backend: backend{},
+		Needs:   []string{CheckName},
+		Note:    "pods on one node of the cluster your kubeconfig names; /dev/fuse from a device plugin's resource (" + DefaultFUSEResource + " unless --kube-fuse-resource)",
+		Checks: func(ctx context.Context) []provision.Check {
+			return []provision.Check{Check(ctx, kubeengine.Config{})}
+		},
+	})
+}
+
+// Check says whether the cluster of c's kubeconfig (client-go's default
+// when it names none) answers, and what it is: its version, its nodes,
+// and how many of them offer the FUSE resource.
+func Check(ctx context.Context, c kubeengine.Config) provision.Check {
+	ck := provision.Check{Name: CheckName, Fix: "point --kubeconfig (or KUBECONFIG) at a cluster you can reach, with --kube-context for a context other than the current one"}
+	if c.Kubeconfig == "" && !haveKubeconfig() {
+		ck.Detail = "no kubeconfig: KUBECONFIG is not set and ~/.kube/config is not there"
+		return ck
+	}
+	cl, err := connect(c)
+	if err != nil {
+		ck.Detail = err.Error()
+		return ck
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v, err := cl.cs.Discovery().ServerVersion()
+	if err != nil {
+		ck.Detail = fmt.Sprintf("the API server at %s does not answer: %v", cl.host, err)
+		return ck
+	}
+	nodes, err := cl.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		ck.Detail = fmt.Sprintf("Kubernetes %s at %s, but listing its nodes failed: %v", v.GitVersion, cl.host, err)
+		return ck
+	}
+	res := c.FUSEResource
+	if res == "" {
+		res = DefaultFUSEResource
+	}
+	var withFUSE []string
+	for _, n := range nodes.Items {
+		if q, ok := n.Status.Allocatable[corev1.ResourceName(res)]; ok && !q.IsZero() {
+			withFUSE = append(withFUSE, n.Name)
+		}
+	}
+	detail := fmt.Sprintf("Kubernetes %s at %s: %d nodes; %s on %s", v.GitVersion, cl.host, len(nodes.Items), res, strings.Join(withFUSE, ", "))
+	if len(withFUSE) == 0 {
+		ck.Detail = detail + "none"
+		ck.Fix = "run a device plugin that offers /dev/fuse as " + res + " on the node the Sandboxes run on, or name the resource yours offers with --kube-fuse-resource"
+		return ck
+	}
+	ck.OK, ck.Detail, ck.Fix = true, detail, ""
+	return ck
+}
