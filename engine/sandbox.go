@@ -26,7 +26,8 @@ func SandboxName(runID, name string) string { return "sealbench-" + runID + "-" 
 // SandboxConfig is how every Sandbox is created: the run's label,
 // /dev/fuse, CAP_SYS_ADMIN (for layerfsd's FUSE mounts), no network at all,
 // and no-new-privileges (so no setuid or file-capability binary can give a
-// body more than it has). On dockerd (engine manifests.EngineDockerd) it
+// body more than it has). On dockerd (engine manifests.EngineDockerd) and
+// the kube-engine (EngineKubernetes: a Localhost profile of the pod) it
 // also gets DockerSeccompProfile, which refuses new namespaces; the
 // stand-in's Sandboxes have their own, stricter filter. runtime is the OCI
 // runtime dockerd runs it with ("runsc" for gVisor); empty is its default.
@@ -45,7 +46,7 @@ func SandboxConfig(runID string, image manifests.Digest, cmd []string, engine, r
 		SecurityOpt: []string{"no-new-privileges"},
 		Runtime:     runtime,
 	}
-	if engine == manifests.EngineDockerd {
+	if engine == manifests.EngineDockerd || engine == manifests.EngineKubernetes {
 		host.SecurityOpt = append(host.SecurityOpt, "seccomp="+DockerSeccompProfile())
 	}
 	return cfg, host

@@ -723,8 +723,8 @@ func (ps *problems) target(f string, t TargetPins, names map[string]bool) {
 		ps.addf(f+".name", "%q is listed twice", t.Name)
 	}
 	names[t.Name] = true
-	if t.Engine != EngineDockerd && t.Engine != EngineStandin {
-		ps.addf(f+".engine", "%q is not %s or %s", t.Engine, EngineDockerd, EngineStandin)
+	if t.Engine != EngineDockerd && t.Engine != EngineStandin && t.Engine != EngineKubernetes {
+		ps.addf(f+".engine", "%q is not %s, %s or %s", t.Engine, EngineDockerd, EngineStandin, EngineKubernetes)
 	}
 	if !validFUSEURing(t.FUSEURing) {
 		ps.addf(f+".fuseURing", "%q is not %s, %s or %s", t.FUSEURing, FUSEURingOn, FUSEURingOff, FUSEURingNA)

@@ -30,7 +30,7 @@ KUBE_PACKAGES := etcd-server containerd runc iptables containernetworking-plugin
 KUBE_TEST_TIMEOUT ?= 15m
 # The packages whose tests run on the cluster (each binary starts its own,
 # one at a time: the cluster takes a machine-wide lock).
-KUBE_TEST_PACKAGES := ./internal/kubetest/ ./provision/kubernetes/kubeengine/
+KUBE_TEST_PACKAGES := ./internal/kubetest/ ./provision/kubernetes/kubeengine/ ./provision/kubernetes/
 
 .PHONY: kube-tools
 kube-tools: $(KUBE_APISERVER) $(KUBELET) ## Build kube-apiserver and the kubelet (v1.34.12) into ~/.cache/sealbench/tools, from the Go module proxy; install etcd, containerd, runc and the CNI plugins

@@ -82,8 +82,8 @@ type NewOptions struct {
 
 // KubeOptions say how the kubernetes target reaches its cluster and where
 // its Sandboxes go: the --kubeconfig, --kube-context, --namespace,
-// --kube-node, --kube-fuse-resource, --kube-containerd and --kube-network
-// flags. Empty strings are the target's defaults.
+// --kube-node, --kube-fuse-resource, --kube-containerd,
+// --kube-seccomp-dir and --kube-network flags. Empty strings are the target's defaults.
 type KubeOptions struct {
 	Kubeconfig   string // empty: KUBECONFIG, then ~/.kube/config
 	Context      string // empty: the kubeconfig's current context
@@ -93,6 +93,9 @@ type KubeOptions struct {
 	// Containerd is the node's containerd socket as this host reaches it
 	// (a node on this host), where the Sandbox image is imported.
 	Containerd string
+	// SeccompDir is the node kubelet's seccomp directory as this host
+	// reaches it, where the Sandboxes' seccomp profile is written.
+	SeccompDir string
 	// Network lets the Sandboxes have the cluster's pod network; without
 	// it the target denies them every connection (a NetworkPolicy).
 	Network bool

@@ -7,12 +7,18 @@ package testimage
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -35,6 +41,15 @@ func Busybox(busybox, tag string, w io.Writer) (manifests.Digest, error) {
 // pod sandbox's image (internal/kubetest's pause image), say, whose
 // command sleeps.
 func BusyboxCmd(busybox, tag string, cmd []string, w io.Writer) (manifests.Digest, error) {
+	return BusyboxWith(busybox, tag, cmd, nil, w)
+}
+
+// BusyboxWith is BusyboxCmd with, in a second layer, this machine's
+// binaries bins (absolute paths, kept at them) and the libraries each
+// links (as ldd names them): coreutils' chroot, say, which the
+// kube-engine needs to run an exec as another user and busybox's applet
+// cannot stand in for.
+func BusyboxWith(busybox, tag string, cmd []string, bins []string, w io.Writer) (manifests.Digest, error) {
 	bb, err := os.ReadFile(busybox)
 	if err != nil {
 		return manifests.Digest{}, err
@@ -64,7 +79,15 @@ func BusyboxCmd(busybox, tag string, cmd []string, w io.Writer) (manifests.Diges
 	if err != nil {
 		return manifests.Digest{}, err
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	layers := []v1.Layer{layer}
+	if len(bins) > 0 {
+		extra, err := hostFilesLayer(bins)
+		if err != nil {
+			return manifests.Digest{}, err
+		}
+		layers = append(layers, extra)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layers...)
 	if err != nil {
 		return manifests.Digest{}, err
 	}
@@ -93,4 +116,52 @@ func BusyboxCmd(busybox, tag string, cmd []string, w io.Writer) (manifests.Diges
 		return manifests.Digest{}, err
 	}
 	return id, tarball.Write(ref, img, w)
+}
+
+// hostFilesLayer is a layer of the binaries bins and the libraries they
+// link, each at its path on this machine.
+func hostFilesLayer(bins []string) (v1.Layer, error) {
+	files := map[string]bool{}
+	for _, b := range bins {
+		files[b] = true
+		out, err := exec.Command("ldd", b).Output()
+		if err != nil {
+			return nil, fmt.Errorf("ldd %s: %w", b, err)
+		}
+		for _, f := range strings.Fields(string(out)) {
+			if strings.HasPrefix(f, "/") {
+				files[f] = true
+			}
+		}
+	}
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var lb bytes.Buffer
+	tw := tar.NewWriter(&lb)
+	dirs := map[string]bool{}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		in := strings.TrimPrefix(p, "/")
+		var parents []string
+		for d := filepath.Dir(in); d != "." && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+			parents = append([]string{d}, parents...)
+		}
+		for _, d := range parents {
+			tw.WriteHeader(&tar.Header{Name: d + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: epoch})
+		}
+		tw.WriteHeader(&tar.Header{Name: in, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(b)), ModTime: epoch})
+		tw.Write(b)
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	data := lb.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
 }

@@ -52,10 +52,11 @@ func (backend) Exists(ctx context.Context, runDir string, e manifests.LedgerEntr
 		return c.exists(ctx, e.Key)
 	case e.Kind == manifests.ResourceContainer || e.Kind == manifests.ResourceImage:
 		err = onEngine(ctx, runDir, e, func(e manifests.LedgerEntry) error {
-			ok, detail, err = provision.Exists(ctx, "/nonexistent", e)
+			ok, _, err = provision.Exists(ctx, "/nonexistent", e)
 			return err
 		})
-		return ok, detail, err
+		// Where the run's Engine is, not the one this check used.
+		return ok, "on " + e.Engine + " (the cluster, through a kube-engine)", err
 	}
 	return false, "", provision.ErrGeneric
 }
@@ -105,7 +106,7 @@ func onEngine(ctx context.Context, runDir string, e manifests.LedgerEntry, f fun
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("%s: the run has no %s to say which cluster holds it", e.Name(), filepath.Join(Name, recordFile))
+		return fmt.Errorf("%s: the run has no %s to say which cluster holds it", e.Name(), recordFile)
 	}
 	dir, err := os.MkdirTemp("", "sealbench-kube-")
 	if err != nil {

@@ -12,8 +12,7 @@
 //
 // What Create does, in order, every step recorded in the ledger first:
 //
-//   - writes the target's record (Record, cluster.json in the target's
-//     directory): the kubeconfig, context, namespace, node, RuntimeClass,
+//   - writes the target's record (kubernetes.json in the run directory): the kubeconfig, context, namespace, node, RuntimeClass,
 //     FUSE resource and containerd socket, so that teardown and the audit
 //     reach the same cluster after this process is gone;
 //   - checks the cluster answers, the namespace exists, the node (the only
@@ -69,6 +68,9 @@ const EngineSubcommand = "kube-engine"
 const (
 	DefaultNamespace    = "default"
 	DefaultFUSEResource = "sealbench.dev/fuse"
+	// DefaultSeccompDir is the seccomp directory of a kubelet with its
+	// default root directory.
+	DefaultSeccompDir = "/var/lib/kubelet/seccomp"
 )
 
 // ReadyTimeout bounds the wait for the kube-engine to answer.
@@ -120,6 +122,9 @@ func New(o Options) (*Kubernetes, error) {
 	if kube.FUSEResource == "" {
 		kube.FUSEResource = DefaultFUSEResource
 	}
+	if kube.SeccompDir == "" {
+		kube.SeccompDir = DefaultSeccompDir
+	}
 	if kube.Kubeconfig != "" {
 		if kube.Kubeconfig, err = filepath.Abs(kube.Kubeconfig); err != nil {
 			return nil, err
@@ -134,7 +139,7 @@ func New(o Options) (*Kubernetes, error) {
 	return &Kubernetes{o: o, dir: dir, engine: cmd, logp: filepath.Join(dir, "kube-engine.log"),
 		cfg: kubeengine.Config{Socket: filepath.Join(dir, "engine.sock"), Kubeconfig: kube.Kubeconfig, Context: kube.Context,
 			Namespace: kube.Namespace, Node: kube.Node, RuntimeClass: o.RuntimeClass, FUSEResource: kube.FUSEResource,
-			Containerd: kube.Containerd, RunID: o.Run.ID}}, nil
+			Containerd: kube.Containerd, SeccompDir: kube.SeccompDir, RunID: o.Run.ID}}, nil
 }
 
 func (k *Kubernetes) Name() string     { return Name }
@@ -187,7 +192,7 @@ func (k *Kubernetes) Create(ctx context.Context) error {
 	if err := k.check(ctx, c); err != nil {
 		return err
 	}
-	if err := writeRecord(k.dir, k.cfg); err != nil {
+	if err := writeRecord(k.o.Run.Dir, k.cfg); err != nil {
 		return err
 	}
 	if !k.o.Kube.Network {
@@ -403,6 +408,9 @@ func (k *Kubernetes) Inventory(ctx context.Context) ([]provision.Resource, error
 	seen := map[string]bool{}
 	for _, r := range out {
 		seen[string(r.Kind)+" "+r.Key] = true
+		if r.Kind == manifests.ResourceContainer { // a Sandbox: its pod
+			seen[string(manifests.ResourceKubeObject)+" "+objectKey(resPods, k.cfg.Namespace, kubeengine.PodName(r.Key))] = true
+		}
 	}
 	for _, r := range rs {
 		if !seen[string(r.Kind)+" "+r.Key] {
@@ -412,8 +420,10 @@ func (k *Kubernetes) Inventory(ctx context.Context) ([]provision.Resource, error
 	return out, nil
 }
 
-// recordFile is the target's record in its directory.
-const recordFile = "cluster.json"
+// recordFile is the target's record in the run directory: beside the
+// target's directory, not in it, so that it outlives the target's Destroy
+// for as long as the run's ledger names what it reached.
+const recordFile = Name + ".json"
 
 // writeRecord writes what reaches the cluster, for teardown and the
 // audit: the kube-engine's configuration.
@@ -432,7 +442,7 @@ func writeRecord(dir string, c kubeengine.Config) error {
 // readRecord reads the record of the run in runDir; ok is false when the
 // run has none (it never reached a cluster).
 func readRecord(runDir string) (c kubeengine.Config, ok bool, err error) {
-	b, err := os.ReadFile(filepath.Join(runDir, Name, recordFile))
+	b, err := os.ReadFile(filepath.Join(runDir, recordFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return c, false, nil
 	}
@@ -440,7 +450,7 @@ func readRecord(runDir string) (c kubeengine.Config, ok bool, err error) {
 		return c, false, err
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
-		return c, false, fmt.Errorf("reading %s: %w", filepath.Join(runDir, Name, recordFile), err)
+		return c, false, fmt.Errorf("reading %s: %w", filepath.Join(runDir, recordFile), err)
 	}
 	return c, true, nil
 }

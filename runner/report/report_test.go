@@ -802,3 +802,20 @@ func markdown(t *testing.T, pins *manifests.RunPins, samples []manifests.Sample)
 	}
 	return &md
 }
+
+// TestKernelTextSaysTheCluster: a Kubernetes target's kernel cell names
+// the node, the cluster's version, the container runtime and the
+// RuntimeClass with its handler; the default class when none was named.
+func TestKernelTextSaysTheCluster(t *testing.T) {
+	ti := TargetInfo{Kernel: "6.18.44", Cluster: "v1.34.12", Node: "n1", ContainerRuntime: "containerd://1.6.20", Runtime: "gvisor", RuntimeHandler: "runsc"}
+	if got, want := ti.KernelText(), "6.18.44, node n1 of Kubernetes v1.34.12 (containerd://1.6.20, RuntimeClass gvisor (handler runsc))"; got != want {
+		t.Errorf("KernelText %q, want %q", got, want)
+	}
+	ti.Runtime, ti.RuntimeHandler = "", ""
+	if got, want := ti.KernelText(), "6.18.44, node n1 of Kubernetes v1.34.12 (containerd://1.6.20, the default RuntimeClass)"; got != want {
+		t.Errorf("KernelText %q, want %q", got, want)
+	}
+	if got := (TargetInfo{Kernel: "6.1"}).KernelText(); got != "6.1" {
+		t.Errorf("a target that is no cluster: %q", got)
+	}
+}

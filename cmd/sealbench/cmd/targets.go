@@ -82,6 +82,7 @@ func (k *kubeSettings) flags(fl *pflag.FlagSet, all bool) {
 	fl.StringVar(&k.o.Node, "kube-node", "", "for the kubernetes target: the node the Sandboxes run on (default: the cluster's only node)")
 	fl.StringVar(&k.o.FUSEResource, "kube-fuse-resource", "", "for the kubernetes target: the extended resource a device plugin offers /dev/fuse as (default: sealbench.dev/fuse)")
 	fl.StringVar(&k.o.Containerd, "kube-containerd", "", "for the kubernetes target: the node's containerd socket, as this host reaches it (a node on this host), where the Sandbox image is imported")
+	fl.StringVar(&k.o.SeccompDir, "kube-seccomp-dir", "", "for the kubernetes target: the node kubelet's seccomp directory, as this host reaches it (default /var/lib/kubelet/seccomp), where the Sandboxes' seccomp profile goes")
 	fl.BoolVar(&k.o.Network, "kube-network", false, "for the kubernetes target: let the Sandboxes have the cluster's pod network (default: a NetworkPolicy denies them every connection)")
 }
 
@@ -95,6 +96,9 @@ func (k kubeSettings) check() error {
 	}
 	if k.o.Containerd != "" && !filepath.IsAbs(k.o.Containerd) {
 		return usageErrorf("--kube-containerd takes the socket's absolute path, such as /run/containerd/containerd.sock", "--kube-containerd %q is not an absolute path", k.o.Containerd)
+	}
+	if k.o.SeccompDir != "" && !filepath.IsAbs(k.o.SeccompDir) {
+		return usageErrorf("--kube-seccomp-dir takes the directory's absolute path, such as /var/lib/kubelet/seccomp", "--kube-seccomp-dir %q is not an absolute path", k.o.SeccompDir)
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ func TestAllowUntestedToolFlag(t *testing.T) {
 		if err := fl.Parse(strings.Fields(args)); err != nil {
 			t.Fatal(err)
 		}
-		if got := v.host().AllowUntestedTool; got != want {
+		if got := v.host(kubeSettings{}).AllowUntestedTool; got != want {
 			t.Errorf("%q: AllowUntestedTool %v", args, got)
 		}
 		usage := fl.Lookup("allow-untested-tool").Usage
@@ -48,8 +48,8 @@ func TestAccelFlag(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || v.host().Accel != want {
-			t.Errorf("%q: check %v, Accel %q, want %q", args, err, v.host().Accel, want)
+		if err != nil || v.host(kubeSettings{}).Accel != want {
+			t.Errorf("%q: check %v, Accel %q, want %q", args, err, v.host(kubeSettings{}).Accel, want)
 		}
 	}
 }

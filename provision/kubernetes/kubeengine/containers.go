@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -418,8 +417,7 @@ func (s *Server) containerStart(ctx context.Context, ref string) error {
 			return err
 		}
 	}
-	var podMade atomic.Bool
-	release, err := s.acquireLease(ctx, spec.Name, &podMade)
+	release, err := s.holdNode(ctx)
 	if err != nil {
 		return err
 	}
@@ -428,7 +426,6 @@ func (s *Server) containerStart(ctx context.Context, ref string) error {
 		release()
 		return fmt.Errorf("creating pod %s on node %s: %w", spec.Name, s.c.Node, err)
 	}
-	podMade.Store(true)
 	s.mu.Lock()
 	c.started, c.release = true, release
 	s.mu.Unlock()
@@ -616,9 +613,10 @@ func (s *Server) containerRemove(ctx context.Context, ref string, force bool) er
 	}
 	if release := s.takeRelease(c); release != nil {
 		release()
-	} else {
-		// Another kube-engine started it: its Lease is released here.
-		errs = append(errs, s.releaseLease(context.WithoutCancel(ctx), PodName(c.Name)))
+	} else if len(errs) == 0 || errs[0] == nil {
+		// Another kube-engine of the run started it (this one is a
+		// teardown's): with the run's last pod gone, the run's Lease goes.
+		errs = append(errs, s.releaseIfLast(context.WithoutCancel(ctx)))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err

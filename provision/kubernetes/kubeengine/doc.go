@@ -8,7 +8,7 @@
 // # The mapping
 //
 // A container is a pod: create keeps the request in memory; start takes
-// the node's Lease (one Sandbox per node at a time, across runs and
+// the node's Lease for the run (one run per node at a time, across runs and
 // hosts), creates the pod bound to the node, and waits for it to run; the
 // pod carries the create request in an annotation, so that the pod is
 // the state and a later kube-engine can inspect, wait for and remove it.

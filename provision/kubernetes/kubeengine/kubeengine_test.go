@@ -3,7 +3,6 @@
 package kubeengine_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -22,9 +21,6 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/stdcopy"
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -47,13 +43,19 @@ const (
 // returns a docker client of it.
 func newEngine(t testing.TB) (*client.Client, *kubetest.Cluster) {
 	t.Helper()
+	return newEngineOf(t, runID)
+}
+
+// newEngineOf is newEngine for another run.
+func newEngineOf(t testing.TB, run string) (*client.Client, *kubetest.Cluster) {
+	t.Helper()
 	c := kubetest.Shared(t)
 	dir, err := os.MkdirTemp("", "ke-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := kubeengine.Config{Socket: filepath.Join(dir, "engine.sock"), Kubeconfig: c.Kubeconfig, Namespace: namespace,
-		Node: kubetest.NodeName, FUSEResource: kubetest.FUSEResource, RunID: runID,
+		Node: kubetest.NodeName, FUSEResource: kubetest.FUSEResource, RunID: run,
 		// The kubelet's root directory is the fixture's kubelet/ (internal/kubetest: Start).
 		Containerd: c.ContainerdSocket, SeccompDir: filepath.Join(c.Dir, "kubelet", "seccomp")}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -103,59 +105,13 @@ var testImage struct {
 
 func chrootImage(t testing.TB) (manifests.Digest, *bytes.Buffer) {
 	t.Helper()
-	bb := testenv.NeedCommand(t, "busybox")
-	chroot := testenv.NeedCommand(t, "chroot")
-	var base bytes.Buffer
-	if _, err := testimage.BusyboxCmd(bb, "localhost/kubeengine-test:1", []string{"sleep", "600"}, &base); err != nil {
-		t.Fatal(err)
-	}
-	img, err := tarball.Image(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(base.Bytes())), nil }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("ldd", chroot).Output()
-	if err != nil {
-		t.Fatalf("ldd %s: %v", chroot, err)
-	}
-	files := map[string]string{"usr/sbin/chroot": chroot}
-	for _, f := range strings.Fields(string(out)) {
-		if strings.HasPrefix(f, "/") {
-			files[strings.TrimPrefix(f, "/")] = f
-		}
-	}
-	var lb bytes.Buffer
-	tw := tar.NewWriter(&lb)
-	dirs := map[string]bool{}
-	for in, host := range files {
-		b, err := os.ReadFile(host)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for d := filepath.Dir(in); d != "." && !dirs[d]; d = filepath.Dir(d) {
-			dirs[d] = true
-			tw.WriteHeader(&tar.Header{Name: d + "/", Typeflag: tar.TypeDir, Mode: 0o755})
-		}
-		tw.WriteHeader(&tar.Header{Name: in, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(b))})
-		tw.Write(b)
-	}
-	tw.Close()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(lb.Bytes())), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if img, err = mutate.AppendLayers(img, layer); err != nil {
-		t.Fatal(err)
-	}
-	cn, err := img.ConfigName()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, _ := name.NewTag("localhost/kubeengine-test:1")
 	var w bytes.Buffer
-	if err := tarball.Write(ref, img, &w); err != nil {
+	id, err := testimage.BusyboxWith(testenv.NeedCommand(t, "busybox"), "localhost/kubeengine-test:1", []string{"sleep", "600"},
+		[]string{testenv.NeedCommand(t, "chroot")}, &w)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return mustDigest(t, cn.String()), &w
+	return id, &w
 }
 
 func mustDigest(t testing.TB, s string) manifests.Digest {
@@ -421,43 +377,62 @@ func TestExec(t *testing.T) {
 	}
 }
 
-func TestLeaseRunsSandboxesOneAtATime(t *testing.T) {
+// TestLeaseRunsOneRunAtATime: a run holds the node while it has pods
+// there (several at once, as the conformance suite keeps), and another
+// run's Sandbox starts only once the first run's last pod is gone; the
+// Lease goes with the last pod.
+func TestLeaseRunsOneRunAtATime(t *testing.T) {
 	cli, c := newEngine(t)
+	other, _ := newEngineOf(t, runID+"-other")
 	ctx := context.Background()
 	img := loadImage(t, cli)
 	cfg, hc := sandboxConfig(img, "sleep", "600")
-	a := create(t, cli, "ke-lease-a", cfg, hc)
-	b := create(t, cli, "ke-lease-b", cfg, hc)
-	if err := cli.ContainerStart(ctx, a, container.StartOptions{}); err != nil {
-		t.Fatal(err)
+	a1 := create(t, cli, "ke-lease-a1", cfg, hc)
+	a2 := create(t, cli, "ke-lease-a2", cfg, hc)
+	b := create(t, other, "ke-lease-b", cfg, hc)
+	lease := func() string {
+		l, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, kubeengine.LeaseName(kubetest.NodeName), metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		return *l.Spec.HolderIdentity
 	}
-	l, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, kubeengine.LeaseName(kubetest.NodeName), metav1.GetOptions{})
-	if err != nil || *l.Spec.HolderIdentity != kubeengine.PodName("ke-lease-a") {
-		t.Fatalf("the node's Lease while a runs: %+v (%v)", l, err)
+	for _, id := range []string{a1, a2} {
+		if err := cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// b's start returns only once a is gone.
+	if h := lease(); h != runID {
+		t.Fatalf("the node's Lease while the run's two Sandboxes run: held by %s, want %s", h, runID)
+	}
+	// b's start returns only once both of a's pods are gone.
 	aGoneAtB := make(chan error, 1)
 	go func() {
-		if err := cli.ContainerStart(ctx, b, container.StartOptions{}); err != nil {
+		if err := other.ContainerStart(ctx, b, container.StartOptions{}); err != nil {
 			aGoneAtB <- err
 			return
 		}
-		_, err := c.Client.CoreV1().Pods(namespace).Get(ctx, kubeengine.PodName("ke-lease-a"), metav1.GetOptions{})
-		if !apierrors.IsNotFound(err) {
-			err = errors.New("b started while a's pod was still there")
-		} else {
-			err = nil
+		for _, n := range []string{"ke-lease-a1", "ke-lease-a2"} {
+			if _, err := c.Client.CoreV1().Pods(namespace).Get(ctx, kubeengine.PodName(n), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				aGoneAtB <- errors.New("b started while " + n + "'s pod was still there")
+				return
+			}
 		}
-		aGoneAtB <- err
+		aGoneAtB <- nil
 	}()
-	exec.Command("sleep", "1").Run() // time for b's start to go wrong, if it would
-	if err := cli.ContainerRemove(ctx, a, container.RemoveOptions{Force: true}); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{a1, a2} {
+		exec.Command("sleep", "1").Run() // time for b's start to go wrong, if it would
+		if err := cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := <-aGoneAtB; err != nil {
 		t.Fatal(err)
 	}
-	if err := cli.ContainerRemove(ctx, b, container.RemoveOptions{Force: true}); err != nil {
+	if h := lease(); h != runID+"-other" {
+		t.Errorf("the node's Lease while the other run's Sandbox runs: held by %s", h)
+	}
+	if err := other.ContainerRemove(ctx, b, container.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, kubeengine.LeaseName(kubetest.NodeName), metav1.GetOptions{}); !apierrors.IsNotFound(err) {

@@ -3,30 +3,81 @@ package kubeengine
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sealbench/sealbench/manifests"
 )
 
-// The node's Lease: one Sandbox runs on a node at a time, whichever run
-// or host started it. Its holder is the pod; it is renewed while the pod
-// lives and deleted when the pod is removed, so a kube-engine that dies
-// holds the node for leaseSeconds at most.
+// The node's Lease: one run samples on a node at a time, whichever host
+// started it. Its holder is the run (Config.RunID): the run's runner
+// already samples one at a time, and a run may keep several Sandboxes up
+// at once (the conformance suite does). The first pod of the run takes it,
+// it is renewed while the run has pods here, and deleted with its last
+// one, so a kube-engine that dies holds the node for leaseSeconds at most.
 const (
 	leaseSeconds = 30
 	leaseRenew   = 10 * time.Second
 	leasePoll    = 250 * time.Millisecond
 )
 
+// nodeHold counts a Server's pods that hold the node's Lease for its run.
+type nodeHold struct {
+	sync.Mutex
+	holds   int
+	release func() // stops renewing and releases; set while holds > 0
+}
+
+// holdNode takes the node's Lease for the run when no pod of the run here
+// holds it yet (waiting while another run has it), and returns the
+// function that lets go of this pod's hold (idempotent): the Lease is
+// released with the run's last hold.
+func (s *Server) holdNode(ctx context.Context) (func(), error) {
+	h := &s.lease
+	h.Lock()
+	defer h.Unlock()
+	if h.holds == 0 {
+		release, err := s.acquireLease(ctx, s.c.RunID)
+		if err != nil {
+			return nil, err
+		}
+		h.release = release
+	}
+	h.holds++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.Lock()
+			defer h.Unlock()
+			if h.holds--; h.holds == 0 {
+				h.release()
+				h.release = nil
+			}
+		})
+	}, nil
+}
+
+// releaseNode lets go of every hold: the kube-engine is stopping.
+func (s *Server) releaseNode() {
+	h := &s.lease
+	h.Lock()
+	defer h.Unlock()
+	if h.holds > 0 {
+		h.release()
+		h.holds, h.release = 0, nil
+	}
+}
+
 // LeaseName is the Lease of a node.
 func LeaseName(node string) string { return "sealbench-node-" + node }
 
 // acquireLease waits until holder holds the node's Lease, and returns the
 // function that stops renewing it and releases it (idempotent).
-func (s *Server) acquireLease(ctx context.Context, holder string, podMade *atomic.Bool) (func(), error) {
+func (s *Server) acquireLease(ctx context.Context, holder string) (func(), error) {
 	leases := s.client.CoordinationV1().Leases(s.c.Namespace)
 	name := LeaseName(s.c.Node)
 	for {
@@ -40,7 +91,7 @@ func (s *Server) acquireLease(ctx context.Context, holder string, podMade *atomi
 					AcquireTime: &now, RenewTime: &now},
 			}, metav1.CreateOptions{})
 			if err == nil {
-				return s.renewLease(holder, podMade), nil
+				return s.renewLease(holder), nil
 			}
 			if !apierrors.IsAlreadyExists(err) {
 				return nil, fmt.Errorf("creating Lease %s/%s: %w", s.c.Namespace, name, err)
@@ -52,7 +103,7 @@ func (s *Server) acquireLease(ctx context.Context, holder string, podMade *atomi
 			l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
 			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 			if err == nil {
-				return s.renewLease(holder, podMade), nil
+				return s.renewLease(holder), nil
 			}
 			if !apierrors.IsConflict(err) {
 				return nil, fmt.Errorf("taking Lease %s/%s: %w", s.c.Namespace, name, err)
@@ -85,9 +136,8 @@ func free(l *coordinationv1.Lease, holder string) bool {
 }
 
 // renewLease renews holder's Lease until the returned function is called
-// (which releases it), another holder has it, or holder's pod is gone
-// after podMade (a teardown through the API removed it).
-func (s *Server) renewLease(holder string, podMade *atomic.Bool) func() {
+// (which releases it) or another holder has it.
+func (s *Server) renewLease(holder string) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -98,11 +148,6 @@ func (s *Server) renewLease(holder string, podMade *atomic.Bool) func() {
 			case <-ctx.Done():
 				return
 			case <-time.After(leaseRenew):
-			}
-			_, err := s.client.CoreV1().Pods(s.c.Namespace).Get(ctx, holder, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) && podMade.Load() {
-				s.releaseLease(ctx, holder)
-				return
 			}
 			l, err := leases.Get(ctx, LeaseName(s.c.Node), metav1.GetOptions{})
 			if apierrors.IsNotFound(err) || err == nil && (l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != holder) {
@@ -146,4 +191,18 @@ func (s *Server) releaseLease(ctx context.Context, holder string) error {
 			return fmt.Errorf("releasing Lease %s/%s: %w", s.c.Namespace, name, err)
 		}
 	}
+}
+
+// releaseIfLast releases the run's Lease on the node when no pod of the
+// run is left in the namespace: for a kube-engine that holds none itself
+// (a teardown's, after the run's own is gone).
+func (s *Server) releaseIfLast(ctx context.Context) error {
+	pods, err := s.client.CoreV1().Pods(s.c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: manifests.RunLabel + "=" + s.c.RunID})
+	if err != nil {
+		return fmt.Errorf("listing the run's pods: %w", err)
+	}
+	if len(pods.Items) > 0 {
+		return nil
+	}
+	return s.releaseLease(ctx, s.c.RunID)
 }

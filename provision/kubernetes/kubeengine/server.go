@@ -36,6 +36,7 @@ type Server struct {
 	mu         sync.Mutex
 	containers map[string]*containerRec // by id: created here, or found in the cluster
 	execs      map[string]*execRec
+	lease      nodeHold // the run's hold on the node's Lease
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -81,6 +82,7 @@ func Serve(ctx context.Context, c Config) error {
 		return err
 	}
 	defer os.Remove(c.Socket)
+	defer s.releaseNode()
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()
