@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
@@ -25,14 +24,7 @@ type cluster struct {
 // connect reaches the cluster c names (its kubeconfig and context, or
 // client-go's defaults: KUBECONFIG, then ~/.kube/config).
 func connect(c kubeengine.Config) (*cluster, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if c.Kubeconfig != "" {
-		rules.ExplicitPath = c.Kubeconfig
-		if strings.ContainsRune(c.Kubeconfig, ':') { // a KUBECONFIG list
-			rules.ExplicitPath, rules.Precedence = "", strings.Split(c.Kubeconfig, ":")
-		}
-	}
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context}).ClientConfig()
+	rc, err := kubeengine.RESTConfig(c)
 	if err != nil {
 		return nil, &provision.InputError{Err: fmt.Errorf("no cluster to reach: %w", err),
 			Hint: "name a kubeconfig with --kubeconfig (or KUBECONFIG), and a context in it with --kube-context"}

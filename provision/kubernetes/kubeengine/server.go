@@ -46,12 +46,7 @@ func New(c Config) (*Server, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if c.Kubeconfig != "" {
-		rules.ExplicitPath = c.Kubeconfig
-	}
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: c.Context}).ClientConfig()
+	rc, err := RESTConfig(c)
 	if err != nil {
 		return nil, fmt.Errorf("kube-engine: loading the kubeconfig: %w", err)
 	}
@@ -69,6 +64,21 @@ func New(c Config) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// RESTConfig is the client configuration of the cluster c names: its
+// Kubeconfig (one file, or a KUBECONFIG list of them joined by ':') and
+// Context, or client-go's defaults (KUBECONFIG, then ~/.kube/config) and
+// the current context.
+func RESTConfig(c Config) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if c.Kubeconfig != "" {
+		rules.ExplicitPath = c.Kubeconfig
+		if strings.ContainsRune(c.Kubeconfig, ':') {
+			rules.ExplicitPath, rules.Precedence = "", strings.Split(c.Kubeconfig, ":")
+		}
+	}
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context}).ClientConfig()
 }
 
 // Serve serves c's socket (0600) until ctx is done, then removes it.
