@@ -176,15 +176,19 @@ func (c *Cluster) Stop() error {
 	}
 	// The containers' tasks, through containerd while it runs: deleting a
 	// task kills it, unmounts its root filesystem and ends its shim, which
-	// removes its socket.
+	// removes its socket. This is the orderly way, not the proof: a task
+	// whose shim ends as it is deleted answers "ttrpc: closed", and
+	// removeLocal then kills and unmounts what is left. Leftovers is the
+	// proof, so these errors count only when something is left.
+	var taskErrs []error
 	if c.running("containerd") {
 		if out, err := c.ctr("tasks", "ls", "-q"); err != nil {
-			errs = append(errs, err)
+			taskErrs = append(taskErrs, err)
 		} else {
 			for _, id := range strings.Fields(string(out)) {
 				// One that exits meanwhile is "not found".
 				if _, err := c.ctr("tasks", "delete", "--force", id); err != nil && !strings.Contains(err.Error(), "not found") {
-					errs = append(errs, err)
+					taskErrs = append(taskErrs, err)
 				}
 			}
 		}
@@ -198,6 +202,7 @@ func (c *Cluster) Stop() error {
 	}
 	c.Stopped = time.Since(t0)
 	if left := c.Leftovers(); left != nil {
+		errs = append(errs, taskErrs...)
 		errs = append(errs, fmt.Errorf("left behind: %s", strings.Join(left, "; ")))
 	}
 	return errors.Join(errs...)
