@@ -4,18 +4,25 @@
 package ledger
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sealbench/sealbench/manifests"
 )
 
-// Ledger appends to one run's ledger. It is safe for concurrent use.
+// Ledger appends to one run's ledger. It is safe for concurrent use, by
+// goroutines and by processes: Record holds an flock on the file and
+// first reads what other processes appended (the runners of a run's
+// groups append to its ledger at once), so sequence numbers stay unique
+// and a resource another process recorded is not recorded twice.
 type Ledger struct {
 	mu      sync.Mutex
 	f       *os.File
@@ -23,6 +30,7 @@ type Ledger struct {
 	runID   string
 	seq     int
 	entries []manifests.LedgerEntry
+	size    int64 // the file's size as of the last line read or written
 
 	// AfterRecord, when set, is called after each entry is durable and
 	// before Record returns (before the resource is created). Tests use it
@@ -36,7 +44,7 @@ func Create(dir, runID string) (*Ledger, error) {
 		return nil, err
 	}
 	p := filepath.Join(dir, manifests.LedgerFile)
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("creating ledger: %w", err)
 	}
@@ -66,11 +74,12 @@ func Open(dir string) (*Ledger, error) {
 			return nil, fmt.Errorf("cutting the partial last line of %s: %w", p, err)
 		}
 	}
-	if _, err := f.Seek(0, 2); err != nil {
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	l := &Ledger{f: f, path: p, entries: entries}
+	l := &Ledger{f: f, path: p, entries: entries, size: size}
 	if len(entries) > 0 {
 		l.runID = entries[0].RunID
 		l.seq = entries[len(entries)-1].Seq
@@ -118,6 +127,14 @@ func (l *Ledger) Record(e manifests.LedgerEntry) error {
 	if l.f == nil {
 		return errors.New("recording in a closed ledger")
 	}
+	unlock, err := l.lockFile()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := l.catchUp(); err != nil {
+		return err
+	}
 	for _, old := range l.entries {
 		if old.Target == e.Target && old.Kind == e.Kind && old.Key == e.Key && old.Engine == e.Engine {
 			return nil
@@ -132,17 +149,68 @@ func (l *Ledger) Record(e manifests.LedgerEntry) error {
 	if err != nil {
 		return err
 	}
+	// At the end as this process knows it, which catchUp made the file's.
+	if _, err := l.f.Seek(l.size, io.SeekStart); err != nil {
+		return err
+	}
 	if _, err := l.f.Write(b); err != nil {
 		return fmt.Errorf("recording %s in %s: %w", e.Name(), l.path, err)
 	}
 	if err := l.f.Sync(); err != nil {
 		return fmt.Errorf("syncing %s: %w", l.path, err)
 	}
+	l.size += int64(len(b))
 	l.seq++
 	l.entries = append(l.entries, e)
 	if l.AfterRecord != nil {
 		l.AfterRecord(e)
 	}
+	return nil
+}
+
+// lockFile takes the flock that makes one process at a time append.
+func (l *Ledger) lockFile() (func(), error) {
+	fd := int(l.f.Fd())
+	for {
+		err := syscall.Flock(fd, syscall.LOCK_EX)
+		if err == nil {
+			return func() { syscall.Flock(fd, syscall.LOCK_UN) }, nil
+		}
+		if err != syscall.EINTR {
+			return nil, fmt.Errorf("locking %s: %w", l.path, err)
+		}
+	}
+}
+
+// catchUp reads the lines other processes appended since this one last
+// read or wrote: each is one whole write made under the flock.
+func (l *Ledger) catchUp() error {
+	fi, err := l.f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() == l.size {
+		return nil
+	}
+	if fi.Size() < l.size {
+		return fmt.Errorf("%s shrank from %d to %d bytes while open: something else rewrote it", l.path, l.size, fi.Size())
+	}
+	b := make([]byte, fi.Size()-l.size)
+	if _, err := l.f.ReadAt(b, l.size); err != nil {
+		return fmt.Errorf("reading what was appended to %s: %w", l.path, err)
+	}
+	more, warnings, err := manifests.ReadLedger(bytes.NewReader(b))
+	if err == nil && len(warnings) > 0 {
+		err = errors.Join(warnings...)
+	}
+	if err != nil {
+		return fmt.Errorf("reading what was appended to %s: %w", l.path, err)
+	}
+	for _, e := range more {
+		l.seq = max(l.seq, e.Seq)
+	}
+	l.entries = append(l.entries, more...)
+	l.size = fi.Size()
 	return nil
 }
 
