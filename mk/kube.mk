@@ -40,6 +40,11 @@ kube-tools: $(KUBE_APISERVER) $(KUBELET) ## Build kube-apiserver and the kubelet
 test-kube: kube-tools ## The Kubernetes suite on a real one-node cluster (internal/kubetest: etcd, kube-apiserver, containerd, kubelet) it starts and removes (root)
 	$(GO) test -count=1 -timeout $(KUBE_TEST_TIMEOUT) -tags kubetest -v $(KUBE_TEST_PACKAGES)
 
+.PHONY: bench-kube
+bench-kube: kube-tools ## The kubernetes target's exec round trip beside dockerd's, alternating, on the test cluster (root; dockerd at DOCKER_HOST or scripts/dockerd's)
+	DOCKER_HOST=$${DOCKER_HOST:-unix:///run/sealbench-dockerd/docker.sock} \
+		$(GO) test -count=1 -tags kubetest -run '^$$' -bench ExecKubeVsDockerd -benchtime 200x ./provision/kubernetes/kubeengine/
+
 $(KUBE_BUILD)/go.mod:
 	@mkdir -p $(KUBE_BUILD)
 	cd $(KUBE_BUILD) && rm -f go.mod go.sum && GOFLAGS= $(GO) mod init sealbench.invalid/kube-tools >/dev/null 2>&1

@@ -515,21 +515,3 @@ func TestNothingLeft(t *testing.T) {
 		t.Errorf("removing it again: %v, want not found", err)
 	}
 }
-
-// BenchmarkExec is the round trip of one exec as the runner makes it
-// (create, attach and read to the end of its stream, inspect) of `true`,
-// as 65534: what the exec transport adds to every step of a cell.
-func BenchmarkExec(b *testing.B) {
-	cli, _ := newEngine(b)
-	cfg, hc := sandboxConfig(loadImage(b, cli), "sleep", "600")
-	id := create(b, cli, "ke-bench", cfg, hc)
-	if err := cli.ContainerStart(context.Background(), id, container.StartOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	for range b.N {
-		if r := runExec(b, cli, id, container.ExecOptions{Cmd: []string{"true"}, User: "65534:65534"}, ""); r.code != 0 {
-			b.Fatalf("exec: %+v", r)
-		}
-	}
-}
