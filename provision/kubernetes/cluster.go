@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -42,6 +43,10 @@ func connect(c kubeengine.Config) (*cluster, error) {
 const (
 	resPods            = "pods"
 	resNetworkPolicies = "networkpolicies"
+	// A node's Lease (kubeengine.LeaseName) is the kube-engine's, taken
+	// and released with the run's pods; only the audit names one, when a
+	// kube-engine that died left it.
+	resLeases = "leases"
 )
 
 func objectKey(resource, namespace, name string) string {
@@ -50,13 +55,13 @@ func objectKey(resource, namespace, name string) string {
 
 func parseObjectKey(key string) (resource, namespace, name string, err error) {
 	parts := strings.Split(key, "/")
-	if len(parts) != 3 || (parts[0] != resPods && parts[0] != resNetworkPolicies) {
-		return "", "", "", fmt.Errorf("%q is not a pod or NetworkPolicy of a run (pods/NAMESPACE/NAME, networkpolicies/NAMESPACE/NAME)", key)
+	if len(parts) != 3 || (parts[0] != resPods && parts[0] != resNetworkPolicies && parts[0] != resLeases) {
+		return "", "", "", fmt.Errorf("%q is not a pod, NetworkPolicy or Lease of a run (pods/NAMESPACE/NAME, networkpolicies/NAMESPACE/NAME, leases/NAMESPACE/NAME)", key)
 	}
 	return parts[0], parts[1], parts[2], nil
 }
 
-// labelled lists the pods and NetworkPolicies, in every namespace, that
+// labelled lists the pods, NetworkPolicies and node Leases, in every namespace, that
 // carry the run label: with the value run, or any value when run is "".
 func (c *cluster) labelled(ctx context.Context, run string) ([]provision.Resource, error) {
 	sel := manifests.RunLabel
@@ -72,7 +77,15 @@ func (c *cluster) labelled(ctx context.Context, run string) ([]provision.Resourc
 	if err != nil {
 		return nil, fmt.Errorf("listing NetworkPolicies labelled %s on %s: %w", manifests.RunLabel, c.host, err)
 	}
+	leases, err := c.cs.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing Leases labelled %s on %s: %w", manifests.RunLabel, c.host, err)
+	}
 	var out []provision.Resource
+	for _, l := range leases.Items {
+		out = append(out, provision.Resource{Target: Name, Run: l.Labels[manifests.RunLabel], Kind: manifests.ResourceKubeObject,
+			Key: objectKey(resLeases, l.Namespace, l.Name), Detail: "a node's Lease on " + c.host + leaseState(l.Spec)})
+	}
 	for _, p := range pods.Items {
 		out = append(out, provision.Resource{Target: Name, Run: p.Labels[manifests.RunLabel], Kind: manifests.ResourceKubeObject,
 			Key: objectKey(resPods, p.Namespace, p.Name), Detail: "pod on node " + p.Spec.NodeName + ", " + string(p.Status.Phase) + ", on " + c.host})
@@ -95,6 +108,12 @@ func (c *cluster) exists(ctx context.Context, key string) (bool, string, error) 
 		p, err := c.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
 			return true, "pod, " + string(p.Status.Phase) + ", on " + c.host, nil
+		}
+		return false, "", notFound(err)
+	case resLeases:
+		l, err := c.cs.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			return true, "a node's Lease on " + c.host + leaseState(l.Spec), nil
 		}
 		return false, "", notFound(err)
 	default:
@@ -121,8 +140,11 @@ func (c *cluster) remove(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if res == resNetworkPolicies {
+	switch res {
+	case resNetworkPolicies:
 		return notFound(c.cs.NetworkingV1().NetworkPolicies(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+	case resLeases:
+		return notFound(c.cs.CoordinationV1().Leases(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 	}
 	zero := int64(0)
 	if err := c.cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
@@ -142,4 +164,12 @@ func (c *cluster) remove(ctx context.Context, key string) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// leaseState says who holds a Lease and since when it was last renewed.
+func leaseState(s coordinationv1.LeaseSpec) string {
+	if s.HolderIdentity == nil || s.RenewTime == nil {
+		return ""
+	}
+	return fmt.Sprintf(", held by %s, renewed %s ago", *s.HolderIdentity, time.Since(s.RenewTime.Time).Round(time.Second))
 }

@@ -11,8 +11,12 @@ import (
 	"runtime"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/kubetest"
@@ -131,4 +135,40 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 		},
 		Dir: func(vm vmtest.EmulatedTarget) string { return vm.(notEmulated).Dir() },
 	}.TwelveCellsLikeLocal(t)
+}
+
+// TestAuditFindsALeftLease: a node's Lease that a kube-engine left when it
+// died (it holds the node for its run, labelled with it) is listed by the
+// audit and removed by its fix, as the run's pods are.
+func TestAuditFindsALeftLease(t *testing.T) {
+	c := kubetest.Shared(t)
+	t.Setenv("KUBECONFIG", c.Kubeconfig)
+	ctx := context.Background()
+	const run = "20261202T103000-1ea5e0"
+	holder, now := run, metav1.NewMicroTime(time.Now())
+	name := kubeengine.LeaseName("gone-node")
+	leases := c.Client.CoordinationV1().Leases("default")
+	if _, err := leases.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{manifests.RunLabel: run}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &now},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { leases.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	opts := provision.AuditOptions{StateDir: t.TempDir(), Run: run}
+	res, err := provision.Audit(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "leases/default/" + name
+	if len(res.Leftovers) != 1 || res.Leftovers[0].Key != want || res.Leftovers[0].Kind != manifests.ResourceKubeObject {
+		t.Fatalf("the audit of run %s lists %v, want the Lease %s", run, res.Leftovers, want)
+	}
+	t.Logf("the audit lists %s", res.Leftovers[0])
+	if res, err := provision.Fix(ctx, opts, t.Logf); err != nil || len(res.Leftovers) != 0 {
+		t.Fatalf("the fix: %v, left %v", err, res)
+	}
+	if _, err := leases.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Lease after the fix: %v, want it gone", err)
+	}
 }

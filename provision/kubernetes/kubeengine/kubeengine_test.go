@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -394,6 +395,10 @@ func TestLeaseRunsOneRunAtATime(t *testing.T) {
 		l, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, kubeengine.LeaseName(kubetest.NodeName), metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
+		}
+		// Labelled with its holder, for the audit.
+		if run := l.Labels[manifests.RunLabel]; run != *l.Spec.HolderIdentity {
+			return fmt.Sprintf("%s, but labelled %s=%q", *l.Spec.HolderIdentity, manifests.RunLabel, run)
 		}
 		return *l.Spec.HolderIdentity
 	}

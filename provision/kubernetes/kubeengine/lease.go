@@ -86,7 +86,7 @@ func (s *Server) acquireLease(ctx context.Context, holder string) (func(), error
 		switch {
 		case apierrors.IsNotFound(err):
 			_, err = leases.Create(ctx, &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.c.Namespace},
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.c.Namespace, Labels: map[string]string{manifests.RunLabel: holder}},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr(int32(leaseSeconds)),
 					AcquireTime: &now, RenewTime: &now},
 			}, metav1.CreateOptions{})
@@ -101,6 +101,12 @@ func (s *Server) acquireLease(ctx context.Context, holder string) (func(), error
 		case free(l, holder):
 			l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &holder, ptr(int32(leaseSeconds))
 			l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
+			// The run label says whose it is, so that the audit finds one
+			// a crashed kube-engine left, as it finds its pods.
+			if l.Labels == nil {
+				l.Labels = map[string]string{}
+			}
+			l.Labels[manifests.RunLabel] = holder
 			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 			if err == nil {
 				return s.renewLease(holder), nil
