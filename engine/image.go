@@ -3,10 +3,12 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/sealbench/sealbench/manifests"
@@ -49,23 +51,8 @@ func LoadImage(ctx context.Context, cli client.APIClient, rec Recorder, target, 
 		return fmt.Errorf("loading %s into %s: %w", img.Tar, endpoint, err)
 	}
 	defer resp.Body.Close()
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var msg struct {
-			Stream      string `json:"stream"`
-			ErrorDetail *struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&msg); err == io.EOF {
-			break
-		} else if err != nil {
-			return fmt.Errorf("loading %s into %s: reading the answer: %w", img.Tar, endpoint, err)
-		}
-		if msg.Error != "" {
-			return fmt.Errorf("loading %s into %s: %s", img.Tar, endpoint, msg.Error)
-		}
+	if err := readProgress(resp.Body); err != nil {
+		return fmt.Errorf("loading %s into %s: %w", img.Tar, endpoint, err)
 	}
 	got, err := cli.ImageInspect(ctx, img.ID.String())
 	if err != nil {
@@ -75,4 +62,42 @@ func LoadImage(ctx context.Context, cli client.APIClient, rec Recorder, target, 
 		return fmt.Errorf("after loading, %s answers image %s for %s", endpoint, got.ID, img.ID)
 	}
 	return nil
+}
+
+// PullImage has the Engine at endpoint (cli is its client) pull ref for
+// platform (os/arch; empty is the Engine's), and reads its progress to the
+// end. Recording the image, and checking what the Engine then holds, are
+// the caller's: only it knows whether the pull makes anything.
+func PullImage(ctx context.Context, cli client.APIClient, endpoint, ref, platform string) error {
+	rc, err := cli.ImagePull(ctx, ref, image.PullOptions{Platform: platform})
+	if err != nil {
+		return fmt.Errorf("pulling %s into %s: %w", ref, endpoint, err)
+	}
+	defer rc.Close()
+	if err := readProgress(rc); err != nil {
+		return fmt.Errorf("pulling %s into %s: %w", ref, endpoint, err)
+	}
+	return nil
+}
+
+// readProgress reads an Engine's JSON progress stream (image load, pull)
+// to its end, failing with the first error it carries.
+func readProgress(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	for {
+		var msg struct {
+			ErrorDetail *struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&msg); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("reading the answer: %w", err)
+		}
+		if msg.Error != "" {
+			return errors.New(msg.Error)
+		}
+	}
 }

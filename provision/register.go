@@ -83,7 +83,7 @@ type NewOptions struct {
 // KubeOptions say how the kubernetes target reaches its cluster and where
 // its Sandboxes go: the --kubeconfig, --kube-context, --namespace,
 // --kube-node, --kube-fuse-resource, --kube-containerd,
-// --kube-seccomp-dir and --kube-network flags. Empty strings are the target's defaults.
+// --kube-seccomp-dir, --kube-network and --kube-image flags. Empty strings are the target's defaults.
 type KubeOptions struct {
 	Kubeconfig   string // empty: KUBECONFIG, then ~/.kube/config
 	Context      string // empty: the kubeconfig's current context
@@ -99,6 +99,11 @@ type KubeOptions struct {
 	// Network lets the Sandboxes have the cluster's pod network; without
 	// it the target denies them every connection (a NetworkPolicy).
 	Network bool
+	// Image is a registry repository (REPO, REPO:TAG or REPO@DIGEST;
+	// REPO alone is at the bundle image's tag) the node pulls the Sandbox
+	// image from, its id checked there first, instead of an import into
+	// the node's containerd.
+	Image string
 }
 
 // RemoteOptions is what a target's provisioner on a remote host is made

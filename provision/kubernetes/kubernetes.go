@@ -23,8 +23,9 @@
 //   - starts the kube-engine and waits for it to answer.
 //
 // InstallImage loads the Sandbox image through the kube-engine into the
-// node's containerd; each pod then runs it by its id, checked again when
-// it runs. Teardown deletes the run's pods, images and objects through
+// node's containerd, or (KubeOptions.Image) checks its id in a registry
+// and has the node pull that manifest by digest; each pod then runs it,
+// checked again when it runs. Teardown deletes the run's pods, images and objects through
 // the cluster's API (and the node's containerd), whether or not a
 // kube-engine still runs: the package's Backend serves them itself.
 package kubernetes
@@ -315,13 +316,17 @@ func (k *Kubernetes) startEngine() error {
 }
 
 // InstallImage loads img through the kube-engine into the node's
-// container runtime.
+// container runtime, or, with KubeOptions.Image, has the node pull it
+// from that registry once its id is checked there (pullImage).
 func (k *Kubernetes) InstallImage(ctx context.Context, img engine.Image) error {
 	cli, err := engine.NewClient(k.Endpoint())
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
+	if k.o.Kube.Image != "" {
+		return k.pullImage(ctx, cli, img)
+	}
 	return engine.LoadImage(ctx, cli, k.o.Run.Ledger, Name, k.Endpoint(), img)
 }
 

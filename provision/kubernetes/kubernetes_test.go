@@ -20,8 +20,6 @@ import (
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/kubetest"
-	"github.com/sealbench/sealbench/internal/testenv"
-	"github.com/sealbench/sealbench/internal/testimage"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/vmtest"
@@ -82,21 +80,7 @@ func newTarget(t *testing.T, c *kubetest.Cluster, run *provision.Run) *kubernete
 // the exec subresource, everything in the ledger, nothing left.
 func TestConformance(t *testing.T) {
 	c := kubetest.Shared(t)
-	// The suite's busybox image, with coreutils' chroot, which the
-	// kube-engine runs an exec as another user with (the Sandbox image
-	// has it).
-	img := engine.Image{Tar: filepath.Join(t.TempDir(), "image.tar"), Ref: "sealbench/sandbox-test:kube"}
-	f, err := os.Create(img.Tar)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img.ID, err = testimage.BusyboxWith(testenv.NeedCommand(t, "busybox"), img.Ref, []string{"sh"}, []string{testenv.NeedCommand(t, "chroot")}, f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := chrootImage(t, "sealbench/sandbox-test:kube", "sh")
 	provisiontest.Run(t, &provisiontest.Suite{
 		New:    func(t *testing.T, run *provision.Run) provision.Target { return newTarget(t, c, run) },
 		Image:  img,

@@ -245,6 +245,8 @@ func TestBadInput(t *testing.T) {
 			want: []string{`"Run_C" after kubernetes: is not a parameter`}},
 		{name: "run --kubeconfig missing", args: []string{"run", "--target", "kubernetes", "--kubeconfig", filepath.Join(fx.Root, "absent.kubeconfig")}, code: ExitUnusable,
 			want: []string{"--kubeconfig", "absent.kubeconfig", "a kubeconfig file you can read"}},
+		{name: "run --kube-image no reference", args: []string{"run", "--target", "kubernetes", "--kube-image", "Registry/Not A Repo"}, code: ExitUnusable,
+			want: []string{"--kube-image", "not a repository", "takes a registry repository"}},
 		{name: "run --kube-containerd relative", args: []string{"run", "--target", "kubernetes", "--kube-containerd", "run/containerd.sock"}, code: ExitUnusable,
 			want: []string{"--kube-containerd", "not an absolute path"}},
 		{name: "run --target a password", args: []string{"run", "--target", "docker@ssh://root:pw@gpu1"}, code: ExitUnusable,

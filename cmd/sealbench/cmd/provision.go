@@ -107,6 +107,11 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
   sudo sealbench provision kubernetes --bundle out/build-linux-0123456789ab \
     --kubeconfig ~/.kube/config --kube-containerd /run/containerd/containerd.sock
 
+  # A node anywhere: it pulls the image from your registry, where its id is checked first
+  # (push it there once: the refusal says how); pods name it REPO@sha256:<manifest digest>:
+  sealbench provision kubernetes --bundle out/build-linux-0123456789ab \
+    --kubeconfig ~/.kube/config --kube-image registry.example.com:5000/sealbench/sandbox
+
   # Then drive its Engine with the docker CLI, and take it down:
   DOCKER_HOST=unix:///var/lib/sealbench/runs/<run>/local/sock/standin.sock docker images
   sealbench teardown --run <run>`,

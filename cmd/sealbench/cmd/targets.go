@@ -12,6 +12,7 @@ import (
 
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/kubernetes"
 )
 
 // vmSettings size the VM targets (lima, qemu, apple, microsandbox); zero
@@ -81,13 +82,15 @@ func (k *kubeSettings) flags(fl *pflag.FlagSet, all bool) {
 	fl.StringVar(&k.o.Namespace, "namespace", "", "for the kubernetes target: the namespace the Sandboxes' pods go in; it must exist (default: default)")
 	fl.StringVar(&k.o.Node, "kube-node", "", "for the kubernetes target: the node the Sandboxes run on (default: the cluster's only node)")
 	fl.StringVar(&k.o.FUSEResource, "kube-fuse-resource", "", "for the kubernetes target: the extended resource a device plugin offers /dev/fuse as (default: sealbench.dev/fuse)")
-	fl.StringVar(&k.o.Containerd, "kube-containerd", "", "for the kubernetes target: the node's containerd socket, as this host reaches it (a node on this host), where the Sandbox image is imported")
+	fl.StringVar(&k.o.Containerd, "kube-containerd", "", "for the kubernetes target: the node's containerd socket, as this host reaches it (a node on this host), where the Sandbox image is imported (with --kube-image, pulled) and removed at teardown")
 	fl.StringVar(&k.o.SeccompDir, "kube-seccomp-dir", "", "for the kubernetes target: the node kubelet's seccomp directory, as this host reaches it (default /var/lib/kubelet/seccomp), where the Sandboxes' seccomp profile goes")
+	fl.StringVar(&k.o.Image, "kube-image", "", "for the kubernetes target: a registry repository the node pulls the Sandbox image from, instead of an import through --kube-containerd (REPO is REPO:<the bundle's tag>; REPO:TAG and REPO@sha256:... too); its id must be the bundle's, and pods name it REPO@sha256:<manifest digest>")
 	fl.BoolVar(&k.o.Network, "kube-network", false, "for the kubernetes target: let the Sandboxes have the cluster's pod network (default: a NetworkPolicy denies them every connection)")
 }
 
-// check refuses a kubeconfig that is not a readable file and a containerd
-// socket that is not an absolute path, before anything is made.
+// check refuses a kubeconfig that is not a readable file, a containerd
+// socket or seccomp directory that is not an absolute path and an image
+// that is no registry reference, before anything is made.
 func (k kubeSettings) check() error {
 	if k.o.Kubeconfig != "" {
 		if err := readableFile(k.o.Kubeconfig); err != nil {
@@ -96,6 +99,11 @@ func (k kubeSettings) check() error {
 	}
 	if k.o.Containerd != "" && !filepath.IsAbs(k.o.Containerd) {
 		return usageErrorf("--kube-containerd takes the socket's absolute path, such as /run/containerd/containerd.sock", "--kube-containerd %q is not an absolute path", k.o.Containerd)
+	}
+	if k.o.Image != "" {
+		if _, err := kubernetes.ImageRef(k.o.Image, ""); err != nil {
+			return usageErrorf("--kube-image takes a registry repository, such as registry.example.com:5000/sealbench/sandbox (a :TAG or @sha256:DIGEST too)", "--kube-image: %v", err)
+		}
 	}
 	if k.o.SeccompDir != "" && !filepath.IsAbs(k.o.SeccompDir) {
 		return usageErrorf("--kube-seccomp-dir takes the directory's absolute path, such as /var/lib/kubelet/seccomp", "--kube-seccomp-dir %q is not an absolute path", k.o.SeccompDir)

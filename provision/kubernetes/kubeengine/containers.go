@@ -234,8 +234,12 @@ func (s *Server) podSpec(rec containerRecord) (*corev1.Pod, error) {
 	}
 	labels[manifests.RunLabel] = s.c.RunID
 	labels[LabelID] = rec.ID[:32]
-	pull := corev1.PullIfNotPresent
-	if strings.HasPrefix(cfg.Image, "sha256:") {
+	image, pull := cfg.Image, corev1.PullIfNotPresent
+	if p := s.pulledImage(cfg.Image); p != nil {
+		// Pulled through this kube-engine: the node pulls the manifest
+		// checked, unless it has it.
+		image = p.Ref.String()
+	} else if strings.HasPrefix(cfg.Image, "sha256:") {
 		pull = corev1.PullNever
 	}
 	pod := &corev1.Pod{
@@ -247,7 +251,7 @@ func (s *Server) podSpec(rec containerRecord) (*corev1.Pod, error) {
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			TerminationGracePeriodSeconds: ptr(int64(1)),
 			Containers: []corev1.Container{{
-				Name: containerName, Image: cfg.Image, ImagePullPolicy: pull,
+				Name: containerName, Image: image, ImagePullPolicy: pull,
 				Command: cfg.Entrypoint, Args: cfg.Cmd, Env: env, WorkingDir: cfg.WorkingDir,
 				SecurityContext: sc, Resources: corev1.ResourceRequirements{Limits: limits},
 			}},
@@ -547,10 +551,15 @@ func (s *Server) events(ctx context.Context, pod string) string {
 	return "; events: " + strings.Join(out, "; ")
 }
 
-// checkImage checks that the container runs the image asked for: the
-// runtime's image ID (or, for a repo digest, the image it names) is the
-// image id asked for, or that of the reference asked for.
+// checkImage checks that the container runs the image asked for: for an
+// image pulled through this kube-engine, the manifest it pinned
+// (runsPulled); otherwise the runtime's image ID (or, for a repo digest,
+// the image it names) is the image id asked for, or that of the reference
+// asked for.
 func (s *Server) checkImage(ctx context.Context, got, want string) error {
+	if p := s.pulledImage(want); p != nil {
+		return s.runsPulled(ctx, got, p)
+	}
 	if got == want {
 		return nil
 	}

@@ -18,10 +18,14 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-var errNoContainerd = fmt.Errorf("%w: images: this kube-engine reaches no containerd of the node (--containerd): it can neither load nor inspect images", errNotImplemented)
+// criLimit bounds a CRI image call other than a pull.
+const criLimit = 30 * time.Second
 
-// images runs f with a CRI image service client of the node's runtime.
-func (s *Server) images(ctx context.Context, f func(ctx context.Context, c runtimeapi.ImageServiceClient) error) error {
+var errNoContainerd = fmt.Errorf("%w: images: this kube-engine reaches no containerd of the node (--containerd): it can neither load nor remove images, and inspects only those pulled through it", errNotImplemented)
+
+// images runs f with a CRI image service client of the node's runtime,
+// for limit at most.
+func (s *Server) images(ctx context.Context, limit time.Duration, f func(ctx context.Context, c runtimeapi.ImageServiceClient) error) error {
 	if s.c.Containerd == "" {
 		return errNoContainerd
 	}
@@ -30,7 +34,7 @@ func (s *Server) images(ctx context.Context, f func(ctx context.Context, c runti
 		return fmt.Errorf("CRI client for %s: %w", s.c.Containerd, err)
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	return f(ctx, runtimeapi.NewImageServiceClient(conn))
 }
@@ -38,7 +42,7 @@ func (s *Server) images(ctx context.Context, f func(ctx context.Context, c runti
 // imageStatus asks the node's runtime, through CRI, about ref (a name or
 // an image id); nil when it has no such image.
 func (s *Server) imageStatus(ctx context.Context, ref string) (im *runtimeapi.Image, err error) {
-	err = s.images(ctx, func(ctx context.Context, c runtimeapi.ImageServiceClient) error {
+	err = s.images(ctx, criLimit, func(ctx context.Context, c runtimeapi.ImageServiceClient) error {
 		resp, err := c.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
 		if err != nil {
 			return fmt.Errorf("CRI ImageStatus %s at %s: %w", ref, s.c.Containerd, err)
@@ -57,7 +61,7 @@ func (s *Server) imageRemove(ctx context.Context, ref string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = s.images(ctx, func(ctx context.Context, c runtimeapi.ImageServiceClient) error {
+	err = s.images(ctx, criLimit, func(ctx context.Context, c runtimeapi.ImageServiceClient) error {
 		if _, err := c.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: id}}); err != nil {
 			return fmt.Errorf("CRI RemoveImage %s at %s: %w", id, s.c.Containerd, err)
 		}
@@ -82,6 +86,9 @@ func (s *Server) imageID(ctx context.Context, ref string) (string, error) {
 }
 
 func (s *Server) imageInspect(ctx context.Context, ref string) (any, error) {
+	if p := s.pulledImage(ref); p != nil && s.c.Containerd == "" {
+		return inspectPulled(p), nil
+	}
 	im, err := s.imageStatus(ctx, ref)
 	if err != nil {
 		return nil, err

@@ -37,6 +37,9 @@ type Server struct {
 	containers map[string]*containerRec // by id: created here, or found in the cluster
 	execs      map[string]*execRec
 	lease      nodeHold // the run's hold on the node's Lease
+	// pulled are the images pulled through this kube-engine, by id:
+	// a container of one runs as a pod naming its pinned reference.
+	pulled map[string]*Resolved
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -54,7 +57,7 @@ func New(c Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube-engine: a client for %s: %w", rc.Host, err)
 	}
-	s := &Server{c: c, rest: rc, client: cl, containers: map[string]*containerRec{}, execs: map[string]*execRec{}}
+	s := &Server{c: c, rest: rc, client: cl, containers: map[string]*containerRec{}, execs: map[string]*execRec{}, pulled: map[string]*Resolved{}}
 	if c.Containerd != "" {
 		s.ctr = c.Ctr
 		if s.ctr == "" {
@@ -144,6 +147,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, p string) {
 		return
 	case p == "/info" && m == http.MethodGet:
 		s.answer(w, http.StatusOK)(s.info(ctx))
+		return
+	case p == "/images/create" && m == http.MethodPost:
+		s.imagePull(w, r)
 		return
 	case p == "/images/load" && m == http.MethodPost:
 		s.imageLoad(w, r)
