@@ -103,6 +103,11 @@ type Identity struct {
 	Node             string `json:"node,omitempty"`
 	ContainerRuntime string `json:"containerRuntime,omitempty"`
 	RuntimeHandler   string `json:"runtimeHandler,omitempty"`
+	// NodeBootID is the node's boot id (its kernel's random/boot_id): a
+	// node whose boot id is this machine's is this machine, whose samples
+	// are taken one at a time with the rest of this machine's; any other
+	// node's are taken by a runner of its own, in parallel.
+	NodeBootID string `json:"nodeBootID,omitempty"`
 }
 
 // Pins is what a sample's pins.json says of the target.

@@ -23,6 +23,7 @@ import (
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/remote"
 	"github.com/sealbench/sealbench/provision/sshx"
+	"github.com/sealbench/sealbench/runner"
 	"github.com/sealbench/sealbench/runner/stats"
 )
 
@@ -35,50 +36,110 @@ import (
 // merged into the run's results, this machine's first, then each host's
 // by its name.
 
-// group is the targets one runner samples: this machine's (host ""), or
-// one remote host's.
+// group is the targets one runner samples: this machine's (host "" and
+// node ""), one remote host's, or one Kubernetes node's that is not this
+// machine (its runner runs here, beside this machine's).
 type group struct {
 	host string // ssh://user@host:port, or ""
 	spec *remote.Host
-	ids  []*engine.Identity
+	// node and nodeBoot are the node's name and boot id, for a node's
+	// group.
+	node, nodeBoot string
+	ids            []*engine.Identity
 	// pins are the targets as the group's plan has them (where its
 	// runner runs included); nil before the plan is made.
 	pins []manifests.TargetPins
 }
 
-// groupTargets splits ids by the host each lives on: this machine's
-// group first, then each remote host's, by its name.
-func groupTargets(ids []*engine.Identity, specs map[string]remote.Spec) []*group {
-	byHost := map[string]*group{}
+// groupTargets splits ids by the machine each samples on: this
+// machine's group first, then each remote host's and each other
+// Kubernetes node's, by key. here is this machine's boot id.
+func groupTargets(ids []*engine.Identity, specs map[string]remote.Spec, here string) []*group {
+	byKey := map[string]*group{}
 	for _, id := range ids {
 		g := &group{}
 		if s, ok := specs[id.Target]; ok && s.Host != nil {
 			g = &group{host: s.Host.String(), spec: s.Host}
+		} else if id.NodeBootID != "" && id.NodeBootID != here {
+			g = &group{node: id.Node, nodeBoot: id.NodeBootID}
 		}
-		if have := byHost[g.host]; have != nil {
+		if have := byKey[g.key()]; have != nil {
 			g = have
 		} else {
-			byHost[g.host] = g
+			byKey[g.key()] = g
 		}
 		g.ids = append(g.ids, id)
 	}
 	var out []*group
-	for _, g := range byHost {
+	for _, g := range byKey {
 		out = append(out, g)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].host < out[j].host })
+	sort.Slice(out, func(i, j int) bool { return out[i].key() < out[j].key() })
 	return out
 }
 
+// key tells groups apart: "" for this machine's, the host, or the node's
+// boot id (two names of one node are one machine).
+func (g *group) key() string {
+	switch {
+	case g.host != "":
+		return g.host
+	case g.nodeBoot != "":
+		return "node " + g.nodeBoot
+	}
+	return ""
+}
+
+// here says the group's runner runs on this machine: this machine's
+// group, or a node's.
+func (g *group) here() bool { return g.host == "" }
+
+// label is how progress lines name a group other than this machine's.
+func (g *group) label() string {
+	if g.node != "" {
+		return "node " + g.node
+	}
+	return g.host
+}
+
+// name is the group's results directory under the run's results/ (and,
+// for a node's, what its runner's copy and plan are named by): "local"
+// for this machine's, node-NODE for a node's.
+func (g *group) name() string {
+	if g.node != "" {
+		return "node-" + g.node
+	}
+	return "local"
+}
+
+// placeHere makes plan, of a group whose runner runs here, the group's:
+// a node's samples are taken one at a time under a lock of the node's
+// (as its Lease keeps them across runs), beside this machine's, in an
+// order of their own.
+func (g *group) placeHere(plan *manifests.RunPlan, o RunOptions) {
+	if g.nodeBoot == "" {
+		return
+	}
+	plan.Lock = filepath.Join(filepath.Dir(runner.DefaultLockPath), "sealbench-node-"+g.nodeBoot+".lock")
+	plan.Seed = groupSeed(o.Seed, g.key())
+}
+
+// thisBootID is this machine's boot id, which a Kubernetes node that is
+// this machine reports too.
+var thisBootID = sync.OnceValue(func() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b))
+})
+
 // groupSeed is the seed of a group's interleaving: the run's for this
-// machine's, the run's and the host's name hashed for a remote host's.
-func groupSeed(seed uint64, host string) uint64 {
-	if host == "" {
+// machine's, the run's and the group's key hashed for another's.
+func groupSeed(seed uint64, key string) uint64 {
+	if key == "" {
 		return seed
 	}
 	h := sha256.New()
 	binary.Write(h, binary.BigEndian, seed)
-	h.Write([]byte(host))
+	h.Write([]byte(key))
 	return binary.BigEndian.Uint64(h.Sum(nil)[:8])
 }
 
@@ -88,7 +149,7 @@ func (g *group) order(o RunOptions) []stats.Slot {
 	for _, id := range g.ids {
 		names = append(names, id.Target)
 	}
-	return stats.Interleave(names, o.Cells, o.Samples, groupSeed(o.Seed, g.host))
+	return stats.Interleave(names, o.Cells, o.Samples, groupSeed(o.Seed, g.key()))
 }
 
 // groupResult is what one group's runner left: its samples and pins (as
@@ -114,14 +175,14 @@ func runGroups(ctx context.Context, run *provision.Run, b *Bundle, o RunOptions,
 	// appends to once it starts.
 	ready := make([]*hostRunner, len(groups))
 	for i, g := range groups {
-		if g.host != "" {
+		if !g.here() {
 			ready[i], results[i] = prepareHost(ctx, run, b, o, g, targets, conns)
 		}
 	}
 	var wg sync.WaitGroup
 	var statusMu sync.Mutex
 	for i, g := range groups {
-		if g.host != "" && ready[i] == nil {
+		if !g.here() && ready[i] == nil {
 			continue // results[i] says why
 		}
 		wg.Add(1)
@@ -129,8 +190,8 @@ func runGroups(ctx context.Context, run *provision.Run, b *Bundle, o RunOptions,
 			defer wg.Done()
 			// The groups share the terminal: one line at a time.
 			prefix := ""
-			if g.host != "" {
-				prefix = g.host + ": "
+			if l := g.label(); l != "" {
+				prefix = l + ": "
 			}
 			glog := func(f string, a ...any) {
 				statusMu.Lock()
@@ -138,7 +199,7 @@ func runGroups(ctx context.Context, run *provision.Run, b *Bundle, o RunOptions,
 				logf("%s%s", prefix, fmt.Sprintf(f, a...))
 			}
 			gstatus := func(s string) { statusMu.Lock(); status(s); statusMu.Unlock() }
-			if g.host == "" {
+			if g.here() {
 				results[i] = runHere(ctx, run, b, o, g, glog, gstatus)
 			} else {
 				results[i] = ready[i].run(ctx, o, g, glog, gstatus)
@@ -271,11 +332,12 @@ func writeMerged(out string, samples []manifests.Sample, pins *manifests.RunPins
 // runHere runs this machine's group with the runner here, as a run of
 // this machine's targets alone does, into the run's directory.
 func runHere(ctx context.Context, run *provision.Run, b *Bundle, o RunOptions, g *group, logf func(string, ...any), status func(string)) groupResult {
-	plan, err := newPlan(run, b, o, g.ids, filepath.Join(run.Dir, "results", "local"))
+	plan, err := newPlan(run, b, o, g.ids, filepath.Join(run.Dir, "results", g.name()))
 	if err != nil {
 		return groupResult{err: err}
 	}
-	samples, err := runSealed(ctx, run, b, plan, logf, status)
+	g.placeHere(plan, o)
+	samples, err := runSealed(ctx, run, b, plan, g.name(), logf, status)
 	r := groupResult{samples: samples, err: err}
 	if p, perr := readPins(filepath.Join(plan.OutDir, manifests.PinsFile)); perr == nil {
 		r.pins = p
@@ -436,7 +498,7 @@ func writeHostPlan(ctx context.Context, run *provision.Run, b *Bundle, o RunOpti
 	standin, _ := b.Verified.Manifest.File("bin/" + p.Dir() + "/standin")
 	plan := basePlan(run, b, o)
 	plan.Ledger, plan.Lock, plan.OutDir = path.Join(hostRun, manifests.LedgerFile), lock, path.Join(hostRun, "results")
-	plan.Seed, plan.StandinSHA256, plan.RunnerSHA256, plan.StopOnStdinEOF = groupSeed(o.Seed, g.host), standin.Digest, want.Digest, true
+	plan.Seed, plan.StandinSHA256, plan.RunnerSHA256, plan.StopOnStdinEOF = groupSeed(o.Seed, g.key()), standin.Digest, want.Digest, true
 	for _, id := range g.ids {
 		he, ok := targets[id.Target].(hostEndpoint)
 		if !ok || he.HostEndpoint() == "" {

@@ -37,18 +37,23 @@ func bringUp(ctx context.Context, spec remote.Spec, run *provision.Run, conns *h
 	}
 	no := provision.NewOptions{Run: run, Bundle: b.Dir, Manifest: b.Verified.Manifest, BundleName: b.Verified.Name, Image: b.Image,
 		CPUs: vm.CPUs, MemoryBytes: vm.MemoryMiB << 20, AllowUntestedTool: vm.AllowUntestedTool, Accel: vm.Accel,
-		Param: spec.Param, Kube: vm.Kube, Log: logf}
+		Name: spec.Name, Param: spec.Param, Node: spec.Node, Kube: vm.Kube, Log: logf}
 	var t provision.Target
 	var err error
 	switch {
 	case spec.Host == nil:
-		t, err = reg.New(no)
+		// A name that is not the kind (kubernetes@NODE's) is recorded
+		// with its kind before the target records anything: teardown
+		// finds its Backend by it.
+		if err = provision.RecordTargetKind(run.Dir, spec.Name, spec.Kind); err == nil {
+			t, err = reg.New(no)
+		}
 	case reg.Remote == nil || conns == nil:
 		err = fmt.Errorf("target %s: %s cannot run on a remote host here", spec, spec.Kind)
 	default:
 		var c *sshx.Client
 		if c, err = conns.get(ctx, spec.Host); err == nil {
-			t, err = reg.Remote(provision.RemoteOptions{NewOptions: no, Name: spec.Name, Host: spec.Host.String(), SSH: c})
+			t, err = reg.Remote(provision.RemoteOptions{NewOptions: no, Host: spec.Host.String(), SSH: c})
 		}
 	}
 	if err != nil {
@@ -75,8 +80,12 @@ type ProvisionOptions struct {
 	// or local@ssh: see Provision), reached as SSH says.
 	Remote *remote.Spec
 	// Param is what the target's spec gave after its kind and a ':'
-	// (kubernetes:RUNTIMECLASS), for a target on this host.
+	// (kubernetes:RUNTIMECLASS), for a target on this host; Node the
+	// node after its '@' (kubernetes@NODE), and Kind then its kind (Target
+	// is its name, kubernetes-NODE).
 	Param    string
+	Node     string
+	Kind     string
 	SSH      SSH
 	Bundle   *Bundle
 	VM       VM
@@ -132,7 +141,10 @@ func Provision(ctx context.Context, o ProvisionOptions) (_ *Provisioned, err err
 	if err != nil {
 		return nil, err
 	}
-	spec, conns := remote.Spec{Name: o.Target, Kind: o.Target, Param: o.Param}, (*hostConns)(nil)
+	spec, conns := remote.Spec{Name: o.Target, Kind: o.Target, Param: o.Param, Node: o.Node}, (*hostConns)(nil)
+	if o.Kind != "" {
+		spec.Kind = o.Kind
+	}
 	if o.Remote != nil {
 		if o.Remote.Kind != remoteDockerKind && o.Remote.Kind != remoteLocalKind {
 			return nil, fmt.Errorf("target %s: only docker@ssh and local@ssh can be left up on a remote host", o.Remote)

@@ -159,12 +159,12 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 	var samples []manifests.Sample
 	var missingSlots []stats.Slot
 	var runErr error
-	if groups := groupTargets(ids, o.Specs); len(groups) == 1 && groups[0].host == "" {
+	if groups := groupTargets(ids, o.Specs, thisBootID()); len(groups) == 1 && groups[0].key() == "" {
 		plan, err := newPlan(run, b, o, ids, out)
 		if err != nil {
 			return outcome, err
 		}
-		samples, runErr = runSealed(ctx, run, b, plan, logf, status)
+		samples, runErr = runSealed(ctx, run, b, plan, "", logf, status)
 		if runErr != nil {
 			missingSlots = groups[0].order(o)
 		}

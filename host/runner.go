@@ -71,11 +71,17 @@ func basePlan(run *provision.Run, b *Bundle, o RunOptions) *manifests.RunPlan {
 
 // runSealed copies the bundle's runner into the run's directory, writes
 // plan there, starts the copy, shows its progress and waits for it. A
+// group's runner beside this machine's (a Kubernetes node's) has a name
+// its copy and plan carry; "" for this machine's. A
 // cancelled ctx (Ctrl-C) is forwarded as SIGINT. It returns the samples the
 // runner wrote, and an error when the runner could not take them all: the
 // context's when interrupted. Failed samples are not an error here.
-func runSealed(ctx context.Context, run *provision.Run, b *Bundle, plan *manifests.RunPlan, logf func(string, ...any), status func(string)) ([]manifests.Sample, error) {
-	exe, digest, err := copyRunner(b, filepath.Join(run.Dir, runnerDir))
+func runSealed(ctx context.Context, run *provision.Run, b *Bundle, plan *manifests.RunPlan, name string, logf func(string, ...any), status func(string)) ([]manifests.Sample, error) {
+	dir, planName := runnerDir, planFile
+	if name != "" && name != "local" {
+		dir, planName = runnerDir+"-"+name, strings.TrimSuffix(planFile, ".json")+"-"+name+".json"
+	}
+	exe, digest, err := copyRunner(b, filepath.Join(run.Dir, dir))
 	if err != nil {
 		return nil, err
 	}
@@ -87,16 +93,16 @@ func runSealed(ctx context.Context, run *provision.Run, b *Bundle, plan *manifes
 	if err != nil {
 		return nil, err
 	}
-	planPath := filepath.Join(run.Dir, planFile)
+	planPath := filepath.Join(run.Dir, planName)
 	if err := atomicfile.WriteFile(planPath, pb, 0o600); err != nil {
 		return nil, fmt.Errorf("writing the run plan: %w", err)
 	}
 	logf("sampling with the bundle's runner %s (%s), plan %s", bundle.RunnerPath(runtime.GOOS, runtime.GOARCH), digest.Short(16), planPath)
 	runErr := startRunner(ctx, exe, planPath, logf, status)
-	// The runner appended its Sandboxes to the ledger: read it again
-	// before anything here records more.
-	if err := run.Reopen(); err != nil && runErr == nil {
-		runErr = fmt.Errorf("reopening the run's ledger after the runner: %w", err)
+	// The runner appended its Sandboxes to the ledger: read them (a
+	// Record here would too; Entries needs them now).
+	if err := run.Refresh(); err != nil && runErr == nil {
+		runErr = fmt.Errorf("reading the run's ledger after the runner: %w", err)
 	}
 	samples, err := readSamples(filepath.Join(plan.OutDir, manifests.SamplesFile))
 	if err != nil && runErr == nil {

@@ -37,7 +37,7 @@ func ParseTargets(list []string) ([]remote.Spec, error) { return parseTargets(li
 // parseTargets is ParseTargets; the doctor passes mustRun false, to say
 // whether a target can run on a host rather than refuse to look.
 func parseTargets(list []string, mustRun bool) ([]remote.Spec, error) {
-	hint := "targets: " + strings.Join(provision.Names(), ", ") + ", each as KIND, KIND:PARAM (kubernetes:RUNTIMECLASS) or KIND@ssh://USER@HOST[:PORT]; `sealbench doctor` says what this host can run"
+	hint := "targets: " + strings.Join(provision.Names(), ", ") + ", each as KIND, KIND:PARAM (kubernetes:RUNTIMECLASS), KIND@ssh://USER@HOST[:PORT] or kubernetes@NODE; `sealbench doctor` says what this host can run"
 	specs, err := remote.ParseSpecs(list)
 	if err != nil {
 		return nil, usagef(hint, "%v", err)
@@ -47,7 +47,13 @@ func parseTargets(list []string, mustRun bool) ([]remote.Spec, error) {
 		switch {
 		case !ok:
 			return nil, usagef(hint, "no target named %q", s.Kind)
-		case s.Host == nil && s.Name != s.Kind:
+		case s.Node != "" && !reg.Node:
+			return nil, usagef("a remote host is ssh://USER@HOST[:PORT]: "+s.Kind+"@ssh://root@"+s.Node,
+				"target %q: %s does not run on a cluster's node; after its '@' comes a host", s.String(), s.Kind)
+		case s.Node != "" && isKind(s.Name):
+			return nil, usagef("give it another name: NAME="+s.Kind+"@"+s.Node,
+				"target %q: its name %s is a target kind's, which names the target on this host", s.String(), s.Name)
+		case s.Host == nil && s.Node == "" && s.Name != s.Kind:
 			return nil, usagef("write "+s.Kind+" alone, or put the target on a host: "+s.Name+"="+s.Kind+"@ssh://USER@HOST",
 				"target %q: a name is given to a target on a remote host only; one on this host is named by its kind", s.String())
 		case s.Host != nil && isKind(s.Name):

@@ -147,7 +147,7 @@ func Audit(ctx context.Context, opts AuditOptions) (*AuditResult, error) {
 		if !a.opts.wants(t) {
 			continue
 		}
-		found, notes, err := backendOf(t).Audit(ctx, a.opts.Run)
+		found, notes, err := backendOf("", t).Audit(ctx, a.opts.Run)
 		if err != nil {
 			if a.opts.named(t) {
 				return nil, fmt.Errorf("cannot audit %s: %w", t, err)
@@ -324,7 +324,7 @@ func (a *auditor) labelledOnHosts(ctx context.Context, rh *remoteHosts, id strin
 // Exists reports whether the resource of e is still there, with a few
 // words about it.
 func Exists(ctx context.Context, runDir string, e manifests.LedgerEntry) (bool, string, error) {
-	if b := backendOf(e.Target); b != nil {
+	if b := backendOf(runDir, e.Target); b != nil {
 		if ok, detail, err := b.Exists(ctx, runDir, e); !errors.Is(err, ErrGeneric) {
 			return ok, detail, err
 		}
@@ -510,9 +510,10 @@ func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*Au
 				errs = multierror.Append(errs, kerr)
 			}
 			err = removeTree(r.Key)
-		case backendOf(r.Target) != nil && !r.Kind.IsPath() && r.Kind != manifests.ResourceProcess:
+		case backendOf("", r.Target) != nil && !r.Kind.IsPath() && r.Kind != manifests.ResourceProcess:
+			// A Backend's own finding: its Target is the kind.
 			e := manifests.LedgerEntry{RunID: r.Run, Target: r.Target, Kind: r.Kind, Key: r.Key}
-			if err = backendOf(r.Target).Remove(ctx, "/nonexistent", e); errors.Is(err, ErrGeneric) {
+			if err = backendOf("", r.Target).Remove(ctx, "/nonexistent", e); errors.Is(err, ErrGeneric) {
 				continue
 			}
 		default:

@@ -52,11 +52,19 @@ type Registration struct {
 	// and a ':' in a --target (kubernetes:RUNTIMECLASS: "RUNTIMECLASS");
 	// empty: a parameter is refused.
 	Param string
+	// Node says the target takes a node of a cluster after an '@'
+	// (kubernetes@NODE): its Sandboxes go there, and targets on
+	// different nodes sample in parallel. False: only a host may follow.
+	Node bool
 }
 
 // NewOptions is what a target's provisioner is made from.
 type NewOptions struct {
 	Run *Run
+	// Name is the target's name in the run's samples, pins and ledger, as
+	// the --target gives it (kubernetes-worker-1, docker-gpu1); empty or
+	// the kind for a target of this host named by its kind.
+	Name string
 	// Bundle is the verified bundle directory; Manifest its manifest and
 	// BundleName its name (build-linux-<hash>).
 	Bundle     string
@@ -75,6 +83,9 @@ type NewOptions struct {
 	// Param is what the --target gave after the kind and a ':'
 	// (Registration.Param), empty when nothing.
 	Param string
+	// Node is the node the --target gave after an '@' (Registration.Node);
+	// empty: the target's default (KubeOptions.Node).
+	Node string
 	// Kube says how the kubernetes target reaches its cluster.
 	Kube KubeOptions
 	Log  func(string, ...any)
@@ -110,10 +121,7 @@ type KubeOptions struct {
 // from: what NewOptions says (the bundle is this host's verified copy),
 // the name the target has in this run, and the connection to its host.
 type RemoteOptions struct {
-	NewOptions
-	// Name is the target's name in the run's samples, pins and ledger
-	// (docker-gpu1): the spec's, never the kind alone.
-	Name string
+	NewOptions // its Name is the spec's (docker-gpu1), never the kind alone
 	// Host is the host in canonical form, ssh://user@host:port: what the
 	// ledger records with every entry on it.
 	Host string
@@ -184,8 +192,9 @@ func Names() []string {
 	return ns
 }
 
-func backendOf(target string) Backend {
-	if r, ok := Lookup(target); ok {
+// backendOf is the Backend of the run's target (its kind's: TargetKind).
+func backendOf(runDir, target string) Backend {
+	if r, ok := Lookup(TargetKind(runDir, target)); ok {
 		return r.Backend
 	}
 	return nil

@@ -120,17 +120,9 @@ func OpenRun(stateDir, id string) (*Run, error) {
 // Close closes the run's ledger.
 func (r *Run) Close() error { return r.Ledger.Close() }
 
-// Reopen opens the run's ledger again, to append after another process
-// (the bundle's runner) has appended to it.
-func (r *Run) Reopen() error {
-	l, err := ledger.Open(r.Dir)
-	if err != nil {
-		return err
-	}
-	r.Ledger.Close()
-	r.Ledger = l
-	return nil
-}
+// Refresh reads into the run's ledger what other processes (the bundle's
+// runners) appended to it.
+func (r *Run) Refresh() error { return r.Ledger.Refresh() }
 
 // ListRuns returns the ids of the run directories under stateDir, oldest
 // first (run ids sort by time). Entries that are not run directories are

@@ -248,7 +248,7 @@ func RemoveResource(ctx context.Context, runDir string, e manifests.LedgerEntry,
 	if e.Kind.IsPath() && !within(e.Key, runDir) {
 		return fmt.Errorf("%s lies outside the run directory %s: not touching it", e.Key, runDir)
 	}
-	if b := backendOf(e.Target); b != nil {
+	if b := backendOf(runDir, e.Target); b != nil {
 		if err := b.Remove(ctx, runDir, e); !errors.Is(err, ErrGeneric) {
 			return err
 		}

@@ -31,7 +31,7 @@ var _ provision.Backend = backend{}
 func (backend) Remove(ctx context.Context, runDir string, e manifests.LedgerEntry) error {
 	switch {
 	case e.Kind == manifests.ResourceKubeObject:
-		c, err := clusterOf(runDir)
+		c, err := clusterOf(runDir, e.Target)
 		if err != nil {
 			return err
 		}
@@ -45,7 +45,7 @@ func (backend) Remove(ctx context.Context, runDir string, e manifests.LedgerEntr
 func (backend) Exists(ctx context.Context, runDir string, e manifests.LedgerEntry) (ok bool, detail string, err error) {
 	switch {
 	case e.Kind == manifests.ResourceKubeObject:
-		c, err := clusterOf(runDir)
+		c, err := clusterOf(runDir, e.Target)
 		if err != nil {
 			return false, "", err
 		}
@@ -73,7 +73,7 @@ func (backend) Audit(ctx context.Context, run string) ([]provision.Resource, []s
 	if err != nil {
 		return nil, nil, err
 	}
-	rs, err := c.labelled(ctx, run)
+	rs, err := c.labelled(ctx, run, "")
 	return rs, nil, err
 }
 
@@ -87,10 +87,11 @@ func haveKubeconfig() bool {
 	return false
 }
 
-// clusterOf reaches the cluster of the run in runDir, as its record
-// says; without one (an entry the audit found), the default kubeconfig's.
-func clusterOf(runDir string) (*cluster, error) {
-	c, _, err := readRecord(runDir)
+// clusterOf reaches the cluster of the run in runDir's target, as its
+// record says; without one (an entry the audit found), the default
+// kubeconfig's.
+func clusterOf(runDir, target string) (*cluster, error) {
+	c, _, err := readRecord(runDir, target)
 	if err != nil {
 		return nil, err
 	}
@@ -101,12 +102,12 @@ func clusterOf(runDir string) (*cluster, error) {
 // on the run's record: the run's own may be gone, and its pods and images
 // are not.
 func onEngine(ctx context.Context, runDir string, e manifests.LedgerEntry, f func(manifests.LedgerEntry) error) error {
-	cfg, ok, err := readRecord(runDir)
+	cfg, ok, err := readRecord(runDir, e.Target)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("%s: the run has no %s to say which cluster holds it", e.Name(), recordFile)
+		return fmt.Errorf("%s: the run has no %s to say which cluster holds it", e.Name(), recordFile(e.Target))
 	}
 	dir, err := os.MkdirTemp("", "sealbench-kube-")
 	if err != nil {

@@ -61,12 +61,20 @@ func parseObjectKey(key string) (resource, namespace, name string, err error) {
 	return parts[0], parts[1], parts[2], nil
 }
 
-// labelled lists the pods, NetworkPolicies and node Leases, in every namespace, that
-// carry the run label: with the value run, or any value when run is "".
-func (c *cluster) labelled(ctx context.Context, run string) ([]provision.Resource, error) {
+// labelled lists the pods, NetworkPolicies and node Leases, in every
+// namespace, that carry the run label: with the value run, or any value
+// when run is "". With a target, only that target's pods and
+// NetworkPolicies (kubeengine.LabelTarget), and no Lease: a node's Lease
+// is the run's on that node, which its kube-engines release with the
+// run's last pod there; only the audit, which asks for no target, lists
+// one that a dead kube-engine left.
+func (c *cluster) labelled(ctx context.Context, run, target string) ([]provision.Resource, error) {
 	sel := manifests.RunLabel
 	if run != "" {
 		sel += "=" + run
+	}
+	if target != "" {
+		sel += "," + kubeengine.LabelTarget + "=" + target
 	}
 	opts := metav1.ListOptions{LabelSelector: sel}
 	pods, err := c.cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
@@ -77,11 +85,13 @@ func (c *cluster) labelled(ctx context.Context, run string) ([]provision.Resourc
 	if err != nil {
 		return nil, fmt.Errorf("listing NetworkPolicies labelled %s on %s: %w", manifests.RunLabel, c.host, err)
 	}
-	leases, err := c.cs.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("listing Leases labelled %s on %s: %w", manifests.RunLabel, c.host, err)
-	}
 	var out []provision.Resource
+	leases := &coordinationv1.LeaseList{}
+	if target == "" {
+		if leases, err = c.cs.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, opts); err != nil {
+			return nil, fmt.Errorf("listing Leases labelled %s on %s: %w", manifests.RunLabel, c.host, err)
+		}
+	}
 	for _, l := range leases.Items {
 		out = append(out, provision.Resource{Target: Name, Run: l.Labels[manifests.RunLabel], Kind: manifests.ResourceKubeObject,
 			Key: objectKey(resLeases, l.Namespace, l.Name), Detail: "a node's Lease on " + c.host + leaseState(l.Spec)})

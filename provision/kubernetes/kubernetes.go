@@ -53,7 +53,8 @@ import (
 	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
 )
 
-// Name is the target's name.
+// Name is the target's kind, and its name when the --target names no
+// node (kubernetes@NODE is named kubernetes-NODE, or as NAME= says).
 const Name = "kubernetes"
 
 // Transport is how the runner's execs reach a Sandbox, as the pins say:
@@ -81,7 +82,13 @@ var _ provision.Target = (*Kubernetes)(nil)
 
 // Options configures the kubernetes target.
 type Options struct {
-	Run  *provision.Run
+	Run *provision.Run
+	// Name is the target's name in the run (its directory, record, ledger
+	// entries, samples and pins); empty: Name.
+	Name string
+	// Node is the node the --target named (kubernetes@NODE); empty:
+	// Kube.Node, or the cluster's only node.
+	Node string
 	Kube provision.KubeOptions
 	// RuntimeClass is the pods' RuntimeClass (the --target's parameter);
 	// empty: the cluster's default.
@@ -96,6 +103,7 @@ type Options struct {
 // Kubernetes is one run's Sandboxes on a cluster.
 type Kubernetes struct {
 	o      Options
+	name   string
 	dir    string // the target's directory in the run directory
 	cfg    kubeengine.Config
 	engine []string // Options.EngineCommand
@@ -135,15 +143,22 @@ func New(o Options) (*Kubernetes, error) {
 		// teardown from another shell reaches the same cluster.
 		kube.Kubeconfig = os.Getenv("KUBECONFIG")
 	}
+	if o.Node != "" {
+		kube.Node = o.Node
+	}
 	o.Kube = kube
-	dir := filepath.Join(o.Run.Dir, Name)
-	return &Kubernetes{o: o, dir: dir, engine: cmd, logp: filepath.Join(dir, "kube-engine.log"),
+	name := o.Name
+	if name == "" {
+		name = Name
+	}
+	dir := filepath.Join(o.Run.Dir, name)
+	return &Kubernetes{o: o, name: name, dir: dir, engine: cmd, logp: filepath.Join(dir, "kube-engine.log"),
 		cfg: kubeengine.Config{Socket: filepath.Join(dir, "engine.sock"), Kubeconfig: kube.Kubeconfig, Context: kube.Context,
 			Namespace: kube.Namespace, Node: kube.Node, RuntimeClass: o.RuntimeClass, FUSEResource: kube.FUSEResource,
-			Containerd: kube.Containerd, SeccompDir: kube.SeccompDir, RunID: o.Run.ID}}, nil
+			Containerd: kube.Containerd, SeccompDir: kube.SeccompDir, RunID: o.Run.ID, Target: name}}, nil
 }
 
-func (k *Kubernetes) Name() string     { return Name }
+func (k *Kubernetes) Name() string     { return k.name }
 func (k *Kubernetes) Endpoint() string { return "unix://" + k.cfg.Socket }
 
 // Dir is the target's directory in the run directory.
@@ -154,7 +169,7 @@ func (k *Kubernetes) Dir() string { return k.dir }
 func (k *Kubernetes) Config() kubeengine.Config { return k.cfg }
 
 func (k *Kubernetes) record(e manifests.LedgerEntry) error {
-	e.Target = Name
+	e.Target = k.name
 	return k.o.Run.Ledger.Record(e)
 }
 
@@ -166,7 +181,7 @@ func (k *Kubernetes) engineRunning() bool {
 // whether Create ever got as far as the cluster.
 func (k *Kubernetes) touched() bool {
 	for _, e := range k.o.Run.Ledger.Entries() {
-		if e.Target == Name {
+		if e.Target == k.name {
 			return true
 		}
 	}
@@ -193,7 +208,7 @@ func (k *Kubernetes) Create(ctx context.Context) error {
 	if err := k.check(ctx, c); err != nil {
 		return err
 	}
-	if err := writeRecord(k.o.Run.Dir, k.cfg); err != nil {
+	if err := writeRecord(k.o.Run.Dir, k.name, k.cfg); err != nil {
 		return err
 	}
 	if !k.o.Kube.Network {
@@ -270,20 +285,28 @@ func (k *Kubernetes) check(ctx context.Context, c *cluster) error {
 	return nil
 }
 
-// policyName is the run's NetworkPolicy.
-func policyName(run string) string { return "sealbench-" + strings.ToLower(run) }
+// policyName is the NetworkPolicy of the run's target: one per target,
+// so that one target's Destroy leaves the others' Sandboxes denied.
+func policyName(run, target string) string {
+	if target == Name {
+		return "sealbench-" + strings.ToLower(run)
+	}
+	return "sealbench-" + strings.ToLower(run) + "-" + target
+}
 
 // denyNetwork makes the NetworkPolicy that selects the run's pods and
 // allows them nothing, in or out.
 func (k *Kubernetes) denyNetwork(ctx context.Context, cs kubernetes.Interface) error {
-	name := policyName(k.o.Run.ID)
+	name := policyName(k.o.Run.ID, k.name)
 	labels := map[string]string{manifests.RunLabel: k.o.Run.ID}
-	if err := k.record(manifests.LedgerEntry{Kind: manifests.ResourceKubeObject, Key: objectKey(resNetworkPolicies, k.cfg.Namespace, name), Labels: labels,
+	// It selects every pod of the run; its own label says whose it is.
+	own := map[string]string{manifests.RunLabel: k.o.Run.ID, kubeengine.LabelTarget: k.name}
+	if err := k.record(manifests.LedgerEntry{Kind: manifests.ResourceKubeObject, Key: objectKey(resNetworkPolicies, k.cfg.Namespace, name), Labels: own,
 		Detail: "denies the run's pods every connection"}); err != nil {
 		return err
 	}
 	np := &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: k.cfg.Namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: k.cfg.Namespace, Labels: own},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: labels},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
@@ -327,14 +350,14 @@ func (k *Kubernetes) InstallImage(ctx context.Context, img engine.Image) error {
 	if k.o.Kube.Image != "" {
 		return k.pullImage(ctx, cli, img)
 	}
-	return engine.LoadImage(ctx, cli, k.o.Run.Ledger, Name, k.Endpoint(), img)
+	return engine.LoadImage(ctx, cli, k.o.Run.Ledger, k.name, k.Endpoint(), img)
 }
 
 // Identity asks the kube-engine (the node's kernel, CPUs and memory) and
 // the cluster (its version, the node's container runtime, the
 // RuntimeClass's handler).
 func (k *Kubernetes) Identity(ctx context.Context) (*engine.Identity, error) {
-	id, err := engine.Identify(ctx, Name, k.Endpoint())
+	id, err := engine.Identify(ctx, k.name, k.Endpoint())
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +376,7 @@ func (k *Kubernetes) Identity(ctx context.Context) (*engine.Identity, error) {
 	// Runtime is what the kube-engine takes as a container's
 	// HostConfig.Runtime: the RuntimeClass.
 	id.Transport, id.Cluster, id.Node, id.Runtime = Transport, v.GitVersion, n.Name, k.cfg.RuntimeClass
-	id.ContainerRuntime = n.Status.NodeInfo.ContainerRuntimeVersion
+	id.ContainerRuntime, id.NodeBootID = n.Status.NodeInfo.ContainerRuntimeVersion, n.Status.NodeInfo.BootID
 	if k.cfg.RuntimeClass != "" {
 		rc, err := c.cs.NodeV1().RuntimeClasses().Get(ctx, k.cfg.RuntimeClass, metav1.GetOptions{})
 		if err != nil {
@@ -370,7 +393,7 @@ func (k *Kubernetes) Identity(ctx context.Context) (*engine.Identity, error) {
 // both steps run, and every failure is returned.
 func (k *Kubernetes) Destroy(ctx context.Context) error {
 	var errs *multierror.Error
-	if _, err := provision.Teardown(ctx, k.o.Run.Dir, provision.TeardownOptions{Targets: []string{Name}, Log: k.o.Log}); err != nil {
+	if _, err := provision.Teardown(ctx, k.o.Run.Dir, provision.TeardownOptions{Targets: []string{k.name}, Log: k.o.Log}); err != nil {
 		errs = multierror.Append(errs, err)
 	}
 	if !k.touched() {
@@ -380,7 +403,7 @@ func (k *Kubernetes) Destroy(ctx context.Context) error {
 	if err != nil {
 		return multierror.Append(errs, err).ErrorOrNil()
 	}
-	rs, err := c.labelled(ctx, k.o.Run.ID)
+	rs, err := c.labelled(ctx, k.o.Run.ID, k.name)
 	if err != nil {
 		return multierror.Append(errs, err).ErrorOrNil()
 	}
@@ -395,7 +418,7 @@ func (k *Kubernetes) Destroy(ctx context.Context) error {
 // Inventory lists what of the run the target holds: ledger entries that
 // still exist, and pods and NetworkPolicies labelled with the run.
 func (k *Kubernetes) Inventory(ctx context.Context) ([]provision.Resource, error) {
-	out, err := k.o.Run.Held(ctx, Name)
+	out, err := k.o.Run.Held(ctx, k.name)
 	if err != nil {
 		return nil, err
 	}
@@ -406,7 +429,7 @@ func (k *Kubernetes) Inventory(ctx context.Context) ([]provision.Resource, error
 	if err != nil {
 		return nil, err
 	}
-	rs, err := c.labelled(ctx, k.o.Run.ID)
+	rs, err := c.labelled(ctx, k.o.Run.ID, k.name)
 	if err != nil {
 		return nil, err
 	}
@@ -425,29 +448,33 @@ func (k *Kubernetes) Inventory(ctx context.Context) ([]provision.Resource, error
 	return out, nil
 }
 
-// recordFile is the target's record in the run directory: beside the
-// target's directory, not in it, so that it outlives the target's Destroy
-// for as long as the run's ledger names what it reached.
-const recordFile = Name + ".json"
+// recordFile is the record of the run's target named target in the run
+// directory (kubernetes.json): beside the target's directory, not in it,
+// so that it outlives the target's Destroy for as long as the run's
+// ledger names what it reached.
+func recordFile(target string) string { return target + ".json" }
 
 // writeRecord writes what reaches the cluster, for teardown and the
 // audit: the kube-engine's configuration.
-func writeRecord(dir string, c kubeengine.Config) error {
+func writeRecord(dir, target string, c kubeengine.Config) error {
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, recordFile+".new")
+	tmp := filepath.Join(dir, recordFile(target)+".new")
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(dir, recordFile))
+	return os.Rename(tmp, filepath.Join(dir, recordFile(target)))
 }
 
-// readRecord reads the record of the run in runDir; ok is false when the
-// run has none (it never reached a cluster).
-func readRecord(runDir string) (c kubeengine.Config, ok bool, err error) {
-	b, err := os.ReadFile(filepath.Join(runDir, recordFile))
+// readRecord reads the record of the run in runDir's target; ok is false
+// when it has none (it never reached a cluster).
+func readRecord(runDir, target string) (c kubeengine.Config, ok bool, err error) {
+	if !manifests.ValidTargetName(target) {
+		return c, false, nil
+	}
+	b, err := os.ReadFile(filepath.Join(runDir, recordFile(target)))
 	if errors.Is(err, os.ErrNotExist) {
 		return c, false, nil
 	}
@@ -455,7 +482,7 @@ func readRecord(runDir string) (c kubeengine.Config, ok bool, err error) {
 		return c, false, err
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
-		return c, false, fmt.Errorf("reading %s: %w", filepath.Join(runDir, recordFile), err)
+		return c, false, fmt.Errorf("reading %s: %w", filepath.Join(runDir, recordFile(target)), err)
 	}
 	return c, true, nil
 }

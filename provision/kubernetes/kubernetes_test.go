@@ -61,11 +61,22 @@ func serveEngine(args []string) {
 // newTarget is the kubernetes target of run on the test cluster, its
 // kube-engine this test binary.
 func newTarget(t *testing.T, c *kubetest.Cluster, run *provision.Run) *kubernetes.Kubernetes {
+	return newNamedTarget(t, c, run, "", "")
+}
+
+// newNamedTarget is newTarget as --target name=kubernetes@node makes it:
+// its kind recorded for teardown first, as the host does.
+func newNamedTarget(t *testing.T, c *kubetest.Cluster, run *provision.Run, name, node string) *kubernetes.Kubernetes {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := kubernetes.New(kubernetes.Options{Run: run, Kube: provision.KubeOptions{Kubeconfig: c.Kubeconfig, Containerd: c.ContainerdSocket,
+	if name != "" {
+		if err := provision.RecordTargetKind(run.Dir, name, kubernetes.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, err := kubernetes.New(kubernetes.Options{Run: run, Name: name, Node: node, Kube: provision.KubeOptions{Kubeconfig: c.Kubeconfig, Containerd: c.ContainerdSocket,
 		// The fixture's kubelet has its root directory in the cluster's.
 		SeccompDir: filepath.Join(c.Dir, "kubelet", "seccomp")},
 		EngineCommand: []string{exe, engineChild}, Log: t.Logf})
@@ -97,7 +108,10 @@ func (notEmulated) Emulated() bool { return false }
 // cluster's node, which is this host: the same kernel, so every count
 // (FUSE requests by opcode, SQLite statements, files, bytes) is equal;
 // then the target's inventory, Destroy, and a teardown that leaves
-// nothing.
+// nothing. The target is named for its node, as --target
+// kubernetes@NODE names it: its directory, record, NetworkPolicy and
+// ledger entries carry that name, and teardown finds its Backend by the
+// kind the run recorded for it.
 func TestTwelveCellsLikeLocal(t *testing.T) {
 	c := kubetest.Shared(t)
 	var uts unix.Utsname
@@ -108,14 +122,15 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 	if err := unix.Sysinfo(&si); err != nil {
 		t.Fatal(err)
 	}
-	vmtest.Twelve{Name: kubernetes.Name, CPUs: runtime.NumCPU(), MemoryBytes: int64(si.Totalram) * int64(si.Unit),
+	name := kubernetes.Name + "-" + kubetest.NodeName
+	vmtest.Twelve{Name: name, CPUs: runtime.NumCPU(), MemoryBytes: int64(si.Totalram) * int64(si.Unit),
 		Kernel: unix.ByteSliceToString(uts.Release[:]),
 		// The target's directory, the kube-engine and its socket, the
 		// image in the node's containerd, the NetworkPolicy.
 		Holds: map[manifests.ResourceKind]int{manifests.ResourceDir: 1, manifests.ResourceProcess: 1, manifests.ResourceSocket: 1,
 			manifests.ResourceImage: 1, manifests.ResourceKubeObject: 1},
 		New: func(t *testing.T, run *provision.Run, dir string, m *manifests.BundleManifest, img engine.Image) vmtest.EmulatedTarget {
-			return notEmulated{newTarget(t, c, run)}
+			return notEmulated{newNamedTarget(t, c, run, name, kubetest.NodeName)}
 		},
 		Dir: func(vm vmtest.EmulatedTarget) string { return vm.(notEmulated).Dir() },
 	}.TwelveCellsLikeLocal(t)

@@ -18,10 +18,10 @@ const CheckName = "kubernetes"
 
 func init() {
 	provision.Register(provision.Registration{
-		Name: Name, What: "Sandboxes as pods of a Kubernetes cluster (kubernetes[:RUNTIMECLASS]), through the kube-engine", Order: 80,
-		Param: "RUNTIMECLASS",
+		Name: Name, What: "Sandboxes as pods of a Kubernetes cluster (kubernetes[:RUNTIMECLASS][@NODE]), through the kube-engine", Order: 80,
+		Param: "RUNTIMECLASS", Node: true,
 		New: func(o provision.NewOptions) (provision.Target, error) {
-			return New(Options{Run: o.Run, Kube: o.Kube, RuntimeClass: o.Param, Log: o.Log})
+			return New(Options{Run: o.Run, Name: o.Name, Node: o.Node, Kube: o.Kube, RuntimeClass: o.Param, Log: o.Log})
 		},
 		Backend: backend{},
 		Needs:   []string{CheckName},

@@ -122,19 +122,11 @@ func (l *Ledger) Entries() []manifests.LedgerEntry {
 // durable. Recording the same target, kind and key again is a no-op: a
 // resource is created again under the entry that already names it.
 func (l *Ledger) Record(e manifests.LedgerEntry) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f == nil {
-		return errors.New("recording in a closed ledger")
-	}
-	unlock, err := l.lockFile()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if err := l.catchUp(); err != nil {
-		return err
-	}
+	return l.caughtUp("recording in", func() error { return l.append(e) })
+}
+
+// append is Record's, caught up and holding the ledger.
+func (l *Ledger) append(e manifests.LedgerEntry) error {
 	for _, old := range l.entries {
 		if old.Target == e.Target && old.Kind == e.Kind && old.Key == e.Key && old.Engine == e.Engine {
 			return nil
@@ -182,8 +174,35 @@ func (l *Ledger) lockFile() (func(), error) {
 	}
 }
 
+// Refresh reads what other processes appended since this one last read
+// or wrote (a runner's Sandboxes, say), so that Entries lists them.
+func (l *Ledger) Refresh() error {
+	return l.caughtUp("refreshing", func() error { return nil })
+}
+
+// caughtUp runs f holding the ledger (its mutex, and the file's flock
+// against other processes), once what the others appended is read.
+func (l *Ledger) caughtUp(what string, f func() error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return fmt.Errorf("%s a closed ledger", what)
+	}
+	unlock, err := l.lockFile()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := l.catchUp(); err != nil {
+		return err
+	}
+	return f()
+}
+
 // catchUp reads the lines other processes appended since this one last
-// read or wrote: each is one whole write made under the flock.
+// read or wrote: each is one whole write made under the flock, so a last
+// line cut off is a writer's that died mid-write, and is cut away, as
+// Open does.
 func (l *Ledger) catchUp() error {
 	fi, err := l.f.Stat()
 	if err != nil {
@@ -199,18 +218,27 @@ func (l *Ledger) catchUp() error {
 	if _, err := l.f.ReadAt(b, l.size); err != nil {
 		return fmt.Errorf("reading what was appended to %s: %w", l.path, err)
 	}
-	more, warnings, err := manifests.ReadLedger(bytes.NewReader(b))
-	if err == nil && len(warnings) > 0 {
-		err = errors.Join(warnings...)
-	}
+	whole := bytes.LastIndexByte(b, '\n') + 1
+	more, _, err := manifests.ReadLedger(bytes.NewReader(b[:whole]))
 	if err != nil {
 		return fmt.Errorf("reading what was appended to %s: %w", l.path, err)
 	}
+	if whole < len(b) {
+		if err := l.f.Truncate(l.size + int64(whole)); err != nil {
+			return fmt.Errorf("cutting the partial last line of %s: %w", l.path, err)
+		}
+		if err := l.f.Sync(); err != nil {
+			return err
+		}
+	}
 	for _, e := range more {
-		l.seq = max(l.seq, e.Seq)
+		if e.RunID != l.runID || e.Seq <= l.seq {
+			return fmt.Errorf("%s: an appended entry (run %s, seq %d) does not follow run %s, seq %d", l.path, e.RunID, e.Seq, l.runID, l.seq)
+		}
+		l.seq = e.Seq
 	}
 	l.entries = append(l.entries, more...)
-	l.size = fi.Size()
+	l.size += int64(whole)
 	return nil
 }
 

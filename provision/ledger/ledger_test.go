@@ -153,3 +153,36 @@ func TestOpenCutsATornLine(t *testing.T) {
 		t.Errorf("entries after the torn line: %+v", entries)
 	}
 }
+
+// Refresh reads what another process appended, and cuts a line that a
+// writer which died mid-write left, so that appends go on after the last
+// whole one.
+func TestRefreshReadsOthersAndCutsATornLine(t *testing.T) {
+	l, dir := newLedger(t)
+	defer l.Close()
+	if err := appendEntries(dir, "other"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, manifests.LedgerFile), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"formatVersion":1,"runId":"` + runID + `","seq":999,"ki`)
+	f.Close()
+	if err := l.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(l.Entries()), 1+perProcess+1; got != want {
+		t.Fatalf("after Refresh the ledger knows %d entries, want %d", got, want)
+	}
+	if err := l.Record(manifests.LedgerEntry{Kind: manifests.ResourceSocket, Key: filepath.Join(dir, "s.sock")}); err != nil {
+		t.Fatal(err)
+	}
+	entries, warnings, err := Read(dir)
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("reading the ledger: %v %v", err, warnings)
+	}
+	if last := entries[len(entries)-1]; len(entries) != 1+perProcess+2 || last.Seq != len(entries) || last.Kind != manifests.ResourceSocket {
+		t.Errorf("%d entries, the last %+v", len(entries), last)
+	}
+}

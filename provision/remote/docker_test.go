@@ -35,7 +35,7 @@ func dockerOnFakeHost(t *testing.T) (*provisiontest.Suite, string) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { c.Close() })
-			d, err := remote.NewDocker(provision.RemoteOptions{NewOptions: provision.NewOptions{Run: run, Log: t.Logf}, Name: "docker-h", Host: host, SSH: c})
+			d, err := remote.NewDocker(provision.RemoteOptions{NewOptions: provision.NewOptions{Run: run, Name: "docker-h", Log: t.Logf}, Host: host, SSH: c})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -58,8 +58,8 @@ func (f *fakeLocalHost) target(t *testing.T, run *provision.Run) *remote.Local {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	l, err := remote.NewLocal(provision.RemoteOptions{NewOptions: provision.NewOptions{Run: run, Bundle: f.b.Dir, Manifest: f.b.Manifest, BundleName: f.b.Name, Log: t.Logf},
-		Name: "local-h", Host: f.host, SSH: c})
+	l, err := remote.NewLocal(provision.RemoteOptions{NewOptions: provision.NewOptions{Run: run, Bundle: f.b.Dir, Manifest: f.b.Manifest, BundleName: f.b.Name, Name: "local-h", Log: t.Logf},
+		Host: f.host, SSH: c})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,10 @@ type Spec struct {
 	Param string
 	// Host is the remote host; nil for this one.
 	Host *Host
+	// Node is the Kubernetes node a kubernetes target puts its Sandboxes
+	// on (kubernetes@NODE); empty when the spec names none. Targets on
+	// different nodes sample in parallel, as remote hosts do.
+	Node string
 }
 
 // Host is a remote host, as a spec names it.
@@ -77,6 +81,13 @@ func (s Spec) String() string {
 	if s.Param != "" {
 		kind += ":" + s.Param
 	}
+	if s.Node != "" {
+		out := kind + "@" + s.Node
+		if s.Name != defaultName(s.Kind, s.Node, 0) {
+			out = s.Name + "=" + out
+		}
+		return out
+	}
 	if s.Host == nil {
 		if s.Name != s.Kind {
 			return s.Name + "=" + kind
@@ -84,7 +95,7 @@ func (s Spec) String() string {
 		return kind
 	}
 	out := kind + "@" + s.Host.String()
-	if s.Name != defaultName(s.Kind, s.Host) {
+	if s.Name != defaultName(s.Kind, s.Host.Host, s.Host.Port) {
 		out = s.Name + "=" + out
 	}
 	return out
@@ -102,7 +113,7 @@ var (
 	hostRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
 )
 
-const specForm = "KIND[:PARAM], KIND@ssh://USER@HOST[:PORT] or NAME=KIND@ssh://USER@HOST[:PORT]"
+const specForm = "KIND[:PARAM], KIND@ssh://USER@HOST[:PORT], NAME=KIND@ssh://USER@HOST[:PORT] or kubernetes[:RUNTIMECLASS]@NODE"
 
 // ParseSpec parses one target spec. It checks the form only: whether
 // KIND is registered, and can run on a remote host, is the caller's.
@@ -140,13 +151,25 @@ func ParseSpec(s string) (Spec, error) {
 		}
 		return spec, nil
 	}
+	if !strings.Contains(where, "://") && paramRE.MatchString(where) {
+		// A bare name: a Kubernetes node (whether the kind takes one is
+		// the caller's to say).
+		spec.Node = where
+		if spec.Name == "" {
+			spec.Name = defaultName(kind, where, 0)
+			if !manifests.ValidTargetName(spec.Name) {
+				return bad("the name made from it, %q, is not a target name: give one (NAME=%s)", spec.Name, rest)
+			}
+		}
+		return spec, nil
+	}
 	h, err := parseHost(where)
 	if err != nil {
 		return bad("%v", err)
 	}
 	spec.Host = h
 	if spec.Name == "" {
-		spec.Name = defaultName(kind, h)
+		spec.Name = defaultName(kind, h.Host, h.Port)
 		if !manifests.ValidTargetName(spec.Name) {
 			return bad("the name made from it, %q, is not a target name: give one (NAME=%s)", spec.Name, rest)
 		}
@@ -158,7 +181,7 @@ func ParseSpec(s string) (Spec, error) {
 func parseHost(s string) (*Host, error) {
 	scheme, _, ok := strings.Cut(s, "://")
 	if !ok {
-		return nil, fmt.Errorf("after '@' comes a host, ssh://USER@HOST[:PORT], not %q", s)
+		return nil, fmt.Errorf("after '@' comes a host, ssh://USER@HOST[:PORT], or a Kubernetes node's name (lowercase), not %q", s)
 	}
 	if scheme != "ssh" {
 		return nil, fmt.Errorf("hosts are reached over ssh:// only, not %s://", scheme)
@@ -212,14 +235,14 @@ func parseHost(s string) (*Host, error) {
 }
 
 // defaultName is a remote target's name when the spec gives none: the
-// kind and the host, in the alphabet of target names, and the port when
-// it is not 22.
-func defaultName(kind string, h *Host) string {
+// kind and the host (or node), in the alphabet of target names, and the
+// port when it is not 22 (0 for a node: none).
+func defaultName(kind, host string, port int) string {
 	var b strings.Builder
 	b.WriteString(kind)
 	b.WriteByte('-')
 	dash := true
-	for _, r := range strings.ToLower(h.Host) {
+	for _, r := range strings.ToLower(host) {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
 			b.WriteRune(r)
 			dash = false
@@ -229,8 +252,8 @@ func defaultName(kind string, h *Host) string {
 		}
 	}
 	name := strings.TrimRight(b.String(), "-")
-	if h.Port != sshx.DefaultPort {
-		name += "-" + strconv.Itoa(h.Port)
+	if port != 0 && port != sshx.DefaultPort {
+		name += "-" + strconv.Itoa(port)
 	}
 	return name
 }

@@ -8,18 +8,22 @@ import (
 func TestParseSpec(t *testing.T) {
 	for _, tc := range []struct {
 		in, name, kind, host, canonical string
+		node                            string
 	}{
-		{"local", "local", "local", "", "local"},
-		{"docker", "docker", "docker", "", "docker"},
-		{"base=local", "base", "local", "", "base=local"},
-		{"kubernetes:gvisor", "kubernetes", "kubernetes", "", "kubernetes:gvisor"},
-		{"kubernetes:kata.fc-2", "kubernetes", "kubernetes", "", "kubernetes:kata.fc-2"},
-		{"docker@ssh://root@gpu1", "docker-gpu1", "docker", "ssh://root@gpu1:22", "docker@ssh://root@gpu1:22"},
-		{"docker@ssh://bench@GPU1.Example.com:22", "docker-gpu1-example-com", "docker", "ssh://bench@gpu1.example.com:22", "docker@ssh://bench@gpu1.example.com:22"},
-		{"local@ssh://root@10.0.0.7:2222", "local-10-0-0-7-2222", "local", "ssh://root@10.0.0.7:2222", "local@ssh://root@10.0.0.7:2222"},
-		{"local@ssh://root@[fd00::7]:22", "local-fd00-7", "local", "ssh://root@[fd00::7]:22", "local@ssh://root@[fd00::7]:22"},
-		{"h2=docker@ssh://root@127.0.0.3:40022", "h2", "docker", "ssh://root@127.0.0.3:40022", "h2=docker@ssh://root@127.0.0.3:40022"},
-		{"docker@ssh://ci_runner.2@build-box", "docker-build-box", "docker", "ssh://ci_runner.2@build-box:22", "docker@ssh://ci_runner.2@build-box:22"},
+		{"local", "local", "local", "", "local", ""},
+		{"docker", "docker", "docker", "", "docker", ""},
+		{"base=local", "base", "local", "", "base=local", ""},
+		{"kubernetes:gvisor", "kubernetes", "kubernetes", "", "kubernetes:gvisor", ""},
+		{"kubernetes:kata.fc-2", "kubernetes", "kubernetes", "", "kubernetes:kata.fc-2", ""},
+		{"docker@ssh://root@gpu1", "docker-gpu1", "docker", "ssh://root@gpu1:22", "docker@ssh://root@gpu1:22", ""},
+		{"docker@ssh://bench@GPU1.Example.com:22", "docker-gpu1-example-com", "docker", "ssh://bench@gpu1.example.com:22", "docker@ssh://bench@gpu1.example.com:22", ""},
+		{"local@ssh://root@10.0.0.7:2222", "local-10-0-0-7-2222", "local", "ssh://root@10.0.0.7:2222", "local@ssh://root@10.0.0.7:2222", ""},
+		{"local@ssh://root@[fd00::7]:22", "local-fd00-7", "local", "ssh://root@[fd00::7]:22", "local@ssh://root@[fd00::7]:22", ""},
+		{"h2=docker@ssh://root@127.0.0.3:40022", "h2", "docker", "ssh://root@127.0.0.3:40022", "h2=docker@ssh://root@127.0.0.3:40022", ""},
+		{"docker@ssh://ci_runner.2@build-box", "docker-build-box", "docker", "ssh://ci_runner.2@build-box:22", "docker@ssh://ci_runner.2@build-box:22", ""},
+		{"kubernetes@worker-1", "kubernetes-worker-1", "kubernetes", "", "kubernetes@worker-1", "worker-1"},
+		{"kubernetes:gvisor@ip-10-0-0-7.ec2.internal", "kubernetes-ip-10-0-0-7-ec2-internal", "kubernetes", "", "kubernetes:gvisor@ip-10-0-0-7.ec2.internal", "ip-10-0-0-7.ec2.internal"},
+		{"kgv=kubernetes:gvisor@worker-1", "kgv", "kubernetes", "", "kgv=kubernetes:gvisor@worker-1", "worker-1"},
 	} {
 		s, err := ParseSpec(tc.in)
 		if err != nil {
@@ -30,8 +34,8 @@ func TestParseSpec(t *testing.T) {
 		if s.Host != nil {
 			host = s.Host.String()
 		}
-		if s.Name != tc.name || s.Kind != tc.kind || host != tc.host || s.String() != tc.canonical {
-			t.Errorf("%s: name %q kind %q host %q canonical %q; want %q %q %q %q", tc.in, s.Name, s.Kind, host, s.String(), tc.name, tc.kind, tc.host, tc.canonical)
+		if s.Name != tc.name || s.Kind != tc.kind || host != tc.host || s.String() != tc.canonical || s.Node != tc.node {
+			t.Errorf("%s: name %q kind %q host %q canonical %q node %q; want %q %q %q %q %q", tc.in, s.Name, s.Kind, host, s.String(), s.Node, tc.name, tc.kind, tc.host, tc.canonical, tc.node)
 		}
 		// The canonical form reads back as the same spec.
 		again, err := ParseSpec(s.String())
@@ -49,7 +53,7 @@ func TestParseSpecRefusesBadInput(t *testing.T) {
 		{"kubernetes:Run_C", `"Run_C" after kubernetes: is not a parameter`},
 		{"kubernetes:-x", `"-x" after kubernetes: is not a parameter`},
 		{"docker@", "after '@' comes a host"},
-		{"docker@gpu1", "after '@' comes a host"},
+		{"docker@GPU_1", "after '@' comes a host, ssh://USER@HOST[:PORT], or a Kubernetes node's name"},
 		{"docker@tcp://gpu1:2375", "over ssh:// only, not tcp://"},
 		{"docker@ssh://gpu1", "no user: write ssh://USER@gpu1"},
 		{"docker@ssh://@gpu1", "no user"},

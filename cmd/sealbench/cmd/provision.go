@@ -159,7 +159,7 @@ root and a kernel with FUSE over io_uring, and is refused otherwise (exit 3).`,
 			if err != nil {
 				return err
 			}
-			out, err := host.Provision(c.Context(), host.ProvisionOptions{Target: target, Remote: far, Param: specs[0].Param, SSH: ssh.host(), Bundle: b, VM: vm.host(kube), FUSEURing: fuseURing, Log: p.Logf})
+			out, err := host.Provision(c.Context(), host.ProvisionOptions{Target: target, Remote: far, Param: specs[0].Param, Node: specs[0].Node, Kind: specs[0].Kind, SSH: ssh.host(), Bundle: b, VM: vm.host(kube), FUSEURing: fuseURing, Log: p.Logf})
 			p.Close()
 			if err != nil {
 				return err

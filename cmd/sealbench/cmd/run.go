@@ -170,6 +170,10 @@ the teardown failed; 130 interrupted (torn down all the same).`,
   sudo sealbench run --target local,kubernetes:gvisor --kubeconfig ~/.kube/config \
     --kube-containerd /run/containerd/containerd.sock --native
 
+  # Two nodes of a cluster, sampled in parallel, the image pulled from your registry:
+  sealbench run --target kubernetes@node-1,kubernetes@node-2 \
+    --kube-image registry.example.com:5000/sealbench/sandbox
+
   # An Engine that is already up: a target left by provision, or a dockerd.
   sealbench run --engine unix:///run/sealbench-dockerd/docker.sock --name docker \
     --bundle out/build-linux-0123456789ab`,
@@ -177,7 +181,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 		RunE: func(c *cobra.Command, _ []string) error { return runCells(c.Context(), g, &f) },
 	}
 	fl := c.Flags()
-	fl.StringVar(&f.targets, "target", "", "targets to provision and run on, comma-separated: "+strings.Join(provision.Names(), ", ")+", each as KIND, kubernetes:RUNTIMECLASS or [NAME=]KIND@ssh://USER@HOST[:PORT]")
+	fl.StringVar(&f.targets, "target", "", "targets to provision and run on, comma-separated: "+strings.Join(provision.Names(), ", ")+", each as KIND, kubernetes:RUNTIMECLASS, [NAME=]kubernetes[:RUNTIMECLASS]@NODE or [NAME=]KIND@ssh://USER@HOST[:PORT]")
 	fl.StringVar(&f.engine, "engine", "", "run on this Engine API endpoint instead (unix:///path/to/socket)")
 	fl.StringVar(&f.name, "name", "target", "with --engine: the target's name in the results")
 	fl.StringVar(&f.bundle, "bundle", "", "verified bundle directory (its Sandbox image is <bundle>.image/); default: seal one")
@@ -214,7 +218,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 		}
 		names = host.Names(specs)
 		for _, s := range specs {
-			if s.Host != nil || s.Param != "" {
+			if s.Host != nil || s.Param != "" || s.Node != "" {
 				far[s.Name] = s
 			}
 		}

@@ -28,6 +28,9 @@ type Config struct {
 	// inspect go there; "": both answer an error that says so
 	Ctr   string // ctr's path; "": looked up on PATH
 	RunID string // every pod is labelled sealbench.run=RunID (manifests.RunLabel)
+	// Target is the name of the run's target this kube-engine serves: its
+	// pods are labelled with it too (LabelTarget); "": no such label.
+	Target string
 	// SeccompDir is the node kubelet's seccomp directory (its root
 	// directory's seccomp/), reachable from this host: a create's
 	// seccomp=PROFILE (dockerd's option; the JSON engine.SandboxConfig
@@ -46,7 +49,7 @@ func (c *Config) fields() []struct {
 		v    *string
 	}{{"socket", &c.Socket}, {"kubeconfig", &c.Kubeconfig}, {"context", &c.Context}, {"namespace", &c.Namespace},
 		{"node", &c.Node}, {"runtime-class", &c.RuntimeClass}, {"fuse-resource", &c.FUSEResource},
-		{"containerd", &c.Containerd}, {"ctr", &c.Ctr}, {"run", &c.RunID}, {"seccomp-dir", &c.SeccompDir}}
+		{"containerd", &c.Containerd}, {"ctr", &c.Ctr}, {"run", &c.RunID}, {"seccomp-dir", &c.SeccompDir}, {"target", &c.Target}}
 }
 
 // Args renders c as the flags ParseArgs reads.

@@ -38,6 +38,10 @@ const (
 	// LabelID holds the first 32 characters of the container's id, so
 	// that a lookup by id lists only kube-engine's pods.
 	LabelID = "sealbench.dev/engine-id"
+	// LabelTarget holds the name of the run's target whose kube-engine
+	// made the pod (Config.Target): a run may have a target per node, or
+	// per RuntimeClass, in one namespace.
+	LabelTarget = "sealbench.dev/target"
 	// containerName is the pod's one container.
 	containerName = "sandbox"
 )
@@ -234,6 +238,9 @@ func (s *Server) podSpec(rec containerRecord) (*corev1.Pod, error) {
 	}
 	labels[manifests.RunLabel] = s.c.RunID
 	labels[LabelID] = rec.ID[:32]
+	if s.c.Target != "" {
+		labels[LabelTarget] = s.c.Target
+	}
 	image, pull := cfg.Image, corev1.PullIfNotPresent
 	if p := s.pulledImage(cfg.Image); p != nil {
 		// Pulled through this kube-engine: the node pulls the manifest
