@@ -71,9 +71,10 @@ func basePlan(run *provision.Run, b *Bundle, o RunOptions) *manifests.RunPlan {
 
 // runSealed copies the bundle's runner into the run's directory, writes
 // plan there, starts the copy, shows its progress and waits for it. A
-// group's runner beside this machine's (a Kubernetes node's) has a name
-// its copy and plan carry; "" for this machine's. A
-// cancelled ctx (Ctrl-C) is forwarded as SIGINT. It returns the samples the
+// group's runner beside this machine's (a Kubernetes node's: name is
+// group.name(), node-NODE) has its copy and plan named for it; name is ""
+// or "local" for this machine's. A cancelled ctx (Ctrl-C) is forwarded as
+// SIGINT. It returns the samples the
 // runner wrote, and an error when the runner could not take them all: the
 // context's when interrupted. Failed samples are not an error here.
 func runSealed(ctx context.Context, run *provision.Run, b *Bundle, plan *manifests.RunPlan, name string, logf func(string, ...any), status func(string)) ([]manifests.Sample, error) {
