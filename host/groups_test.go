@@ -36,13 +36,14 @@ func TestGroupsByMachine(t *testing.T) {
 	groups := groupTargets(ids, map[string]remote.Spec{"docker-h": h}, here)
 	type want struct {
 		key, name, label string
+		here             bool // its runner runs on this machine
 		targets          []string
 	}
 	wants := []want{
-		{"", "local", "", []string{"local", "docker", "kubernetes"}},
-		{"node " + w1, "node-w1", "node w1", []string{"kubernetes-w1", "kgv"}},
-		{"node " + w2, "node-w2", "node w2", []string{"kubernetes-w2"}},
-		{"ssh://root@10.0.0.7:22", "local", "ssh://root@10.0.0.7:22", []string{"docker-h"}},
+		{"", "local", "", true, []string{"local", "docker", "kubernetes"}},
+		{"node " + w1, "node-w1", "node w1", true, []string{"kubernetes-w1", "kgv"}},
+		{"node " + w2, "node-w2", "node w2", true, []string{"kubernetes-w2"}},
+		{"ssh://root@10.0.0.7:22", "local", "ssh://root@10.0.0.7:22", false, []string{"docker-h"}},
 	}
 	if len(groups) != len(wants) {
 		t.Fatalf("%d groups, want %d", len(groups), len(wants))
@@ -58,8 +59,8 @@ func TestGroupsByMachine(t *testing.T) {
 		if g.key() != w.key || g.name() != w.name || g.label() != w.label || !slices.Equal(names, w.targets) {
 			t.Errorf("group %d: key %q name %q label %q targets %v; want %q %q %q %v", i, g.key(), g.name(), g.label(), names, w.key, w.name, w.label, w.targets)
 		}
-		if g.here() != (g.host == "") {
-			t.Errorf("group %s: here %v", g.key(), g.here())
+		if g.here() != w.here {
+			t.Errorf("group %s: here %v, want %v", g.key(), g.here(), w.here)
 		}
 		plan := &manifests.RunPlan{Seed: o.Seed, Lock: runner.DefaultLockPath}
 		if g.here() {

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
-	"sort"
 	"testing"
 	"time"
 
@@ -92,12 +91,7 @@ func BenchmarkExecOverhead(b *testing.B) {
 		overheads = append(overheads, wall-cmd)
 	}
 	b.StopTimer()
-	q := func(d []time.Duration, p float64) time.Duration {
-		s := append([]time.Duration(nil), d...)
-		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-		return s[int(p*float64(len(s)-1)+0.5)]
-	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	q, ms := testenv.Quantile, testenv.Millis
 	b.ReportMetric(ms(q(overheads, 0.5)), "overhead-median-ms")
 	b.ReportMetric(ms(q(overheads, 0.95)), "overhead-p95-ms")
 	b.ReportMetric(ms(q(walls, 0.5)), "roundtrip-median-ms")
@@ -120,14 +114,7 @@ func BenchmarkExecStandinVsDockerd(b *testing.B) {
 	testenv.NeedRoot(b)
 	bb := testenv.NeedCommand(b, "busybox")
 	ctx := context.Background()
-	dcli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer dcli.Close()
-	if _, err := dcli.Ping(ctx); err != nil {
-		testenv.Skip(b, "needs a dockerd at $DOCKER_HOST to compare with (scripts/dockerd start): %v", err)
-	}
+	dcli := testenv.DockerClient(b)
 
 	s := newTestServer(b)
 	withBusybox(b, s, false)
@@ -191,12 +178,7 @@ func BenchmarkExecStandinVsDockerd(b *testing.B) {
 		so, do = append(so, st-n), append(do, dt-n)
 	}
 	b.StopTimer()
-	q := func(d []time.Duration, p float64) time.Duration {
-		s := append([]time.Duration(nil), d...)
-		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-		return s[int(p*float64(len(s)-1)+0.5)]
-	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	q, ms := testenv.Quantile, testenv.Millis
 	b.ReportMetric(ms(q(so, 0.5)), "standin-overhead-median-ms")
 	b.ReportMetric(ms(q(so, 0.95)), "standin-overhead-p95-ms")
 	b.ReportMetric(ms(q(do, 0.5)), "dockerd-overhead-median-ms")

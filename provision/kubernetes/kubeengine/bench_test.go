@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -29,14 +28,7 @@ import (
 //	make bench-kube   # go test -tags kubetest -run '^$' -bench ExecKubeVsDockerd -benchtime 200x ./provision/kubernetes/kubeengine/
 func BenchmarkExecKubeVsDockerd(b *testing.B) {
 	ctx := context.Background()
-	dcli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer dcli.Close()
-	if _, err := dcli.Ping(ctx); err != nil {
-		testenv.Skip(b, "needs a dockerd at $DOCKER_HOST to compare with (scripts/dockerd start): %v", err)
-	}
+	dcli := testenv.DockerClient(b)
 	kcli, _ := newEngine(b)
 	img := loadImage(b, kcli)
 	_, tarb := chrootImage(b)
@@ -85,12 +77,7 @@ func BenchmarkExecKubeVsDockerd(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	q := func(d []time.Duration, p float64) time.Duration {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return s[int(p*float64(len(s)-1)+0.5)]
-	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	q, ms := testenv.Quantile, testenv.Millis
 	b.ReportMetric(ms(q(kube, 0.5)), "kube-median-ms")
 	b.ReportMetric(ms(q(kube, 0.95)), "kube-p95-ms")
 	b.ReportMetric(ms(q(docker, 0.5)), "dockerd-median-ms")
