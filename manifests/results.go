@@ -101,6 +101,12 @@ type Sample struct {
 	// NativeNs is the same body's time on a plain directory in the same
 	// Sandbox, with no LayerFS; present only when a native reference was asked for.
 	NativeNs *int64 `json:"nativeNs,omitempty"`
+	// NativeRepeatNs is the native reference timed again in the same
+	// sample, in a fresh directory under the same protocol: the A/A check.
+	// NativeRepeatNs over NativeNs is the protocol's own noise, the floor
+	// every difference is judged against. Present with NativeNs in
+	// samples of Protocol 2 and later.
+	NativeRepeatNs *int64 `json:"nativeRepeatNs,omitempty"`
 
 	Verifier       VerifierResult `json:"verifier"`
 	VerifierDetail string         `json:"verifierDetail,omitempty"`
@@ -113,9 +119,13 @@ type Sample struct {
 	Files        int64            `json:"files"` // regular files the verifier saw
 	Bytes        int64            `json:"bytes"` // their total size
 
+	// Protocol is the version of the cache protocol the sample ran under
+	// (ProtocolVersion when written now); 0 in samples written before it
+	// was recorded, which ran version 1.
+	Protocol int `json:"protocol,omitempty"`
 	// First is the side whose timed run came first in this sample,
 	// SideLayerFS or SideNative (decided by the run's seed, so that the
-	// two take turns); empty without a native reference.
+	// sides take turns); empty without a native reference.
 	First string `json:"first,omitempty"`
 	// Phases is the cache protocol as it ran, in order: each side's
 	// untimed warm-up and timed run, where, and the barrier before each
@@ -138,11 +148,26 @@ type Sample struct {
 	End        time.Time `json:"end"`
 }
 
-// The two sides of a LayerFS-over-native ratio.
+// The sides of a sample: the two of a LayerFS-over-native ratio, and the
+// native reference's repeat, the other half of the A/A check.
 const (
-	SideLayerFS = "layerfs"
-	SideNative  = "native"
+	SideLayerFS      = "layerfs"
+	SideNative       = "native"
+	SideNativeRepeat = "nativeRepeat"
 )
+
+// ProtocolVersion is the cache protocol the runner follows now:
+//
+//  1. each side's untimed warm-up, then a write-back barrier and its timed
+//     run in a fresh directory; LayerFS and native take turns going first.
+//  2. as 1, and every side leaves the same memory state before its window:
+//     its warm-up's output goes away right after the warm-up (LayerFS's
+//     unmount discards it; native's directory is removed), and after the
+//     barrier a prefault makes the pages the window will write resident
+//     (Barrier.PrefaultBytes); native is timed twice (NativeRepeatNs, the
+//     A/A check), and the three timed runs rotate their positions across
+//     rounds.
+const ProtocolVersion = 2
 
 // The kinds of a Phase.
 const (
@@ -158,6 +183,10 @@ type Phase struct {
 	// plain directory for the native side. A timed run's is fresh: no
 	// earlier phase ran there.
 	Dir string `json:"dir"`
+	// Discarded says a warm-up's output was gone before the next step:
+	// LayerFS's unmount discards the workspace's changes, and the native
+	// side removes its warm-up's directory at the same point (protocol 2).
+	Discarded bool `json:"discarded,omitempty"`
 	// Barrier is the write-back barrier before a timed window; nil for a
 	// warm-up.
 	Barrier *Barrier `json:"barrier,omitempty"`
@@ -180,6 +209,14 @@ type Barrier struct {
 	// Sentry, whose page cache is its own): the barrier was sync(2)
 	// alone, with no counts to wait on (both 0, Drained false).
 	Unmeasured bool `json:"unmeasured,omitempty"`
+	// PrefaultBytes is the anonymous memory touched and freed after the
+	// drain, just before the window (protocol 2): on a VM whose balloon
+	// reports free pages to the hypervisor, memory freed seconds ago is
+	// slow to write into again, and this makes the pages the window will
+	// write resident on every side alike. PrefaultNs is what it took
+	// (part of WaitNs, never of the window).
+	PrefaultBytes int64 `json:"prefaultBytes,omitempty"`
+	PrefaultNs    int64 `json:"prefaultNs,omitempty"`
 }
 
 // FUSETotal is the sum of the FUSE request counts over all opcodes.
@@ -233,76 +270,101 @@ var (
 	opcodeRE   = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 )
 
-// Validate reports every problem with s, each naming its field.
+// Validate reports every problem with s, each naming its field. It checks
+// in named steps a reviewer can take one at a time: who the sample is,
+// its status and verifier, its durations and counts, the native
+// reference and its A/A repeat, the protocol's phases, the FUSE counts,
+// and the host's load and the sample's span.
 func (s *Sample) Validate() error {
 	p := &problems{doc: "sample"}
-	s.validate(p, "")
+	for _, check := range []func(*problems){
+		s.validateIdentity, s.validateStatus, s.validateVerifier, s.validateDurations,
+		s.validateNative, s.validatePhases, s.validateFUSE, s.validateSpan,
+	} {
+		check(p)
+	}
 	return p.err()
 }
 
-func (s *Sample) validate(p *problems, prefix string) {
-	f := func(name string) string { return prefix + name }
+// validateIdentity: the format, the run, the bundle, the target, the cell
+// and the sample's place in the run.
+func (s *Sample) validateIdentity(p *problems) {
 	if s.FormatVersion != ResultsFormatVersion {
-		p.addf(f("formatVersion"), "is %d, want %d", s.FormatVersion, ResultsFormatVersion)
+		p.addf("formatVersion", "is %d, want %d", s.FormatVersion, ResultsFormatVersion)
 	}
 	if !runIDRE.MatchString(s.RunID) {
-		p.addf(f("runId"), "%q is not a run id (letters, digits, '.', '_', '-')", s.RunID)
+		p.addf("runId", "%q is not a run id (letters, digits, '.', '_', '-')", s.RunID)
 	}
 	if err := ValidateBundleID(s.BundleID); err != nil {
-		p.addf(f("bundleId"), "%v", err)
+		p.addf("bundleId", "%v", err)
 	}
 	if !targetRE.MatchString(s.Target) {
-		p.addf(f("target"), "%q is not a target name (lowercase letters, digits, '-')", s.Target)
+		p.addf("target", "%q is not a target name (lowercase letters, digits, '-')", s.Target)
 	}
 	if !cellNameRE.MatchString(s.Cell) {
-		p.addf(f("cell"), "%q is not a cell name (C01, C02, ...)", s.Cell)
+		p.addf("cell", "%q is not a cell name (C01, C02, ...)", s.Cell)
 	}
 	if s.Round < 0 {
-		p.addf(f("round"), "is negative")
+		p.addf("round", "is negative")
 	}
 	if s.Order < 0 {
-		p.addf(f("order"), "is negative")
+		p.addf("order", "is negative")
 	}
+	if s.Protocol < 0 || s.Protocol > ProtocolVersion {
+		p.addf("protocol", "is %d: this sealbench knows protocols 1 to %d", s.Protocol, ProtocolVersion)
+	}
+}
+
+// validateStatus: a status, with a reason exactly when it is not ok, and
+// an ok sample's verifier passed and its timings present.
+func (s *Sample) validateStatus(p *problems) {
 	switch s.Status {
 	case StatusOK:
 		if s.Reason != "" {
-			p.addf(f("reason"), "must be empty when status is ok")
+			p.addf("reason", "must be empty when status is ok")
 		}
 		if s.Verifier != VerifierPass {
-			p.addf(f("verifier"), "is %q, but status ok means the verifier passed", s.Verifier)
+			p.addf("verifier", "is %q, but status ok means the verifier passed", s.Verifier)
 		}
 		if s.CommandNs <= 0 {
-			p.addf(f("commandNs"), "must be positive when status is ok")
+			p.addf("commandNs", "must be positive when status is ok")
 		}
 		if s.ExecWallNs <= 0 {
-			p.addf(f("execWallNs"), "must be positive when status is ok")
+			p.addf("execWallNs", "must be positive when status is ok")
 		}
 	case StatusFailed, StatusIneligible:
 		if strings.TrimSpace(s.Reason) == "" {
-			p.addf(f("reason"), "missing: a %s sample says why", s.Status)
+			p.addf("reason", "missing: a %s sample says why", s.Status)
 		}
 		if s.Verifier == VerifierPass && s.Status == StatusIneligible {
-			p.addf(f("verifier"), "is pass, but an ineligible cell never runs")
+			p.addf("verifier", "is pass, but an ineligible cell never runs")
 		}
 	case "":
-		p.addf(f("status"), "missing")
+		p.addf("status", "missing")
 	default:
-		p.addf(f("status"), "%q is not ok, failed or ineligible", s.Status)
+		p.addf("status", "%q is not ok, failed or ineligible", s.Status)
 	}
+}
+
+// validateVerifier: a known verifier result; a failed one says what it
+// found (an ok sample with a failed verifier is validateStatus's).
+func (s *Sample) validateVerifier(p *problems) {
 	switch s.Verifier {
 	case VerifierPass, VerifierNotRun:
 	case VerifierFail:
-		if s.Status == StatusOK {
-			break // reported above
-		}
-		if s.VerifierDetail == "" {
-			p.addf(f("verifierDetail"), "missing: a failed verifier says what it found")
+		if s.Status != StatusOK && s.VerifierDetail == "" {
+			p.addf("verifierDetail", "missing: a failed verifier says what it found")
 		}
 	case "":
-		p.addf(f("verifier"), "missing")
+		p.addf("verifier", "missing")
 	default:
-		p.addf(f("verifier"), "%q is not pass, fail or notRun", s.Verifier)
+		p.addf("verifier", "%q is not pass, fail or notRun", s.Verifier)
 	}
+}
+
+// validateDurations: no negative duration or count, and the exec overhead
+// is what the two exec times say.
+func (s *Sample) validateDurations(p *problems) {
 	for _, d := range []struct {
 		name string
 		v    int64
@@ -313,24 +375,50 @@ func (s *Sample) validate(p *problems, prefix string) {
 		{"files", s.Files}, {"bytes", s.Bytes},
 	} {
 		if d.v < 0 {
-			p.addf(f(d.name), "is negative")
+			p.addf(d.name, "is negative")
 		}
 	}
 	if s.ExecWallNs > 0 && s.ExecOverheadNs != s.ExecWallNs-s.CommandNs {
-		p.addf(f("execOverheadNs"), "is %d, but execWallNs - commandNs is %d", s.ExecOverheadNs, s.ExecWallNs-s.CommandNs)
+		p.addf("execOverheadNs", "is %d, but execWallNs - commandNs is %d", s.ExecOverheadNs, s.ExecWallNs-s.CommandNs)
 	}
+}
+
+// validateNative: the native reference and its A/A repeat, each positive
+// when present, the repeat only beside a reference; under protocol 2 an
+// ok sample with a reference has its repeat too; the side that went
+// first is a side.
+func (s *Sample) validateNative(p *problems) {
 	if s.NativeNs != nil && *s.NativeNs <= 0 {
-		p.addf(f("nativeNs"), "must be positive when present")
+		p.addf("nativeNs", "must be positive when present")
+	}
+	if r := s.NativeRepeatNs; r != nil {
+		switch {
+		case *r <= 0:
+			p.addf("nativeRepeatNs", "must be positive when present")
+		case s.NativeNs == nil:
+			p.addf("nativeRepeatNs", "present without nativeNs: the A/A repeat is the native reference's second run")
+		}
+	}
+	if s.Protocol >= 2 && s.Status == StatusOK && s.NativeNs != nil && s.NativeRepeatNs == nil {
+		p.addf("nativeRepeatNs", "missing: under protocol %d every native reference is timed twice (the A/A check)", s.Protocol)
 	}
 	switch s.First {
-	case "", SideLayerFS, SideNative:
+	case "", SideLayerFS, SideNative, SideNativeRepeat:
 	default:
-		p.addf(f("first"), "%q is not %s or %s", s.First, SideLayerFS, SideNative)
+		p.addf("first", "%q is not %s, %s or %s", s.First, SideLayerFS, SideNative, SideNativeRepeat)
 	}
+}
+
+// validatePhases: each phase a known side and kind, in an absolute
+// directory; a barrier before every timed run and none before a warm-up;
+// a prefault only under protocol 2.
+func (s *Sample) validatePhases(p *problems) {
 	for i, ph := range s.Phases {
-		pf := f(fmt.Sprintf("phases[%d]", i))
-		if ph.Side != SideLayerFS && ph.Side != SideNative {
-			p.addf(pf+".side", "%q is not %s or %s", ph.Side, SideLayerFS, SideNative)
+		pf := fmt.Sprintf("phases[%d]", i)
+		switch ph.Side {
+		case SideLayerFS, SideNative, SideNativeRepeat:
+		default:
+			p.addf(pf+".side", "%q is not %s, %s or %s", ph.Side, SideLayerFS, SideNative, SideNativeRepeat)
 		}
 		switch ph.Kind {
 		case PhaseWarmUp:
@@ -338,10 +426,19 @@ func (s *Sample) validate(p *problems, prefix string) {
 				p.addf(pf+".barrier", "a warm-up has no barrier")
 			}
 		case PhaseTimed:
-			if ph.Barrier == nil {
+			if ph.Discarded {
+				p.addf(pf+".discarded", "a timed run's output is what the verifier checks: only a warm-up's is discarded")
+			}
+			b := ph.Barrier
+			switch {
+			case b == nil:
 				p.addf(pf+".barrier", "missing: every timed run follows a barrier")
-			} else if b := ph.Barrier; b.DirtyPages < 0 || b.WritebackPages < 0 || b.WaitNs < 0 {
+			case b.DirtyPages < 0 || b.WritebackPages < 0 || b.WaitNs < 0 || b.PrefaultBytes < 0 || b.PrefaultNs < 0:
 				p.addf(pf+".barrier", "has a negative count")
+			case b.PrefaultNs > b.WaitNs:
+				p.addf(pf+".barrier.prefaultNs", "is %d, more than the whole wait before the window (%d)", b.PrefaultNs, b.WaitNs)
+			case b.PrefaultBytes > 0 && s.Protocol < 2:
+				p.addf(pf+".barrier.prefaultBytes", "a prefault is protocol 2's, and the sample says protocol %d", max(s.Protocol, 1))
 			}
 		default:
 			p.addf(pf+".kind", "%q is not %s or %s", ph.Kind, PhaseWarmUp, PhaseTimed)
@@ -350,10 +447,15 @@ func (s *Sample) validate(p *problems, prefix string) {
 			p.addf(pf+".dir", "%q is not an absolute path", ph.Dir)
 		}
 	}
+}
+
+// validateFUSE: a known transport, and every count an opcode's name and
+// not negative.
+func (s *Sample) validateFUSE(p *problems) {
 	switch s.FUSETransport {
 	case "", "uring", "dev":
 	default:
-		p.addf(f("fuseTransport"), "%q is not uring or dev", s.FUSETransport)
+		p.addf("fuseTransport", "%q is not uring or dev", s.FUSETransport)
 	}
 	ops := make([]string, 0, len(s.FUSERequests))
 	for op := range s.FUSERequests {
@@ -362,22 +464,26 @@ func (s *Sample) validate(p *problems, prefix string) {
 	sort.Strings(ops)
 	for _, op := range ops {
 		if !opcodeRE.MatchString(op) {
-			p.addf(f("fuseRequests"), "%q is not a FUSE opcode name (upper case, such as LOOKUP)", op)
+			p.addf("fuseRequests", "%q is not a FUSE opcode name (upper case, such as LOOKUP)", op)
 		}
 		if s.FUSERequests[op] < 0 {
-			p.addf(f("fuseRequests."+op), "is negative")
+			p.addf("fuseRequests."+op, "is negative")
 		}
 	}
+}
+
+// validateSpan: a load average, a start, and an end not before it.
+func (s *Sample) validateSpan(p *problems) {
 	if math.IsNaN(s.Load1) || math.IsInf(s.Load1, 0) || s.Load1 < 0 {
-		p.addf(f("load1"), "%v is not a load average", s.Load1)
+		p.addf("load1", "%v is not a load average", s.Load1)
 	}
 	if s.Start.IsZero() {
-		p.addf(f("start"), "missing")
+		p.addf("start", "missing")
 	}
 	if s.End.IsZero() {
-		p.addf(f("end"), "missing")
+		p.addf("end", "missing")
 	} else if s.End.Before(s.Start) {
-		p.addf(f("end"), "is before start")
+		p.addf("end", "is before start")
 	}
 }
 
@@ -487,6 +593,12 @@ type RunPins struct {
 	// baseline of a report.
 	Targets []TargetPins `json:"targets"`
 
+	// Machines are the memory and CPU settings of each machine whose
+	// runner took samples, as it read them at the run's start (and, for
+	// page reporting, its end): settings that move timings without being
+	// the platform's. Absent in results written before they were recorded.
+	Machines []Machine `json:"machines,omitempty"`
+
 	StoreProfile        string            `json:"storeProfile"`        // durable, fast or disposable
 	ConstructionWorkers int               `json:"constructionWorkers"` // LAYERFS_CONSTRUCTION_WORKERS
 	Tools               map[string]string `json:"tools"`               // tool name to version: go, git, docker, limactl...
@@ -550,6 +662,77 @@ type TargetPins struct {
 	Node             string `json:"node,omitempty"`
 	ContainerRuntime string `json:"containerRuntime,omitempty"`
 	RuntimeHandler   string `json:"runtimeHandler,omitempty"`
+}
+
+// Machine is what a runner read of the machine it ran on: what the
+// kernel does with free memory and CPU frequency, which a benchmark must
+// not change but must know. On a VM whose balloon driver does free page
+// reporting, memory freed more than a couple of seconds earlier is handed
+// back to the hypervisor, and the first write into it afterwards costs
+// far more than a write into memory just freed: the protocol's prefault
+// is there for it (Barrier.PrefaultBytes).
+type Machine struct {
+	// Host is where the runner ran, as TargetPins.RunnerHost says it;
+	// empty for the machine that made the run.
+	Host string `json:"host,omitempty"`
+	// PageReporting is PageReportingActive where a balloon device
+	// reports free pages to the hypervisor (virtio_balloon with its
+	// free page reporting feature), PageReportingInactive where none
+	// does, PageReportingUnknown where the machine does not say.
+	PageReporting string `json:"pageReporting"`
+	// ReportedKiBStart and ReportedKiBEnd are the kernel's count of
+	// memory reported so far (page_reporting's reported_kib, where the
+	// kernel exports it) at the run's start and end: growth during the
+	// run is memory the hypervisor took back while it ran.
+	ReportedKiBStart *int64 `json:"reportedKibStart,omitempty"`
+	ReportedKiBEnd   *int64 `json:"reportedKibEnd,omitempty"`
+	// Balloon is whether a memory balloon driver is bound to a device.
+	Balloon bool `json:"balloon"`
+	// TransparentHugepages is the kernel's THP mode: always, madvise or
+	// never; empty where the kernel has none.
+	TransparentHugepages string `json:"transparentHugepages,omitempty"`
+	// SwapBytes is the swap space configured (0: none).
+	SwapBytes int64 `json:"swapBytes"`
+	// CPUFreqGovernor is cpu0's frequency governor, where the machine
+	// has cpufreq (a VM often has none).
+	CPUFreqGovernor string `json:"cpufreqGovernor,omitempty"`
+}
+
+// The values of Machine.PageReporting.
+const (
+	PageReportingActive   = "active"
+	PageReportingInactive = "inactive"
+	PageReportingUnknown  = "unknown"
+)
+
+// validate reports m's problems as field f.
+func (m *Machine) validate(ps *problems, f string) {
+	if m.Host != "" {
+		if err := ValidateSSHHost(m.Host); err != nil {
+			ps.addf(f+".host", "%v", err)
+		}
+	}
+	switch m.PageReporting {
+	case PageReportingActive, PageReportingInactive, PageReportingUnknown:
+	default:
+		ps.addf(f+".pageReporting", "%q is not %s, %s or %s", m.PageReporting, PageReportingActive, PageReportingInactive, PageReportingUnknown)
+	}
+	for _, r := range []struct {
+		name string
+		v    *int64
+	}{{"reportedKibStart", m.ReportedKiBStart}, {"reportedKibEnd", m.ReportedKiBEnd}} {
+		if r.v != nil && *r.v < 0 {
+			ps.addf(f+"."+r.name, "is negative")
+		}
+	}
+	switch m.TransparentHugepages {
+	case "", "always", "madvise", "never":
+	default:
+		ps.addf(f+".transparentHugepages", "%q is not always, madvise or never", m.TransparentHugepages)
+	}
+	if m.SwapBytes < 0 {
+		ps.addf(f+".swapBytes", "is negative")
+	}
 }
 
 // The values of TargetPins.FUSE.
@@ -670,6 +853,15 @@ func (p *RunPins) Validate() error {
 		if t.MemoryBytes <= 0 {
 			ps.addf(f+".memoryBytes", "must be positive")
 		}
+	}
+	hosts := map[string]bool{}
+	for i := range p.Machines {
+		f := fmt.Sprintf("machines[%d]", i)
+		p.Machines[i].validate(ps, f)
+		if hosts[p.Machines[i].Host] {
+			ps.addf(f+".host", "%q is listed twice", p.Machines[i].Host)
+		}
+		hosts[p.Machines[i].Host] = true
 	}
 	switch p.StoreProfile {
 	case StoreDurable, StoreFast, StoreDisposable:

@@ -31,12 +31,19 @@ func testPins() *RunPins {
 		Samples:             1,
 		Start:               time.Date(2026, 11, 30, 10, 15, 0, 0, time.UTC),
 		End:                 time.Date(2026, 11, 30, 10, 25, 0, 0, time.UTC),
+		Machines: []Machine{
+			{PageReporting: PageReportingActive, ReportedKiBStart: ptr(int64(18874368)), ReportedKiBEnd: ptr(int64(19922944)), Balloon: true,
+				TransparentHugepages: "madvise"},
+			{Host: "ssh://bench@gpu1:22", PageReporting: PageReportingInactive, TransparentHugepages: "always", SwapBytes: 8 << 30, CPUFreqGovernor: "performance"},
+		},
 	}
 }
 
+func ptr[T any](v T) *T { return &v }
+
 func testSample(target, cell string, order int) Sample {
 	start := time.Date(2026, 11, 30, 10, 16, order, 0, time.UTC)
-	native := int64(2_500_000)
+	native, repeat := int64(2_500_000), int64(2_550_000)
 	return Sample{
 		FormatVersion: ResultsFormatVersion,
 		RunID:         "run-20261130T101500Z",
@@ -44,7 +51,7 @@ func testSample(target, cell string, order int) Sample {
 		Target:        target, Cell: cell, Order: order,
 		Status: StatusOK, Verifier: VerifierPass,
 		CommandNs: 25_000_000, ExecWallNs: 29_000_000, ExecOverheadNs: 4_000_000,
-		MountNs: 6_000_000, UnmountNs: 2_000_000, CommitNs: 30_000_000, NativeNs: &native,
+		MountNs: 6_000_000, UnmountNs: 2_000_000, CommitNs: 30_000_000, NativeNs: &native, NativeRepeatNs: &repeat, Protocol: ProtocolVersion,
 		FUSERequests: map[string]int64{"CREATE": 1000, "LOOKUP": 1001, "WRITE": 1000},
 		Statements:   4321, StoreBytes: 1 << 20, OverlayBytes: 8893, Files: 1000, Bytes: 8893,
 		Load1: 1.92, Start: start, End: start.Add(time.Second),
@@ -181,6 +188,55 @@ func TestSampleValidateNamesEveryField(t *testing.T) {
 	}
 }
 
+// The A/A fields and protocol 2's phases: each problem named by its field.
+func TestSampleValidateAA(t *testing.T) {
+	neg := int64(-1)
+	barrier := func(b Barrier) []Phase {
+		return []Phase{{Side: SideNative, Kind: PhaseTimed, Dir: "/run/sealbench/scratch/native2", Barrier: &b}}
+	}
+	for _, tc := range []struct {
+		name string
+		mut  func(*Sample)
+		want string // the field and its message, or "" for valid
+	}{
+		{"the repeat beside its reference", func(s *Sample) {}, ""},
+		{"a negative repeat", func(s *Sample) { s.NativeRepeatNs = &neg }, "nativeRepeatNs: must be positive when present"},
+		{"a repeat without a reference", func(s *Sample) { s.NativeNs = nil }, "nativeRepeatNs: present without nativeNs"},
+		{"protocol 2 without the repeat", func(s *Sample) { s.NativeRepeatNs = nil }, "nativeRepeatNs: missing: under protocol 2"},
+		{"protocol 1 without the repeat", func(s *Sample) { s.NativeRepeatNs, s.Protocol = nil, 0 }, ""},
+		{"a failed sample stops before the repeat", func(s *Sample) {
+			s.NativeRepeatNs, s.Status, s.Reason, s.Verifier = nil, StatusFailed, "the repeat's body exited 1", VerifierNotRun
+		}, ""},
+		{"a protocol from the future", func(s *Sample) { s.Protocol = 3 }, "protocol: is 3"},
+		{"the repeat as a side", func(s *Sample) {
+			s.First = SideNativeRepeat
+			s.Phases = []Phase{{Side: SideNativeRepeat, Kind: PhaseWarmUp, Dir: "/w", Discarded: true}}
+		}, ""},
+		{"an unknown side", func(s *Sample) { s.First = "repeat" }, `first: "repeat" is not`},
+		{"a prefault under protocol 1", func(s *Sample) {
+			s.Protocol, s.NativeRepeatNs, s.Phases = 1, nil, barrier(Barrier{WaitNs: 9, PrefaultBytes: 1 << 20, PrefaultNs: 5})
+		}, "phases[0].barrier.prefaultBytes: a prefault is protocol 2's"},
+		{"a prefault longer than the wait", func(s *Sample) { s.Phases = barrier(Barrier{WaitNs: 9, PrefaultBytes: 1 << 20, PrefaultNs: 10}) }, "phases[0].barrier.prefaultNs: is 10, more than"},
+		{"a negative prefault", func(s *Sample) { s.Phases = barrier(Barrier{WaitNs: 9, PrefaultBytes: -1}) }, "phases[0].barrier: has a negative count"},
+		{"a timed run discarded", func(s *Sample) {
+			s.Phases = barrier(Barrier{WaitNs: 9})
+			s.Phases[0].Discarded = true
+		}, "phases[0].discarded: a timed run's output is what the verifier checks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSample("docker", "C01", 0)
+			tc.mut(&s)
+			err := s.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("valid sample refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Validate = %v, want a problem %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestRunPinsValidateNamesEveryField(t *testing.T) {
 	p := testPins()
 	p.FormatVersion, p.Kind, p.RunID, p.BundleID = 0, "x", "", "nope"
@@ -191,9 +247,12 @@ func TestRunPinsValidateNamesEveryField(t *testing.T) {
 	p.Cells = []string{"C01", "C01", "c2"}
 	p.Samples = -1
 	p.End = p.Start.Add(-time.Hour)
+	p.Machines = append(p.Machines, Machine{Host: "gpu1", PageReporting: "on", ReportedKiBStart: ptr(int64(-1)), TransparentHugepages: "[always]", SwapBytes: -1},
+		Machine{Host: "ssh://bench@gpu1:22", PageReporting: PageReportingUnknown})
 	wantProblems(t, p.Validate(), "formatVersion", "kind", "runId", "bundleId", "imageId", "targets[3].name", "targets[3].engine",
-		"targets[3].kernel", "targets[3].cpus", "targets[3].memoryBytes", "targets[3].fuseURing", "targets[3].host", "targets[3].runnerHost", "storeProfile", "constructionWorkers", "tools",
-		"cells[1]", "cells[2]", "samples", "end")
+		"targets[3].kernel", "targets[3].cpus", "targets[3].memoryBytes", "targets[3].fuseURing", "targets[3].host", "targets[3].runnerHost",
+		"machines[2].host", "machines[2].pageReporting", "machines[2].reportedKibStart", "machines[2].transparentHugepages", "machines[2].swapBytes", "machines[3].host",
+		"storeProfile", "constructionWorkers", "tools", "cells[1]", "cells[2]", "samples", "end")
 }
 
 func TestReadRunPinsRejects(t *testing.T) {

@@ -16,6 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/machine"
+	"github.com/sealbench/sealbench/manifests"
 )
 
 // Check is one thing the doctor looked at on this host.
@@ -27,6 +29,9 @@ type Check struct {
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
 	Fix    string `json:"fix,omitempty"` // what to do when it is not OK
+	// Warning is what to know about a check that is OK but moves
+	// timings (free page reporting, say), and what sealbench does about it.
+	Warning string `json:"warning,omitempty"`
 }
 
 // TargetReadiness says whether a target can run here, and why not.
@@ -74,6 +79,7 @@ func Doctor(ctx context.Context) *DoctorReport {
 	}
 	add(fusePassthrough())
 	add(fuseURing())
+	add(pageReporting(machine.Probe("/")))
 	for _, t := range Registered() {
 		if t.Checks != nil {
 			for _, c := range t.Checks(ctx) {
@@ -190,6 +196,27 @@ func fuseURing() Check {
 	c.Detail = FUSEURingParam + " is off (the kernel's default): LayerFS serves its requests over /dev/fuse"
 	c.Fix = "optional, faster on create-heavy cells: `sealbench run --fuse-uring` (or `provision --fuse-uring`) turns it on for the run, records it, and teardown puts it back; " +
 		"or as root: echo Y > " + FUSEURingParam + " (kernel-wide, until reboot)"
+	return c
+}
+
+// pageReporting says whether a balloon hands this machine's free memory
+// back to its hypervisor, which slows writes into memory freed seconds
+// earlier, and what the protocol does about it. Nothing is to be fixed:
+// it is OK either way, and a warning where it is active.
+func pageReporting(m manifests.Machine) Check {
+	c := Check{Name: "page-reporting", OK: true}
+	switch m.PageReporting {
+	case manifests.PageReportingActive:
+		c.Detail = "active: the virtio balloon reports free pages to the hypervisor"
+		if m.ReportedKiBStart != nil {
+			c.Detail += fmt.Sprintf(" (%d MiB reported so far)", *m.ReportedKiBStart>>10)
+		}
+		c.Warning = machine.Advice
+	case manifests.PageReportingInactive:
+		c.Detail = "inactive: nothing hands this machine's free memory back to a hypervisor"
+	default:
+		c.Detail = "unknown: a balloon may hand free memory back to the hypervisor (Hyper-V's does not say); each run's A/A check shows what noise that leaves"
+	}
 	return c
 }
 

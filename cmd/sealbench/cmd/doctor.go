@@ -20,7 +20,9 @@ func newDoctorCmd(g *global) *cobra.Command {
 		Short: "Say what this host can run, and for what it cannot, why and what to install",
 		Long: `Look at this host and say which targets can run here: root, /dev/fuse,
 FUSE passthrough in the kernel, FUSE over io_uring (and whether the fuse
-module's enable_uring is on; optional), the dockerd at DOCKER_HOST (or the default
+module's enable_uring is on; optional), whether a memory balloon reports free
+pages to a hypervisor (a warning, with what the protocol does about it: memory
+freed seconds earlier is slow to write into again), the dockerd at DOCKER_HOST (or the default
 socket), qemu-system-x86_64 and whether KVM is usable (it asks /dev/kvm for its
 API version; it never starts a guest, and the qemu target uses KVM only with
 --accel kvm), qemu-img and the VM image (make vm-image), limactl, mmdebstrap and apt, Apple's
@@ -68,13 +70,19 @@ fails only if it cannot run at all, or on a --target it cannot parse).`,
 					fmt.Fprintf(g.stdout, "\non %s:\n", ch.Host)
 					where = ch.Host
 				}
-				mark := "ok  "
-				if !ch.OK {
-					mark = "NO  "
+				mark := "ok"
+				switch {
+				case !ch.OK:
+					mark = "NO"
+				case ch.Warning != "":
+					mark = "warn"
 				}
-				fmt.Fprintf(g.stdout, "%s%-18s %s\n", mark, ch.Name, ch.Detail)
+				fmt.Fprintf(g.stdout, "%-5s%-18s %s\n", mark, ch.Name, ch.Detail)
 				if !ch.OK && ch.Fix != "" {
-					fmt.Fprintf(g.stdout, "    %-18s fix: %s\n", "", ch.Fix)
+					fmt.Fprintf(g.stdout, "     %-18s fix: %s\n", "", ch.Fix)
+				}
+				if ch.Warning != "" {
+					fmt.Fprintf(g.stdout, "     %-18s note: %s\n", "", ch.Warning)
 				}
 			}
 			fmt.Fprintln(g.stdout, "\ntargets:")

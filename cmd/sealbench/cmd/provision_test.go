@@ -384,7 +384,7 @@ func TestDoctorTargetOnARemoteHost(t *testing.T) {
 	spec := fmt.Sprintf("local@ssh://%s@%s:%d", h.User, h.Addr, h.Port)
 	code, stdout, stderr := run(t, "doctor", "--target", "docker,"+spec, "--ssh-identity", h.ClientKey, "--ssh-known-hosts", h.KnownHosts)
 	host := fmt.Sprintf("ssh://%s@%s:%d", h.User, h.Addr, h.Port)
-	for _, want := range []string{"\non " + host + ":\n", "ok  ssh", "ok  root", "logged in as uid 0", "  docker ", "can run on " + host + " (needs [ssh linux root sha256sum fuse])", "ok  fuse"} {
+	for _, want := range []string{"\non " + host + ":\n", "ok   ssh", "ok   root", "logged in as uid 0", "  docker ", "can run on " + host + " (needs [ssh linux root sha256sum fuse])", "ok   fuse"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("doctor --target: no %q in:\n%s", want, stdout)
 		}
