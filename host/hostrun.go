@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -233,6 +234,9 @@ func runGroups(ctx context.Context, run *provision.Run, b *Bundle, o RunOptions,
 		}
 		all = append(all, samples...)
 		if r.pins != nil {
+			for k := range r.pins.Machines {
+				r.pins.Machines[k].Host = g.host // the machine its runner ran on
+			}
 			parts = append(parts, r.pins)
 		}
 		if r.lost != nil {
@@ -268,13 +272,22 @@ func lostSample(runID, bundleID string, sl stats.Slot, reason string) manifests.
 
 // mergePins is the run's pins: the first group's as they came back, with
 // every group's targets (as its plan had them, where the runner ran
-// included), every runner's tools, the run's seed, and the span of all.
+// included), every runner's tools, each machine a runner ran on once (a
+// node's runner runs on this machine too), the run's seed, and the span
+// of all.
 func mergePins(parts []*manifests.RunPins, groups []*group, o RunOptions) *manifests.RunPins {
 	if len(parts) == 0 {
 		return nil
 	}
 	m := *parts[0]
-	m.Targets, m.Tools, m.Seed = nil, map[string]string{}, o.Seed
+	m.Targets, m.Tools, m.Machines, m.Seed = nil, map[string]string{}, nil, o.Seed
+	for _, p := range parts {
+		for _, mc := range p.Machines {
+			if !slices.ContainsFunc(m.Machines, func(have manifests.Machine) bool { return have.Host == mc.Host }) {
+				m.Machines = append(m.Machines, mc)
+			}
+		}
+	}
 	for _, g := range groups {
 		if g.pins != nil {
 			m.Targets = append(m.Targets, g.pins...)

@@ -34,18 +34,54 @@ type barrier struct {
 // writing back 64 MiB takes on any disk here.
 var writeBack = barrier{vmstat: "/proc/vmstat", maxPages: 256, deadline: 10 * time.Second, poll: 20 * time.Millisecond}
 
-// timed returns a script that runs the barrier, then bodyCmd between two
-// readings of the clock, and prints one line:
+// prefault is what stands between the drain and the window: a throwaway
+// file of bytes (whole MiB) written into dir and removed at once. On a VM
+// whose balloon reports free pages to the hypervisor, memory freed more
+// than a moment ago may have been handed back, and writing into it again
+// costs far more than writing into memory just freed; the window then
+// pays for whatever the steps before it happened to free, or not. Writing
+// and removing a file on the window's own filesystem leaves the pages the
+// window will write freshly freed, in the shape its page cache takes them
+// (an anonymous buffer, tried first, is freed as single pages, while the
+// page cache of this kernel asks for large folios: see the design note),
+// on every side alike. Removed before write-back, its dirty pages are
+// dropped, not written.
+type prefault struct {
+	dir   string // a directory on the window's filesystem, BodyUser's
+	bytes int64  // 0: none
+	// anon touches an anonymous buffer of bytes instead (dd reading
+	// zeros into one block), with no file: the mechanism tried first,
+	// kept for BenchmarkPrefault, which measures the two side by side.
+	anon bool
+}
+
+// mib is p's size in whole MiB, rounded up.
+func (p prefault) mib() int64 { return (p.bytes + 1<<20 - 1) >> 20 }
+
+// timed returns a script that runs the barrier, then the prefault (when
+// it has bytes), then bodyCmd between two readings of the clock, and
+// prints one line:
 //
-//	dirty writeback waitNs drained t0 t1 rc
+//	dirty writeback waitNs drained t0 t1 rc prefaultBytes prefaultNs
 //
 // the counts at the start of the window (-1 where vmstat lacks one; both
 // -2 where there is no vmstat at all, as under gVisor's Sentry: the
-// barrier is then sync(2) alone), how
-// long the barrier took, 1 if it drained and 0 if it reached the deadline,
-// the window's start and end (ns on the Sandbox's clock), and bodyCmd's
-// exit status. bodyCmd must write nothing to stdout.
-func (b barrier) timed(bodyCmd string) string {
+// barrier is then sync(2) alone), how long everything before the window
+// took, 1 if the pages drained and 0 if it reached the deadline, the
+// window's start and end (ns on the Sandbox's clock), bodyCmd's exit
+// status, and the bytes the prefault wrote (0 when it could not) and what
+// it took. bodyCmd must write nothing to stdout.
+func (b barrier) timed(bodyCmd string, pf prefault) string {
+	script := `pb=0; p0=0; p1=0; `
+	if n := pf.mib(); n > 0 && pf.anon {
+		script = `pb=` + strconv.FormatInt(n<<20, 10) + `; p0=$(date +%s%N); ` +
+			`dd if=/dev/zero of=/dev/null bs=` + strconv.FormatInt(n<<20, 10) + ` count=1 2>/dev/null || pb=0; p1=$(date +%s%N); `
+	} else if n > 0 {
+		f := pf.dir + "/prefault.tmp"
+		script = `pb=` + strconv.FormatInt(n<<20, 10) + `; p0=$(date +%s%N); ` +
+			`{ dd if=/dev/zero of=` + f + ` bs=1M count=` + strconv.FormatInt(n, 10) + ` 2>/dev/null && rm -f ` + f + `; } || { pb=0; rm -f ` + f + `; }; ` +
+			`p1=$(date +%s%N); `
+	}
 	return `b0=$(date +%s%N); sync; ok=0; d=-2; w=-2; ` +
 		`if [ -r ` + b.vmstat + ` ]; then ` +
 		`while :; do d=-1; w=-1; ` +
@@ -53,8 +89,9 @@ func (b barrier) timed(bodyCmd string) string {
 		`if [ "$d" -ge 0 ] && [ "$w" -ge 0 ] && [ $((d + w)) -le ` + strconv.FormatInt(b.maxPages, 10) + ` ]; then ok=1; break; fi; ` +
 		`if [ $(($(date +%s%N) - b0)) -ge ` + strconv.FormatInt(b.deadline.Nanoseconds(), 10) + ` ]; then break; fi; ` +
 		`sleep ` + strconv.FormatFloat(b.poll.Seconds(), 'f', -1, 64) + `; sync; done; fi; ` +
+		script +
 		`t0=$(date +%s%N); ` + bodyCmd + `; rc=$?; t1=$(date +%s%N); ` +
-		`echo "$d $w $((t0 - b0)) $ok $t0 $t1 $rc"`
+		`echo "$d $w $((t0 - b0)) $ok $t0 $t1 $rc $pb $((p1 - p0))"`
 }
 
 // timing is what a timed script printed.
@@ -64,9 +101,9 @@ type timing struct {
 	rc        int
 }
 
-// parseTimed reads a timed script's line, strictly: one line, seven
-// integers, counts and wait not negative, drained 0 or 1, the window not
-// ending before it starts.
+// parseTimed reads a timed script's line, strictly: one line, nine
+// integers, counts and waits not negative, drained 0 or 1, the window not
+// ending before it starts, the prefault within the wait.
 func parseTimed(out []byte) (timing, error) {
 	bad := func(why string) (timing, error) {
 		return timing{}, fmt.Errorf("timing the body: %s in %q", why, clip(string(out), 200))
@@ -76,10 +113,10 @@ func parseTimed(out []byte) (timing, error) {
 		return bad("not one line")
 	}
 	f := strings.Split(line, " ")
-	if len(f) != 7 {
-		return bad("not seven fields")
+	if len(f) != 9 {
+		return bad("not nine fields")
 	}
-	var n [7]int64
+	var n [9]int64
 	for i, s := range f {
 		v, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
@@ -87,7 +124,7 @@ func parseTimed(out []byte) (timing, error) {
 		}
 		n[i] = v
 	}
-	dirty, writeback, waitNs, drained, t0, t1, rc := n[0], n[1], n[2], n[3], n[4], n[5], n[6]
+	dirty, writeback, waitNs, drained, t0, t1, rc, prefaultBytes, prefaultNs := n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8]
 	unmeasured := dirty == -2 && writeback == -2
 	if unmeasured {
 		dirty, writeback = 0, 0
@@ -103,9 +140,12 @@ func parseTimed(out []byte) (timing, error) {
 		return bad("the window ends before it starts")
 	case rc < 0 || rc > 255:
 		return bad("an exit status out of range")
+	case prefaultBytes < 0 || prefaultNs < 0 || prefaultNs > waitNs:
+		return bad("a prefault that is negative or longer than the wait")
 	}
 	return timing{
-		barrier:   manifests.Barrier{DirtyPages: dirty, WritebackPages: writeback, WaitNs: waitNs, Drained: drained == 1, Unmeasured: unmeasured},
+		barrier: manifests.Barrier{DirtyPages: dirty, WritebackPages: writeback, WaitNs: waitNs, Drained: drained == 1, Unmeasured: unmeasured,
+			PrefaultBytes: prefaultBytes, PrefaultNs: prefaultNs},
 		commandNs: t1 - t0, rc: int(rc),
 	}, nil
 }

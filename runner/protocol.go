@@ -11,55 +11,85 @@ import (
 // CheckProtocol checks, from the phases the samples recorded and not from
 // their timings, that the cache protocol ran as runSample means it to:
 // in every sample that finished, each side an untimed warm-up and then a
-// barrier and the timed run in a fresh directory, the sides one after
-// the other in the order First says (LayerFS alone without a native
-// reference); and over the rounds of each target and cell, LayerFS and
-// native taking turns going first. It reports every problem it finds.
-// Failed samples are skipped: they stop at their first failing step.
+// barrier and the timed run in a fresh directory, the sides in the order
+// First says (LayerFS alone without a native reference); and over the
+// rounds of each target and cell, the sides taking turns going first.
+// Under protocol 1 each side's timed run follows its own warm-up. Under
+// protocol 2 every warm-up comes first, its output discarded, then the
+// windows one after another, each after a prefault; the native
+// reference's A/A repeat is a third side, and the three rotate their
+// positions round after round. It reports every problem it finds. Failed
+// samples are skipped: they stop at their first failing step.
 func CheckProtocol(samples []manifests.Sample) error {
 	var problems []string
 	bad := func(s *manifests.Sample, format string, a ...any) {
 		problems = append(problems, fmt.Sprintf("%s %s round %d: ", s.Target, s.Cell, s.Round)+fmt.Sprintf(format, a...))
 	}
 	type key struct{ target, cell string }
-	firsts := map[key]map[int]string{}
+	type start struct {
+		first string
+		sides int // how many sides rotate
+		pos   int // First's position among them
+	}
+	firsts := map[key]map[int]start{}
 	for i := range samples {
 		s := &samples[i]
 		if s.Status != manifests.StatusOK {
 			continue
 		}
-		want := []string{manifests.SideLayerFS}
-		switch s.First {
-		case "":
-		case manifests.SideLayerFS:
-			want = []string{manifests.SideLayerFS, manifests.SideNative}
-		case manifests.SideNative:
-			want = []string{manifests.SideNative, manifests.SideLayerFS}
-		default:
+		v2 := s.Protocol >= 2
+		sides := []string{manifests.SideLayerFS}
+		if s.First != "" {
+			sides = append(sides, manifests.SideNative)
+			if v2 {
+				sides = append(sides, manifests.SideNativeRepeat)
+			}
+		}
+		pos := slices.Index(sides, s.First)
+		if s.First != "" && pos < 0 {
 			bad(s, "first is %q", s.First)
 			continue
+		}
+		want := sides
+		if pos > 0 {
+			want = append(slices.Clone(sides[pos:]), sides[:pos]...)
 		}
 		if s.First != "" {
 			k := key{s.Target, s.Cell}
 			if firsts[k] == nil {
-				firsts[k] = map[int]string{}
+				firsts[k] = map[int]start{}
 			}
-			firsts[k][s.Round] = s.First
+			firsts[k][s.Round] = start{s.First, len(sides), pos}
 		}
 		if len(s.Phases) != 2*len(want) {
 			bad(s, "%d phases, want %d (%s)", len(s.Phases), 2*len(want), phaseList(s.Phases))
 			continue
 		}
+		// Where side j's warm-up and timed run stand among the phases.
+		at := func(j int) (warm, timed int) { return 2 * j, 2*j + 1 }
+		if v2 {
+			at = func(j int) (int, int) { return j, len(want) + j }
+		}
 		for j, side := range want {
-			warm, timed := s.Phases[2*j], s.Phases[2*j+1]
+			wi, ti := at(j)
+			warm, timed := s.Phases[wi], s.Phases[ti]
 			if warm.Side != side || warm.Kind != manifests.PhaseWarmUp || timed.Side != side || timed.Kind != manifests.PhaseTimed {
-				bad(s, "phases %s, want %s's warm-up, then its timed run, in turn %d", phaseList(s.Phases), side, j+1)
-				continue
+				if v2 {
+					bad(s, "phases %s, want the warm-ups of %s, then their windows in the same order", phaseList(s.Phases), strings.Join(want, ", "))
+				} else {
+					bad(s, "phases %s, want %s's warm-up, then its timed run, in turn %d", phaseList(s.Phases), side, j+1)
+				}
+				break
 			}
 			if timed.Barrier == nil {
 				bad(s, "%s's timed run had no barrier", side)
+			} else if v2 && timed.Barrier.PrefaultBytes <= 0 {
+				bad(s, "%s's timed run had no prefault: its window may write into memory freed long before, which the other sides did not", side)
 			}
-			for _, earlier := range s.Phases[:2*j+1] {
+			if v2 && !warm.Discarded {
+				bad(s, "%s's warm-up output was kept: the other sides' went away before their windows", side)
+			}
+			for _, earlier := range s.Phases[:ti] {
 				if earlier.Dir == timed.Dir {
 					bad(s, "%s's timed run in %s, where its %s %s ran before: not a fresh directory", side, timed.Dir, earlier.Side, earlier.Kind)
 				}
@@ -74,9 +104,13 @@ func CheckProtocol(samples []manifests.Sample) error {
 		slices.Sort(rounds)
 		for i := 1; i < len(rounds); i++ {
 			r0, r1 := rounds[i-1], rounds[i]
-			if (byRound[r0] == byRound[r1]) == ((r1-r0)%2 == 1) {
-				problems = append(problems, fmt.Sprintf("%s %s: %s went first in rounds %d and %s in %d: the sides do not take turns",
-					k.target, k.cell, byRound[r0], r0, byRound[r1], r1))
+			a, b := byRound[r0], byRound[r1]
+			if a.sides != b.sides {
+				continue // rounds of different protocols: nothing to compare
+			}
+			if (a.pos+r1-r0)%a.sides != b.pos {
+				problems = append(problems, fmt.Sprintf("%s %s: %s went first in round %d and %s in round %d: the sides do not take turns",
+					k.target, k.cell, a.first, r0, b.first, r1))
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/internal/machine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/runner/stats"
 )
@@ -108,6 +109,7 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 		StoreProfile: manifests.StoreDisposable, ConstructionWorkers: 1,
 		Tools: map[string]string{}, Cells: o.Cells, Native: o.Native,
 		Seed: o.Seed, Samples: o.Samples, Start: time.Now().UTC(),
+		Machines: []manifests.Machine{machine.Probe("/")},
 	}
 	for k, v := range o.Tools {
 		pins.Tools[k] = v
@@ -178,6 +180,9 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 		out = append(out, s)
 	}
 	pins.End = time.Now().UTC()
+	if kib, ok := machine.ReportedKiB("/"); ok {
+		pins.Machines[0].ReportedKiBEnd = &kib
+	}
 	return out, writePins(o.OutDir, pins)
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,31 +26,54 @@ const layerfsd = `case $(uname -m) in x86_64) a=amd64;; aarch64) a=arm64;; *) a=
 // another), so LayerFS and native must be neighbours for their ratio to
 // mean anything.
 const (
-	storeDir   = WorkDir + "/store"
-	baseDir    = WorkDir + "/base"
-	outDir     = WorkDir + "/out"
-	scratchDir = WorkDir + "/scratch"
+	storeDir    = WorkDir + "/store"
+	baseDir     = WorkDir + "/base"
+	outDir      = WorkDir + "/out"
+	scratchDir  = WorkDir + "/scratch"
+	prefaultDir = scratchDir + "/prefault" // the prefault's throwaway file, beside the windows' data
 )
 
-// Both sides number their directories alike: 1 for the warm-up, 2 for the
-// timed run (workspace 3 is the base Layer's check).
+// Every side numbers its directories alike: an odd one for the warm-up,
+// the next for the timed run. LayerFS's are workspaces 1 and 2
+// (workspace 3 is the base Layer's check); the native reference's are
+// native1 and native2, its A/A repeat's native3 and native4.
 func workspaceDir(n string) string { return WorkDir + "/ws" + n }
 func controlPath(n string) string  { return WorkDir + "/ctl" + n }
 func nativeDir(n string) string    { return scratchDir + "/native" + n }
 
+// nativeDirs are the native reference's directories, warm-up then timed,
+// for side (SideNative or SideNativeRepeat).
+func nativeDirs(side string) (warm, timed string) {
+	if side == manifests.SideNativeRepeat {
+		return nativeDir("3"), nativeDir("4")
+	}
+	return nativeDir("1"), nativeDir("2")
+}
+
 // outFile is where side's body runs write stream (stdout or stderr).
 func outFile(side, stream string) string { return outDir + "/" + side + "." + stream }
 
-// layerFSFirst says whether LayerFS's timed run goes before native's in
-// round r of cell on target. The two take turns round after round, so
-// that whatever going first or second costs falls on each side equally
-// often; which side starts is drawn from the run's seed, per target and
-// cell, as one bit of a SHA-256 (FNV's bits hardly depend on the last
-// byte, the one that tells C06 from C07).
-func layerFSFirst(seed uint64, target, cell string, r int) bool {
+// The prefault before a window whose body writes w bytes writes twice
+// that, and a floor: twice covers a copy-up beside the data (C11) and the
+// FUSE daemon's buffers; the floor what every body allocates besides (its
+// processes, the daemon's heap).
+const prefaultFloor = 32 << 20
+
+func prefaultFor(c *cells.Cell) prefault {
+	return prefault{dir: prefaultDir, bytes: 2*c.Writes + prefaultFloor}
+}
+
+// sideOrder is the order of the sides' timed runs in round r of cell on
+// target: sides rotated so that each takes each position in turn, round
+// after round, and whatever going first, second or third costs falls on
+// every side equally often. Where the rotation starts is drawn from the
+// run's seed, per target and cell, from a SHA-256 (FNV's bits hardly
+// depend on the last byte, the one that tells C06 from C07).
+func sideOrder(seed uint64, target, cell string, r int, sides []string) []string {
 	h := sha256.Sum256(append(binary.BigEndian.AppendUint64(nil, seed), target+"\x00"+cell...))
-	start := int(h[0] & 1)
-	return (r+start)%2 == 0
+	n := len(sides)
+	k := (r + int(binary.BigEndian.Uint64(h[:8])%uint64(n))) % n
+	return append(slices.Clone(sides[k:]), sides[:k]...)
 }
 
 // step is one phase of a sample: what the status line says, and the work.
@@ -64,7 +88,7 @@ type sampler struct {
 	sb        *sandbox
 	cell      *cells.Cell
 	s         *manifests.Sample
-	native    bool               // a native reference runs beside LayerFS
+	native    bool               // a native reference (and its repeat) runs beside LayerFS
 	baseLayer string             // the Layer id the base was imported as
 	verified  cells.Verification // the verifier's result
 	// nativeExecWallNs is the native timed run's exec wall time: an
@@ -72,21 +96,27 @@ type sampler struct {
 	nativeExecWallNs int64
 }
 
-// runSample runs one cell once under the cache protocol in a fresh
-// Sandbox: bundle check; a Disposable Store with the cell's base imported
-// (an empty base owned by BodyUser otherwise), and the base copied into
-// the native reference's two directories when asked; then each side in
-// turn (see layerFSFirst). LayerFS: a warm-up mount, run and unmount; a
-// fresh mount, the barrier and the timed body, telemetry, the verifier,
-// Commit and unmount; for C11, the base Layer unchanged. Native: the
-// warm-up run in one plain directory, the barrier and the timed body in
-// a fresh one beside it. One attempt per step (an exec the Engine could not
-// start is started again: see sandbox.exec): the first that fails ends the
-// sample, which is kept as failed with its reason.
+// runSample runs one cell once under the cache protocol (version
+// manifests.ProtocolVersion) in a fresh Sandbox: bundle check; a
+// Disposable Store with the cell's base imported (an empty base owned by
+// BodyUser otherwise), and the base copied into the native reference's
+// directories when asked; then the sides (LayerFS, and with a native
+// reference the native side and its A/A repeat) in the order sideOrder
+// gives, in two passes. First each side's untimed warm-up, whose output
+// goes away right after it (LayerFS's unmount discards its workspace's
+// changes; native's directory is removed), and LayerFS's fresh mount.
+// Then the timed windows, one after the other with nothing in between
+// but each one's barrier and prefault: windows seconds apart share the
+// machine's state (a noisy neighbour, the host's CPU) far better than
+// windows a minute apart. Last, LayerFS's telemetry, verifier, Commit and
+// unmount (for C11, the base Layer unchanged). One attempt per step (an
+// exec the Engine could not start is started again: see sandbox.exec):
+// the first that fails ends the sample, which is kept as failed with its
+// reason.
 func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName string, round, order int, phase func(string)) manifests.Sample {
 	s := manifests.Sample{
 		FormatVersion: manifests.ResultsFormatVersion, RunID: o.RunID, BundleID: o.BundleID,
-		Target: c.Target, Cell: cellName, Round: round, Order: order,
+		Target: c.Target, Cell: cellName, Round: round, Order: order, Protocol: manifests.ProtocolVersion,
 		Verifier: manifests.VerifierNotRun, FUSERequests: map[string]int64{},
 		Load1: load1(), Start: time.Now().UTC(),
 	}
@@ -103,62 +133,36 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName str
 		defer remove()
 		defer func() { s.EngineRestarts = sb.restarts }()
 		sm := &sampler{sb: sb, cell: cell, s: &s, native: o.Native}
-		steps := []step{
-			{"sha256sum -c of the bundle", sm.checkBundle},
-			{"setup", sm.setup},
-		}
-		layerFS := []step{
-			{"warm-up", sm.warmUp},
-			{"timed run", sm.timedRun},
-			{"telemetry", sm.telemetry},
-			{"verifier", sm.verify},
-			{"commit and unmount", sm.commitAndUnmount},
-		}
-		if cellName == "C11" {
-			// C11 overwrote the base file in the workspace: the base Layer
-			// itself must still hold the original bytes.
-			layerFS = append(layerFS, step{"commit and unmount", sm.checkBaseUnchanged})
-		}
-		native := []step{
-			{"native warm-up", sm.nativeWarmUp},
-			{"native timed run", sm.nativeTimedRun},
-		}
-		if why := unsupported(c.Identity, cell); why != "" {
+		sides := []string{manifests.SideLayerFS}
+		why := unsupported(c.Identity, cell)
+		if why != "" {
 			// LayerFS cannot run here: the sample says why, and the
 			// native reference (and with it the exec overhead) runs all
 			// the same.
 			s.Status, s.Reason = manifests.StatusIneligible, why
+			sides = nil
+		}
+		if o.Native {
+			sides = append(sides, manifests.SideNative, manifests.SideNativeRepeat)
+		}
+		if len(sides) > 0 {
+			sides = sideOrder(o.Seed, c.Target, cellName, round, sides)
 			if o.Native {
-				s.First = manifests.SideNative
-				steps = append(steps, step{"native warm-up", sm.nativeWarmUp}, step{"native timed run", sm.nativeTimedRun})
+				s.First = sides[0]
 			}
-			for _, st := range steps {
-				phase(st.phase)
-				if err := st.run(ctx); err != nil {
-					return err
-				}
+		}
+		for _, st := range sm.steps(sides) {
+			phase(st.phase)
+			if err := st.run(ctx); err != nil {
+				return err
 			}
+		}
+		if why != "" {
 			if sm.s.NativeNs != nil {
 				s.CommandNs, s.ExecWallNs = *sm.s.NativeNs, sm.nativeExecWallNs
 				s.ExecOverheadNs = s.ExecWallNs - s.CommandNs
 			}
 			return nil
-		}
-		switch {
-		case !o.Native:
-			steps = append(steps, layerFS...)
-		case layerFSFirst(o.Seed, c.Target, cellName, round):
-			s.First = manifests.SideLayerFS
-			steps = append(append(steps, layerFS...), native...)
-		default:
-			s.First = manifests.SideNative
-			steps = append(append(steps, native...), layerFS...)
-		}
-		for _, st := range steps {
-			phase(st.phase)
-			if err := st.run(ctx); err != nil {
-				return err
-			}
 		}
 		if !sm.verified.Pass {
 			return fmt.Errorf("the verifier failed: %s", clip(sm.verified.Detail, 300))
@@ -173,6 +177,47 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName str
 		s.Status = manifests.StatusOK
 	}
 	return s
+}
+
+// steps are a sample's steps for sides in their order: the bundle check
+// and setup; every side's warm-up (and LayerFS's fresh mount); every
+// side's window; LayerFS's tail.
+func (sm *sampler) steps(sides []string) []step {
+	steps := []step{
+		{"sha256sum -c of the bundle", sm.checkBundle},
+		{"setup", sm.setup},
+	}
+	label := map[string]string{manifests.SideLayerFS: "", manifests.SideNative: "native ", manifests.SideNativeRepeat: "native repeat "}
+	for _, side := range sides {
+		if side == manifests.SideLayerFS {
+			steps = append(steps, step{"warm-up", sm.warmUp})
+			continue
+		}
+		steps = append(steps, step{label[side] + "warm-up", func(ctx context.Context) error { return sm.nativeWarmUp(ctx, side) }})
+	}
+	layerFS := slices.Contains(sides, manifests.SideLayerFS)
+	if layerFS {
+		steps = append(steps, step{"mounting the timed workspace", sm.mountTimed})
+	}
+	for _, side := range sides {
+		if side == manifests.SideLayerFS {
+			steps = append(steps, step{"timed run", sm.timedRun})
+			continue
+		}
+		steps = append(steps, step{label[side] + "timed run", func(ctx context.Context) error { return sm.nativeTimedRun(ctx, side) }})
+	}
+	if layerFS {
+		steps = append(steps,
+			step{"telemetry", sm.telemetry},
+			step{"verifier", sm.verify},
+			step{"commit and unmount", sm.commitAndUnmount})
+		if sm.cell.Name == "C11" {
+			// C11 overwrote the base file in the workspace: the base Layer
+			// itself must still hold the original bytes.
+			steps = append(steps, step{"commit and unmount", sm.checkBaseUnchanged})
+		}
+	}
+	return steps
 }
 
 // unsupported says, in one line, why LayerFS cannot run cell on the
@@ -210,15 +255,17 @@ func (sm *sampler) checkBundle(ctx context.Context) error {
 }
 
 // setup makes the directories and a Disposable Store, copies in the base
-// file when the cell has one (into the native reference's directories
-// too, as LayerFS's workspaces have it from the base Layer), and imports
-// the base as a Layer.
+// file when the cell has one (into each of the native reference's
+// directories too, as LayerFS's workspaces have it from the base Layer),
+// and imports the base as a Layer.
 func (sm *sampler) setup(ctx context.Context) error {
 	// scratch holds the overlays' data (and the native directories):
 	// made whether or not a native reference runs.
-	dirs := baseDir + " " + outDir
+	dirs := baseDir + " " + outDir + " " + prefaultDir
+	natives := []string{}
 	if sm.native {
-		dirs += " " + nativeDir("1") + " " + nativeDir("2")
+		natives = []string{nativeDir("1"), nativeDir("2"), nativeDir("3"), nativeDir("4")}
+		dirs += " " + strings.Join(natives, " ")
 	}
 	mk := `mkdir -p ` + scratchDir + ` ` + dirs + ` && chown 65534:65534 ` + dirs
 	if _, err := runLayerfsd(ctx, sm.sb, "creating the Store", mk, daemonapi.InitCmd{Store: storeDir, Profile: daemonapi.ProfileDisposable}, daemonapi.DecodeInit); err != nil {
@@ -227,11 +274,9 @@ func (sm *sampler) setup(ctx context.Context) error {
 	if sm.cell.Base != "" {
 		files := baseDir + "/" + cells.BaseFile
 		copyIn := `cat >` + files
-		if sm.native {
-			for _, n := range []string{"1", "2"} {
-				copyIn += ` && cp ` + baseDir + `/` + cells.BaseFile + ` ` + nativeDir(n) + `/`
-				files += ` ` + nativeDir(n) + `/` + cells.BaseFile
-			}
+		for _, d := range natives {
+			copyIn += ` && cp ` + baseDir + `/` + cells.BaseFile + ` ` + d + `/`
+			files += ` ` + d + `/` + cells.BaseFile
 		}
 		if _, err := sm.sb.must(ctx, "copying in the base file", true, "/", copyIn+` && chown 65534:65534 `+files, cells.BaseReader); err != nil {
 			return err
@@ -253,7 +298,8 @@ func (sm *sampler) mount(ctx context.Context, n string) (*daemonapi.ReadyInfo, e
 }
 
 // warmUp is the untimed identical run on an earlier mount, then its
-// unmount, which discards its changes.
+// unmount, which discards its changes: the warm-up's output goes away
+// here, as the native side's does in nativeWarmUp.
 func (sm *sampler) warmUp(ctx context.Context) error {
 	if _, err := sm.mount(ctx, "1"); err != nil {
 		return err
@@ -261,18 +307,30 @@ func (sm *sampler) warmUp(ctx context.Context) error {
 	if err := sm.warmUpBody(ctx, manifests.SideLayerFS, workspaceDir("1")); err != nil {
 		return err
 	}
-	_, err := runLayerfsd(ctx, sm.sb, "unmounting the warm-up workspace", "", daemonapi.UnmountCmd{Control: controlPath("1")}, daemonapi.DecodeUnmount)
-	return err
+	if _, err := runLayerfsd(ctx, sm.sb, "unmounting the warm-up workspace", "", daemonapi.UnmountCmd{Control: controlPath("1")}, daemonapi.DecodeUnmount); err != nil {
+		return err
+	}
+	sm.discarded()
+	return nil
 }
 
-// timedRun mounts a fresh workspace (timed by the daemon), then runs the
-// barrier and the timed body in it.
-func (sm *sampler) timedRun(ctx context.Context) error {
+// discarded marks the last phase, a warm-up, as having its output gone.
+func (sm *sampler) discarded() { sm.s.Phases[len(sm.s.Phases)-1].Discarded = true }
+
+// mountTimed mounts the fresh workspace of LayerFS's timed run, timed by
+// the daemon.
+func (sm *sampler) mountTimed(ctx context.Context) error {
 	ready, err := sm.mount(ctx, "2")
 	if err != nil {
 		return err
 	}
 	sm.s.MountNs = ready.MountNs
+	return nil
+}
+
+// timedRun runs the barrier, the prefault and the timed body in the
+// fresh workspace.
+func (sm *sampler) timedRun(ctx context.Context) error {
 	commandNs, execWallNs, err := sm.timedBody(ctx, manifests.SideLayerFS, workspaceDir("2"))
 	if err != nil {
 		return err
@@ -282,21 +340,36 @@ func (sm *sampler) timedRun(ctx context.Context) error {
 	return nil
 }
 
-// nativeWarmUp is the native reference's untimed identical run, in its
-// earlier directory.
-func (sm *sampler) nativeWarmUp(ctx context.Context) error {
-	if err := sm.warmUpBody(ctx, manifests.SideNative, nativeDir("1")); err != nil {
+// nativeWarmUp is side's (the native reference's, or its repeat's)
+// untimed identical run in its earlier directory, which is then removed:
+// its output goes away at the point where LayerFS's unmount discards the
+// workspace's, so that both sides enter the barrier with the same memory
+// freed. (Kept, its pages would stay in use, and the window would write
+// into memory freed long before: on a VM whose balloon reports free
+// pages, far slower to write.)
+func (sm *sampler) nativeWarmUp(ctx context.Context, side string) error {
+	warm, _ := nativeDirs(side)
+	if err := sm.warmUpBody(ctx, side, warm); err != nil {
 		return fmt.Errorf("native reference: %w", err)
 	}
+	if _, err := sm.sb.must(ctx, "removing the native warm-up's directory", true, "/", "rm -rf "+warm, nil); err != nil {
+		return err
+	}
+	sm.discarded()
 	return nil
 }
 
-// nativeTimedRun is the native reference's barrier and timed body, in a
-// fresh directory beside the warm-up's and the overlays' data.
-func (sm *sampler) nativeTimedRun(ctx context.Context) error {
-	commandNs, execWallNs, err := sm.timedBody(ctx, manifests.SideNative, nativeDir("2"))
+// nativeTimedRun is side's barrier, prefault and timed body, in a fresh
+// directory beside the warm-up's and the overlays' data.
+func (sm *sampler) nativeTimedRun(ctx context.Context, side string) error {
+	_, dir := nativeDirs(side)
+	commandNs, execWallNs, err := sm.timedBody(ctx, side, dir)
 	if err != nil {
 		return fmt.Errorf("native reference: %w", err)
+	}
+	if side == manifests.SideNativeRepeat {
+		sm.s.NativeRepeatNs = &commandNs
+		return nil
 	}
 	sm.s.NativeNs, sm.nativeExecWallNs = &commandNs, execWallNs
 	return nil
@@ -317,13 +390,13 @@ func (sm *sampler) warmUpBody(ctx context.Context, side, dir string) error {
 	return nil
 }
 
-// timedBody runs the write-back barrier and then the body as BodyUser in
-// dir, in one exec, timed on the Sandbox's clock; records the phase with
-// its barrier; and fails when the body did. execWallNs is the exec's wall
-// time here less the barrier's wait, so that the exec overhead stays the
-// exec's own.
+// timedBody runs the write-back barrier, the prefault and then the body
+// as BodyUser in dir, in one exec, timed on the Sandbox's clock; records
+// the phase with its barrier; and fails when the body did. execWallNs is
+// the exec's wall time here less everything before the window, so that
+// the exec overhead stays the exec's own.
 func (sm *sampler) timedBody(ctx context.Context, side, dir string) (commandNs, execWallNs int64, err error) {
-	r, err := sm.sb.exec(ctx, false, dir, writeBack.timed(sm.bodyCmd(side)), nil)
+	r, err := sm.sb.exec(ctx, false, dir, writeBack.timed(sm.bodyCmd(side), prefaultFor(sm.cell)), nil)
 	if err != nil {
 		return 0, 0, fmt.Errorf("timed run: %w", err)
 	}

@@ -100,10 +100,10 @@ func TestHTMLInBrowser(t *testing.T) {
 		if c.ScrollWidth > c.InnerWidth {
 			t.Errorf("%d px: the page scrolls sideways: %d px wide", width, c.ScrollWidth)
 		}
-		// Four timings by value, the ratio to the baseline, the FUSE
-		// requests by opcode.
-		if len(c.Charts) != 6 {
-			t.Errorf("%d px: %d charts, want 6", width, len(c.Charts))
+		// Five timings by value (the A/A among them), the ratio to the
+		// baseline, the FUSE requests by opcode.
+		if len(c.Charts) != 7 {
+			t.Errorf("%d px: %d charts, want 7", width, len(c.Charts))
 		}
 		for _, ch := range c.Charts {
 			if ch.Marks == 0 || ch.Width == 0 || ch.Height == 0 || ch.DrawnWidth == 0 || ch.Width > width {

@@ -48,6 +48,9 @@ type point struct {
 	faint        bool   // no difference shown: drawn pale
 	suspect      bool   // drawn with a red outline, its label red
 	label, title string // the short label beside it; the tooltip
+	// samples are the values the bar is the median of, each drawn as a
+	// dot on the bar, so that a bimodal cell shows as two clusters.
+	samples []float64
 }
 
 type group struct {
@@ -186,6 +189,7 @@ func (c valueChart) svg() template.HTML {
 	for _, g := range c.groups {
 		for _, p := range g.points {
 			all = append(all, p.value)
+			all = append(all, p.samples...)
 			if p.hasCI {
 				all = append(all, p.lo, p.hi)
 			}
@@ -225,6 +229,9 @@ func (c valueChart) svg() template.HTML {
 				cy := f1(y + barH/2)
 				lo, hi := f1(s.x(p.lo)), f1(s.x(p.hi))
 				body.p(`<path d="M%s %sH%sM%s %sv6M%s %sv6" class="ci"/>`+"\n", lo, cy, hi, lo, f1(y+barH/2-3), hi, f1(y+barH/2-3))
+			}
+			for _, v := range p.samples {
+				body.p(`<circle cx="%s" cy="%s" r="1.8" class="sample"/>`+"\n", f1(s.x(v)), f1(y+barH/2))
 			}
 			labelClass := "val"
 			if p.suspect {

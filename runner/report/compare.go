@@ -357,5 +357,5 @@ func (row CompareRow) ChangeText() string {
 	if row.Change == nil {
 		return "—"
 	}
-	return pct(*row.Change) + intervalText(row.ChangeCI, pct) + marks(row.NoChange, false)
+	return pct(*row.Change) + intervalText(row.ChangeCI, pct) + marks(row.NoChange, "")
 }

@@ -71,7 +71,7 @@ func (cm CompareMetric) Table(pairs []TargetPair) [][]string {
 	for i, p := range pairs {
 		g := "—"
 		if s := cm.GeoMean[i]; s.Value != nil {
-			g = pct(*s.Value) + intervalText(s.CI, pct) + marks(s.NoDifference, false)
+			g = pct(*s.Value) + intervalText(s.CI, pct) + marks(s.NoDifference, "")
 		}
 		rows = append(rows, []string{"geometric mean", p.String(), "", "", g})
 	}
@@ -144,7 +144,7 @@ func (cm CompareMetric) Chart(pairs []TargetPair) template.HTML {
 			groups[r.Cell] = g
 			order = append(order, r.Cell)
 		}
-		p := point{value: *r.Change, faint: r.NoChange != nil && *r.NoChange, label: pct(*r.Change) + marks(r.NoChange, false),
+		p := point{value: *r.Change, faint: r.NoChange != nil && *r.NoChange, label: pct(*r.Change) + marks(r.NoChange, ""),
 			title: r.Pair.String() + " " + r.Cell + ": " + r.ChangeText()}
 		for i, pair := range pairs {
 			if pair == r.Pair {

@@ -20,6 +20,9 @@ import (
 type page struct {
 	*Report
 	Ran, Counts  string
+	AA           string   // the A/A check's line; "" without one
+	AAOK         bool     // no cell outside 0.9-1.1
+	Machines     []string // the machines whose balloon reports free pages
 	Signatures   []string
 	SignaturesOK bool // every run's signature verified
 	Cards        []card
@@ -53,10 +56,11 @@ type section struct {
 }
 
 // charted are the timings drawn as charts of their values.
-var charted = []string{"commandNs", "layerfsOverNative", "execOverheadNs", "commitNs"}
+var charted = []string{"commandNs", "layerfsOverNative", "nativeRepeatOverNative", "execOverheadNs", "commitNs"}
 
 func makePage(r *Report) page {
-	pg := page{Report: r, Ran: r.Summary.ranText(), Counts: r.Summary.countsVerdict(), Signatures: r.signatureLines(), TargetColour: map[string]string{}}
+	pg := page{Report: r, Ran: r.Summary.ranText(), Counts: r.Summary.countsVerdict(), AA: r.Summary.aaText(), AAOK: true,
+		Machines: r.machineLines(), Signatures: r.signatureLines(), TargetColour: map[string]string{}}
 	for i, t := range r.Targets {
 		pg.TargetColour[t.Name] = palette[i%len(palette)]
 	}
@@ -75,20 +79,38 @@ func makePage(r *Report) page {
 				c.Shown = append(c.Shown, strings.ToUpper(line[:1])+line[1:]+".")
 			}
 		}
+		if h.AA != nil && len(h.AA.Outside) > 0 {
+			pg.AAOK = false
+		}
 		add := func(name string, s *Summary, f, bound func(float64) string) {
-			if s == nil {
+			switch {
+			case s == nil:
+				return
+			case s.Inconclusive:
+				c.Figures = append(c.Figures, figure{Name: name, Value: "inconclusive", Interval: strconv.Itoa(len(s.LeftOut)) + " of " +
+					strconv.Itoa(len(s.LeftOut)+s.Cells) + " cells left out: " + leftOutText(s.LeftOut)})
 				return
 			}
-			v := f(*s.Value) + marks(s.NoDifference, false)
+			v := f(*s.Value) + marks(s.NoDifference, "")
 			iv := strings.TrimPrefix(intervalText(s.CI, bound), " ")
 			if s.Suspect > 0 {
 				iv += " including " + plural(s.Suspect, "suspect cell")
+			}
+			if len(s.LeftOut) > 0 {
+				iv += " over " + plural(s.Cells, "cell") + "; " + leftOutText(s.LeftOut)
 			}
 			c.Figures = append(c.Figures, figure{Name: name, Value: v, Interval: iv})
 		}
 		add("LayerFS over native, geomean over cells", h.LayerFSOverNative, times, ratio)
 		add("command time vs "+r.Baseline+", geomean", h.CommandVsBaseline, times, ratio)
 		add("per-exec overhead, median over cells"+h.transportText(), h.ExecOverheadNs, func(v float64) string { return ms(v) + " ms" }, ms)
+		if t := h.AA.Text(); t != "" {
+			v, rest, _ := strings.Cut(strings.TrimPrefix(t, "within "), " ")
+			if !strings.HasPrefix(t, "within ") {
+				v, rest = "outside", strings.TrimPrefix(t, "outside ")
+			}
+			c.Figures = append(c.Figures, figure{Name: "A/A: the native reference timed twice", Value: v, Interval: rest})
+		}
 		pg.Cards = append(pg.Cards, c)
 	}
 	pg.CountMatrix = r.countMatrix(r.Counts, countKeys())
@@ -149,9 +171,9 @@ func timingChart(r *Report, tm Timing) valueChart {
 			if v.MedianNs == nil {
 				continue
 			}
-			p := point{series: i, value: *v.MedianNs / scaleBy, suspect: v.Suspect,
+			p := point{series: i, value: *v.MedianNs / scaleBy, suspect: v.Suspect, samples: scaled(v.Samples, scaleBy),
 				faint: v.MedianNoDifference != nil && *v.MedianNoDifference,
-				label: tm.Format(*v.MedianNs) + marks(v.MedianNoDifference, false),
+				label: tm.Format(*v.MedianNs) + marks(v.MedianNoDifference, ""),
 				title: r.Targets[i].Name + " " + row.Cell + ": " + tm.MedianText(v)}
 			if v.MedianCI != nil {
 				p.hasCI, p.lo, p.hi = true, v.MedianCI.Low/scaleBy, v.MedianCI.High/scaleBy
@@ -163,6 +185,15 @@ func timingChart(r *Report, tm Timing) valueChart {
 		}
 	}
 	return c
+}
+
+// scaled is each value divided by by.
+func scaled(values []float64, by float64) []float64 {
+	out := make([]float64, len(values))
+	for i, v := range values {
+		out[i] = v / by
+	}
+	return out
 }
 
 // ratioChart charts each target's ratio to the baseline, per cell, with
@@ -186,7 +217,7 @@ func ratioChart(r *Report, tm Timing) valueChart {
 			}
 			p := point{series: si, value: *v.Ratio, suspect: v.RatioSuspect,
 				faint: v.NoDifference != nil && *v.NoDifference,
-				label: times(*v.Ratio) + marks(v.NoDifference, false),
+				label: times(*v.Ratio) + marks(v.NoDifference, ""),
 				title: r.Targets[i].Name + " " + row.Cell + ": " + RatioText(v)}
 			if v.CI != nil {
 				p.hasCI, p.lo, p.hi = true, v.CI.Low, v.CI.High
@@ -275,6 +306,7 @@ svg text.tick { fill: #57606a; font-size: 10px; } svg text.cell { font-weight: 6
 svg text.bad { fill: #cf222e; }
 svg .grid { stroke: #eaeef2; } svg .ref { stroke: #1f2328; stroke-dasharray: 3 2; }
 svg .ci { stroke: #1f2328; stroke-width: 1.2; fill: none; }
+svg circle.sample { fill: #ffffff; stroke: #1f2328; stroke-width: 0.8; }
 svg rect.faint { fill-opacity: 0.35; } svg rect.suspect { stroke: #cf222e; stroke-width: 1.5; }
 `
 
@@ -343,6 +375,12 @@ ul.timing-notes { color: #9a6700; }
 <section id="summary">
 <h2>Summary</h2>
 <div class="verdict {{if .Summary.CountsMatch}}ok{{else if .Summary.DifferentWork}}bad{{else}}warn{{end}}"><strong>Counts:</strong> {{.Counts}}</div>
+{{- if .AA}}
+<div class="verdict {{if .AAOK}}ok{{else}}warn{{end}}"><strong>The protocol's own noise:</strong> {{.AA}}</div>
+{{- end}}
+{{- range .Machines}}
+<div class="verdict warn"><strong>Machine:</strong> {{.}}</div>
+{{- end}}
 {{- if .Signatures}}
 <div class="verdict {{if .SignaturesOK}}ok{{else}}warn{{end}}"><strong>Signed results:</strong> {{join .Signatures "; "}}</div>
 {{- end}}
@@ -417,7 +455,7 @@ ul.timing-notes { color: #9a6700; }
 
 <section id="timings">
 <h2>2. Timings</h2>
-<p class="legend">{{.Legend}} In the charts, whiskers are those intervals; a pale bar shows no difference, a red outline a suspect reference.</p>
+<p class="legend">{{.Legend}} In the charts, a bar is a median, its whisker the interval, and each dot one sample; a pale bar shows no difference, a red outline a suspect reference.</p>
 {{- $base := .Baseline}}
 {{- range .Sections}}
 <h3>{{.Title}}</h3>

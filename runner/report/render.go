@@ -2,6 +2,7 @@ package report
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -82,17 +83,25 @@ func intervalText(iv *stats.Interval, f func(float64) string) string {
 }
 
 // marks writes " ~" where an interval includes 1.0 (no difference shown,
-// as benchstat marks it) and ", suspect reference" where the value is
-// suspect.
-func marks(noDifference *bool, suspect bool) string {
+// as benchstat marks it) and ", " and the mark where the value failed a
+// check ("suspect reference", "unstable").
+func marks(noDifference *bool, mark string) string {
 	s := ""
 	if noDifference != nil && *noDifference {
 		s += " " + markTilde
 	}
-	if suspect {
-		s += ", " + markSuspect
+	if mark != "" {
+		s += ", " + mark
 	}
 	return s
+}
+
+// markIf is mark where failed, else "".
+func markIf(failed bool, mark string) string {
+	if failed {
+		return mark
+	}
+	return ""
 }
 
 // RatioText is a value's ratio to the baseline, with its interval and
@@ -101,7 +110,7 @@ func RatioText(v TimingValue) string {
 	if v.Ratio == nil {
 		return ""
 	}
-	return times(*v.Ratio) + intervalText(v.CI, ratio) + marks(v.NoDifference, v.RatioSuspect)
+	return times(*v.Ratio) + intervalText(v.CI, ratio) + marks(v.NoDifference, markIf(v.RatioSuspect, markSuspect))
 }
 
 // Format writes one of tm's values: milliseconds, or a ratio ("9.00x").
@@ -135,7 +144,7 @@ func (tm Timing) MedianText(v TimingValue) string {
 	if v.MedianNs == nil {
 		return "—"
 	}
-	return tm.Format(*v.MedianNs) + intervalText(v.MedianCI, tm.bound) + marks(v.MedianNoDifference, v.Suspect)
+	return tm.Format(*v.MedianNs) + intervalText(v.MedianCI, tm.bound) + marks(v.MedianNoDifference, markIf(v.Suspect, cmp.Or(tm.Mark, markSuspect)))
 }
 
 // SummaryText writes a median over cells, or a dash.
@@ -146,7 +155,7 @@ func GeoText(s Summary) string { return summaryText(s, times) }
 
 // summaryText writes s by f, saying how many of its cells are suspect.
 func summaryText(s Summary, f func(float64) string) string {
-	if s.Value == nil {
+	if s.Value == nil && !s.Inconclusive {
 		return "—"
 	}
 	return headlineValue(&s, f, func(v float64) string { return strings.TrimSuffix(f(v), "x") })
@@ -235,6 +244,12 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 	p("## Summary\n\n")
 	p("- **Ran:** %s\n", mdInline(o.ranText()))
 	p("- **Counts:** %s\n", mdInline(o.countsVerdict()))
+	if aa := o.aaText(); aa != "" {
+		p("- **The protocol's own noise (A/A):** %s\n", mdInline(aa))
+	}
+	for _, m := range r.machineLines() {
+		p("- **Machine:** %s\n", mdInline(m))
+	}
 	if lines := r.signatureLines(); lines != nil {
 		p("- **Signed results:** %s\n", mdInline(strings.Join(lines, "; ")))
 	}
@@ -371,6 +386,15 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 	sep(7)
 	for _, h := range r.Hosts {
 		row(h.HostText(), strings.Join(h.Targets, ", "), dash(h.Kernel), dashInt(h.CPUs), h.MemoryText(), h.RunnerText(), dash(h.Transport))
+	}
+	if ms := r.machines(); len(ms) > 0 {
+		p("\nMachines the runners ran on (what moves timings without being the platform's):\n\n")
+		row("machine", "free page reporting", "reported at start", "reported during the run", "balloon", "transparent hugepages", "swap", "CPU governor")
+		sep(8)
+		for _, m := range ms {
+			row(MachineName(m.Host), m.PageReporting, kibText(m.ReportedKiBStart), reportedDuring(m), strconv.FormatBool(m.Balloon),
+				dash(m.TransparentHugepages), swapText(m.SwapBytes), dash(m.CPUFreqGovernor))
+		}
 	}
 	for _, run := range r.Runs {
 		if len(run.Tools) > 0 {

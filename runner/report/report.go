@@ -128,6 +128,10 @@ type Report struct {
 	Unsupported []Problem `json:"unsupported"`
 	Timings     []Timing  `json:"timings"`
 	Notes       []string  `json:"notes"`
+
+	// aaChecks is, per target and cell, why its native reference failed
+	// the A/A check, or "": Build's, for the headline metrics.
+	aaChecks map[string]map[string]string
 }
 
 // TargetInfo is what the report knows about one target.
@@ -203,11 +207,14 @@ type RunInfo struct {
 	SamplesPerCell      int               `json:"samplesPerCell,omitempty"`
 	Seed                uint64            `json:"seed"`
 	Signature           *Signature        `json:"signature,omitempty"` // as the host found it; nil when nobody looked
-	Start               time.Time         `json:"start,omitzero"`
-	End                 time.Time         `json:"end,omitzero"`
-	LockWaitMaxNs       int64             `json:"lockWaitMaxNs"`
-	Load1Min            float64           `json:"load1Min"`
-	Load1Max            float64           `json:"load1Max"`
+	// Machines are the pins' Machines: what the kernel under each runner
+	// does with free memory and CPU frequency.
+	Machines      []manifests.Machine `json:"machines,omitempty"`
+	Start         time.Time           `json:"start,omitzero"`
+	End           time.Time           `json:"end,omitzero"`
+	LockWaitMaxNs int64               `json:"lockWaitMaxNs"`
+	Load1Min      float64             `json:"load1Min"`
+	Load1Max      float64             `json:"load1Max"`
 }
 
 // CellInfo names a cell.
@@ -270,6 +277,9 @@ type Timing struct {
 	// Notes say what a reader of this timing must know: which values are
 	// suspect, and why they may be.
 	Notes []string `json:"notes,omitempty"`
+	// Mark is what a value that fails the timing's check is marked with
+	// ("suspect reference", "unstable"); empty for a timing without one.
+	Mark string `json:"mark,omitempty"`
 	// GeoMean is, per target, the geometric mean over cells of the ratio to
 	// the baseline, over the cells where both have a value.
 	GeoMean []Summary `json:"geoMean"`
@@ -293,6 +303,10 @@ type TimingRow struct {
 type TimingValue struct {
 	N        int      `json:"n"`                  // samples that count (status ok)
 	MedianNs *float64 `json:"medianNs,omitempty"` // absent when N is 0
+	// Samples are the N samples' own values in round order (for a ratio
+	// metric, each sample's own ratio), so that a reader sees every one:
+	// a bimodal cell is seen, not averaged.
+	Samples []float64 `json:"samples,omitempty"`
 	// MedianCI is the bootstrap interval of MedianNs, with 2 or more
 	// samples: of the median, or for a ratio metric of the ratio of
 	// medians, paired within each sample.
@@ -328,6 +342,19 @@ type Summary struct {
 	// NoDifference is, for a summary of ratios with CI, whether CI
 	// includes 1.0.
 	NoDifference *bool `json:"noDifference,omitempty"`
+	// LeftOut are, for a headline figure, the cells it is not over, each
+	// with why: their reference failed a check (the A/A check, or a value
+	// no FUSE layer can reach). Inconclusive says more than a quarter of
+	// the cells were left out, and Value is then absent: what is left
+	// cannot stand for the run.
+	LeftOut      []LeftOut `json:"leftOut,omitempty"`
+	Inconclusive bool      `json:"inconclusive,omitempty"`
+}
+
+// LeftOut is a cell a headline figure leaves out, and why.
+type LeftOut struct {
+	Cell string `json:"cell"`
+	Why  string `json:"why"`
 }
 
 // The count rows, in order.
@@ -400,13 +427,44 @@ type metric struct {
 	// within each sample, and its ratio between targets the ratio of those
 	// ratios, paired by round.
 	over func(*manifests.Sample) (float64, bool)
-	// suspectBelow, when set, is the ratio metric's sanity bound: a value
-	// whose interval lies wholly below it (or a single sample below it)
-	// says its reference is wrong, not its subject fast; suspectWhy says
-	// why, for the note.
-	suspectBelow float64
-	suspectWhy   string
+	// check, when set, says why a cell's value of this metric cannot be
+	// taken at its word ("" when it can): the value is then marked
+	// (TimingValue.Suspect) with mark, and rule says the check and its
+	// reason, for the notes.
+	check func(v float64) string
+	mark  string
+	rule  string
+	// headline says the metric's ValueGeoMean is a headline figure: it
+	// leaves out the cells whose reference fails a check, its own or the
+	// A/A's, and says so (Summary.LeftOut, Summary.Inconclusive).
+	headline bool
+	// withinTarget says the metric compares a target with itself (the
+	// A/A check): it has no ratio to the baseline.
+	withinTarget bool
 }
+
+// The bounds of the checks (see the metrics' rules).
+const (
+	// ImplausibleBelow is the least LayerFS over native a FUSE layer can
+	// physically reach.
+	ImplausibleBelow = 0.67
+	// AALow and AAHigh bound the A/A ratio of a stable reference.
+	AALow, AAHigh = 0.9, 1.1
+	// InconclusiveShare: a headline that would leave out more than this
+	// share of its cells gives no number.
+	InconclusiveShare = 0.25
+)
+
+// The rules of the checks, as the notes state them.
+const (
+	implausibleRule = "LayerFS over native below 0.67 is physically implausible: LayerFS does the native body's work on the same kind of file " +
+		"(with FUSE passthrough, in the same page cache and on the same filesystem) and adds FUSE's round trips, so it cannot take much less time " +
+		"than native; allowing a third for noise, a value below 1/1.5 says the native run was slowed (memory freed long before, write-back, " +
+		"a cold directory), not that LayerFS was fast"
+	aaRule = "the A/A check times the native reference twice in every sample, in fresh directories under the same protocol; " +
+		"a cell whose repeat over its first run has a median outside 0.9-1.1 has a reference that does not hold still, " +
+		"and its LayerFS over native says more about that than about LayerFS"
+)
 
 func duration(name, title string, get func(*manifests.Sample) int64) metric {
 	return metric{name: name, title: title, unit: UnitNs, of: func(s *manifests.Sample) (float64, bool) { return float64(get(s)), true }}
@@ -417,6 +475,27 @@ func nativeNs(s *manifests.Sample) (float64, bool) {
 		return 0, false
 	}
 	return float64(*s.NativeNs), true
+}
+
+func nativeRepeatNs(s *manifests.Sample) (float64, bool) {
+	if s.NativeRepeatNs == nil || *s.NativeRepeatNs <= 0 {
+		return 0, false
+	}
+	return float64(*s.NativeRepeatNs), true
+}
+
+// aaMetric is the A/A check: the native reference's repeat over its
+// first run, paired within each sample.
+var aaMetric = metric{
+	name: "nativeRepeatOverNative", title: "A/A: each sample's native reference timed again, over its first run (the protocol's own noise), the median over samples", unit: UnitTimes,
+	of: nativeRepeatNs, over: nativeNs,
+	check: func(v float64) string {
+		if v < AALow || v > AAHigh {
+			return "reference unstable: A/A " + times(v)
+		}
+		return ""
+	},
+	mark: "unstable", rule: aaRule, withinTarget: true,
 }
 
 // The timings, in order.
@@ -435,18 +514,23 @@ var metrics = []metric{
 	// machine for reasons that are not the platform's. LayerFS's cost
 	// over native in the same Sandbox does not.
 	{
-		name: "layerfsOverNative", title: "LayerFS over native: median command time over the median native reference", unit: UnitTimes,
+		name: "layerfsOverNative", title: "LayerFS over native: each sample's command time over its native reference, the median over samples", unit: UnitTimes,
 		of: func(s *manifests.Sample) (float64, bool) {
 			if _, ok := nativeNs(s); !ok {
 				return 0, false
 			}
 			return float64(s.CommandNs), true
 		},
-		over:         nativeNs,
-		suspectBelow: 0.8,
-		suspectWhy: "with FUSE passthrough LayerFS cannot write a large file much faster than the directory it writes through, " +
-			"so LayerFS over native below 0.8 says the native run was slow, not LayerFS fast",
+		over: nativeNs,
+		check: func(v float64) string {
+			if v < ImplausibleBelow {
+				return "implausible: LayerFS " + times(v) + " native"
+			}
+			return ""
+		},
+		mark: markSuspect, rule: implausibleRule, headline: true,
 	},
+	aaMetric,
 }
 
 // InputError says the results cannot make a report; the command line
@@ -494,6 +578,7 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 			run.ImageID, run.RunnerSHA256, run.StandinSHA256 = p.ImageID.String(), p.RunnerSHA256.String(), p.StandinSHA256.String()
 			run.StoreProfile, run.ConstructionWorkers, run.Tools = p.StoreProfile, p.ConstructionWorkers, p.Tools
 			run.SamplesPerCell, run.Seed, run.Start, run.End = p.Samples, p.Seed, p.Start, p.End
+			run.Machines = p.Machines
 		}
 		var runTargets []string
 		if in.Pins != nil {
@@ -600,6 +685,7 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 	}
 
 	r.buildCounts(idx, names)
+	r.checkAA(idx)
 	for _, m := range metrics {
 		if tm, ok := r.buildTiming(idx, names, m, resamples); ok {
 			r.Timings = append(r.Timings, tm)
@@ -775,7 +861,7 @@ func columns(obs []obs) (xs, bases []float64) {
 }
 
 func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, names []string, m metric, resamples int) (Timing, bool) {
-	tm := Timing{Metric: m.name, Title: m.title, Unit: m.unit}
+	tm := Timing{Metric: m.name, Title: m.title, Unit: m.unit, Mark: m.mark}
 	has := false
 	bi := slices.Index(names, r.Baseline)
 	perTargetRatios := make([][]float64, len(names))
@@ -784,6 +870,9 @@ func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, name
 	// Each cell's columns, per target, for the intervals of the summaries
 	// over cells.
 	valueStrata, ratioStrata := make([]strata, len(names)), make([]strata, len(names))
+	// A headline metric's geometric mean is over the cells whose
+	// reference holds: their medians and columns, and the others' reasons.
+	headMedians, headStrata, leftOut := make([][]float64, len(names)), make([]strata, len(names)), make([][]LeftOut, len(names))
 	var suspects []suspect
 	for _, c := range r.Cells {
 		row := TimingRow{Cell: c.Name, Values: make([]TimingValue, len(names))}
@@ -805,21 +894,37 @@ func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, name
 			}
 			has = true
 			v.MedianNs = &med
+			v.Samples = m.values(got)
 			perTargetMedians[i] = append(perTargetMedians[i], med)
 			valueStrata[i].add(m.columns(got))
 			if v.MedianCI = m.interval(got, resamples, r.Seed); v.MedianCI != nil && m.over != nil {
 				v.MedianNoDifference = boolPtr(v.MedianCI.Contains(1))
 			}
-			if m.suspect(med, v.MedianCI) {
+			why := ""
+			if m.check != nil {
+				why = m.check(med)
+			}
+			if why != "" {
 				v.Suspect = true
 				medianSuspects[i]++
 				suspects = append(suspects, suspect{target: t, cell: c.Name, value: tm.Format(med) + intervalText(v.MedianCI, tm.bound)})
+			}
+			if m.headline {
+				if why == "" {
+					why = r.aaChecks[t][c.Name]
+				}
+				if why != "" {
+					leftOut[i] = append(leftOut[i], LeftOut{Cell: c.Name, Why: why})
+				} else {
+					headMedians[i] = append(headMedians[i], med)
+					headStrata[i].add(m.columns(got))
+				}
 			}
 		}
 		base := row.Values[bi]
 		for i := range names {
 			v := &row.Values[i]
-			if v.MedianNs == nil || base.MedianNs == nil {
+			if v.MedianNs == nil || base.MedianNs == nil || m.withinTarget {
 				continue
 			}
 			ratio := stats.Ratio(*v.MedianNs, *base.MedianNs)
@@ -866,17 +971,50 @@ func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, name
 		md := summarize(perTargetMedians[i], medianSuspects[i], stats.Median)
 		md.CI = iv(valueStrata[i], m.estimator(), stats.Median)
 		tm.MedianOverCells = append(tm.MedianOverCells, md)
-		if m.over != nil {
+		if m.over == nil {
+			continue
+		}
+		if !m.headline {
 			vg := summarize(perTargetMedians[i], medianSuspects[i], stats.GeoMean)
 			vg.CI = iv(valueStrata[i], m.estimator(), stats.GeoMean)
 			vg.NoDifference = containsOne(vg.CI)
 			tm.ValueGeoMean = append(tm.ValueGeoMean, vg)
+			continue
 		}
+		vg := summarize(headMedians[i], 0, stats.GeoMean)
+		vg.LeftOut = leftOut[i]
+		if all := len(headMedians[i]) + len(leftOut[i]); all > 0 && float64(len(leftOut[i])) > InconclusiveShare*float64(all) {
+			// Too much left out for the rest to stand for the run.
+			vg.Value, vg.Inconclusive = nil, true
+		} else {
+			vg.CI = iv(headStrata[i], m.estimator(), stats.GeoMean)
+			vg.NoDifference = containsOne(vg.CI)
+		}
+		tm.ValueGeoMean = append(tm.ValueGeoMean, vg)
 	}
 	if len(suspects) > 0 {
 		tm.Notes = r.suspectNotes(idx, m, suspects)
 	}
 	return tm, has
+}
+
+// checkAA finds, per target and cell, the A/A check's verdict on the
+// native reference ("" where it holds or was not taken), for the headline
+// metrics to leave out the cells whose reference is unstable.
+func (r *Report) checkAA(idx map[string]map[string][]*manifests.Sample) {
+	r.aaChecks = map[string]map[string]string{}
+	for _, t := range r.TargetNames() {
+		r.aaChecks[t] = map[string]string{}
+		for _, c := range r.Cells {
+			got := aaMetric.observe(idx[c.Name][t])
+			if len(got) == 0 {
+				continue
+			}
+			if med, ok := aaMetric.estimate(got); ok {
+				r.aaChecks[t][c.Name] = aaMetric.check(med)
+			}
+		}
+	}
 }
 
 // summarize is combine over one target's cell values, or none.
@@ -937,12 +1075,25 @@ func (m metric) pairedColumns(these, bases []obs) [][]float64 {
 	return append(m.columns(these), m.columns(bases)...)
 }
 
+// values are each observation's own value: x, or for a ratio metric x
+// over its reference.
+func (m metric) values(got []obs) []float64 {
+	out := make([]float64, len(got))
+	for i, o := range got {
+		out[i] = o.x
+		if m.over != nil {
+			out[i] = o.x / o.base
+		}
+	}
+	return out
+}
+
 // estimator is what estimate computes, for the bootstrap.
 func (m metric) estimator() stats.Estimator {
 	if m.over == nil {
 		return stats.OfMedian
 	}
-	return stats.OfRatio
+	return stats.OfPairedRatio
 }
 
 // ratioEstimator is a target's estimate over the baseline's, for the
@@ -951,18 +1102,20 @@ func (m metric) ratioEstimator() stats.Estimator {
 	if m.over == nil {
 		return stats.OfRatio
 	}
-	return stats.OfRatioOfRatios
+	return stats.OfRatioOfPairedRatios
 }
 
 // estimate is m's value over one target's samples of one cell: their
-// median, or for a ratio metric the ratio of medians; false where a
-// ratio's reference median is not positive.
+// median, or for a ratio metric the median of each sample's own ratio
+// (paired within the sample: what slows a whole sample, a noisy
+// neighbour for a few seconds, cancels out); false where a ratio has no
+// positive reference.
 func (m metric) estimate(got []obs) (float64, bool) {
 	xs, bases := columns(got)
 	if m.over == nil {
 		return stats.Median(xs), true
 	}
-	v := stats.Ratio(stats.Median(xs), stats.Median(bases))
+	v := stats.MedianOfRatios(xs, bases)
 	return v, !math.IsNaN(v)
 }
 
@@ -978,7 +1131,7 @@ func (m metric) interval(got []obs, resamples int, seed uint64) *stats.Interval 
 	if m.over == nil {
 		iv, err = stats.BootstrapMedian(xs, Level, resamples, seed)
 	} else {
-		iv, err = stats.BootstrapRatio(xs, bases, Level, resamples, seed)
+		iv, err = stats.BootstrapPairedRatio(xs, bases, Level, resamples, seed)
 	}
 	if err != nil {
 		return nil
@@ -989,7 +1142,7 @@ func (m metric) interval(got []obs, resamples int, seed uint64) *stats.Interval 
 // ratioInterval is the bootstrap interval of one target's estimate over
 // the baseline's, from the rounds both have (these and bases, paired by
 // round): the ratio of medians, or for a ratio metric the ratio of the two
-// ratios; nil with fewer than two rounds.
+// targets' paired ratios; nil with fewer than two rounds.
 func (m metric) ratioInterval(these, bases []obs, resamples int, seed uint64) *stats.Interval {
 	if len(these) < 2 {
 		return nil
@@ -1001,24 +1154,12 @@ func (m metric) ratioInterval(these, bases []obs, resamples int, seed uint64) *s
 	if m.over == nil {
 		iv, err = stats.BootstrapRatio(xs, ys, Level, resamples, seed)
 	} else {
-		iv, err = stats.BootstrapRatioOfRatios(xs, xbase, ys, ybase, Level, resamples, seed)
+		iv, err = stats.BootstrapRatioOfPairedRatios(xs, xbase, ys, ybase, Level, resamples, seed)
 	}
 	if err != nil {
 		return nil
 	}
 	return &iv
-}
-
-// suspect reports whether a value fails m's sanity bound: its whole
-// interval below it, or, without an interval, the value itself.
-func (m metric) suspect(v float64, iv *stats.Interval) bool {
-	if m.suspectBelow == 0 {
-		return false
-	}
-	if iv != nil {
-		return iv.High < m.suspectBelow
-	}
-	return v < m.suspectBelow
 }
 
 func boolPtr(b bool) *bool { return &b }
@@ -1031,10 +1172,10 @@ type suspect struct{ target, cell, value string }
 // recorded about the protocol: which side went first, and how many timed
 // windows started before write-back had drained.
 func (r *Report) suspectNotes(idx map[string]map[string][]*manifests.Sample, m metric, suspects []suspect) []string {
-	notes := []string{fmt.Sprintf("Suspect reference, checked in every cell: %s. A value wholly below %s (its whole interval, or a single sample) is printed marked \"%s\", "+
-		"and so is every ratio between targets that divides it. The native run may have met write-back from earlier work, a cold directory, or a different placement on disk: "+
-		"check those samples' barriers (phases[].barrier: dirty and write-back pages, drained) and which side went first (first).",
-		m.suspectWhy, strconv.FormatFloat(m.suspectBelow, 'f', -1, 64), markSuspect)}
+	notes := []string{fmt.Sprintf("Checked in every cell: %s. A cell's median that fails is printed marked \"%s\", "+
+		"and so is every ratio between targets that divides it. The native run may have met write-back from earlier work, memory freed long before, a cold directory, or a different placement on disk: "+
+		"check those samples' barriers (phases[].barrier: dirty and write-back pages, drained, the prefault) and which side went first (first).",
+		m.rule, m.mark)}
 	byTarget := map[string][]string{}
 	for _, sus := range suspects {
 		t, cell := sus.target, sus.cell
@@ -1044,7 +1185,7 @@ func (r *Report) suspectNotes(idx map[string]map[string][]*manifests.Sample, m m
 				continue
 			}
 			n++
-			if s.First == manifests.SideNative {
+			if s.First == manifests.SideNative || s.First == manifests.SideNativeRepeat {
 				nativeFirst++
 			}
 			for _, ph := range s.Phases {
@@ -1055,13 +1196,13 @@ func (r *Report) suspectNotes(idx map[string]map[string][]*manifests.Sample, m m
 		}
 		line := cell + " " + sus.value
 		if n > 0 {
-			line += fmt.Sprintf(" (native first in %d of %s; %s undrained)", nativeFirst, plural(n, "sample"), plural(undrained, "timed window"))
+			line += fmt.Sprintf(" (a native run first in %d of %s; %s undrained)", nativeFirst, plural(n, "sample"), plural(undrained, "timed window"))
 		}
 		byTarget[t] = append(byTarget[t], line)
 	}
 	for _, t := range r.TargetNames() {
 		if lines := byTarget[t]; len(lines) > 0 {
-			notes = append(notes, fmt.Sprintf("%s: reference suspect in %s.", t, strings.Join(lines, "; ")))
+			notes = append(notes, fmt.Sprintf("%s: %s in %s.", t, m.mark, strings.Join(lines, "; ")))
 		}
 	}
 	return notes

@@ -3,6 +3,7 @@ package report
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,6 +73,20 @@ type Headline struct {
 	// NativeSame are the cells whose LayerFS over native interval
 	// includes 1.0: no cost over native shown.
 	NativeSame []string `json:"nativeSame,omitempty"`
+	// AA is the A/A check's summary: the protocol's own noise on this
+	// target; absent when no sample timed the native reference twice.
+	AA *AASummary `json:"aa,omitempty"`
+}
+
+// AASummary is one target's A/A check over its cells.
+type AASummary struct {
+	// Cells is how many cells have an A/A median; WithinPct the largest
+	// distance of one of those medians from 1.0 among the cells that
+	// pass, in percent: "A/A within ±4%".
+	Cells     int     `json:"cells"`
+	WithinPct float64 `json:"withinPct"`
+	// Outside are the cells whose A/A median is outside 0.9-1.1.
+	Outside []LeftOut `json:"outside,omitempty"`
 }
 
 // buildOverview fills r.Summary from what Build made.
@@ -110,9 +125,12 @@ func (r *Report) buildOverview(samples int) {
 	}
 	o.Warnings = r.comparability()
 
-	cmd, lon, over := r.timing("commandNs"), r.timing("layerfsOverNative"), r.timing("execOverheadNs")
+	cmd, lon, over, aa := r.timing("commandNs"), r.timing("layerfsOverNative"), r.timing("execOverheadNs"), r.timing(aaMetric.name)
 	for i, t := range r.Targets {
 		h := Headline{Target: t.Name, Baseline: t.Name == r.Baseline}
+		if aa != nil {
+			h.AA = aaSummary(aa, i)
+		}
 		if lon != nil {
 			h.LayerFSOverNative = present(lon.ValueGeoMean[i])
 			for _, row := range lon.Rows {
@@ -149,9 +167,52 @@ func (r *Report) buildOverview(samples int) {
 	r.Summary = o
 }
 
-// present is s, or nil when it has no value.
+// aaSummary is target i's A/A check over the cells of the A/A timing.
+func aaSummary(aa *Timing, i int) *AASummary {
+	var a AASummary
+	for _, row := range aa.Rows {
+		v := row.Values[i]
+		if v.MedianNs == nil {
+			continue
+		}
+		a.Cells++
+		if why := aaMetric.check(*v.MedianNs); why != "" {
+			a.Outside = append(a.Outside, LeftOut{Cell: row.Cell, Why: why})
+			continue
+		}
+		a.WithinPct = max(a.WithinPct, math.Abs(*v.MedianNs-1)*100)
+	}
+	if a.Cells == 0 {
+		return nil
+	}
+	return &a
+}
+
+// Text is the A/A check in a few words: "within ±4% in 12 cells", and
+// the cells outside 0.9-1.1 with their medians.
+func (a *AASummary) Text() string {
+	if a == nil {
+		return ""
+	}
+	in := a.Cells - len(a.Outside)
+	text := ""
+	if in > 0 {
+		text = fmt.Sprintf("within ±%s%% in %s", strconv.FormatFloat(math.Ceil(a.WithinPct), 'f', 0, 64), plural(in, "cell"))
+	}
+	if len(a.Outside) > 0 {
+		var cells []string
+		for _, o := range a.Outside {
+			cells = append(cells, o.Cell+" "+strings.TrimPrefix(o.Why, "reference unstable: A/A "))
+		}
+		text = joinNonEmpty("; ", text, "outside 0.9-1.1 in "+strings.Join(cells, ", "))
+	}
+	return text
+}
+
+// present is s, or nil when it has no value and is not an inconclusive
+// headline (which says why it has none).
 func present(s Summary) *Summary {
-	if s.Value == nil {
+	if s.Value == nil && !s.Inconclusive {
 		return nil
 	}
 	return &s
@@ -415,6 +476,93 @@ func (h Headline) shownText(baseline string) string {
 	return strings.Join(parts, "; ")
 }
 
+// aaText is the summary's line on the A/A check: each target's noise,
+// and the cells whose A/A is outside 0.9-1.1; "" when no sample timed
+// the native reference twice.
+func (o Overview) aaText() string {
+	var parts []string
+	for _, h := range o.Headlines {
+		if t := h.AA.Text(); t != "" {
+			parts = append(parts, h.Target+" "+t)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "A/A " + strings.Join(parts, "; ") + ". The native reference is timed twice in every sample; a cell outside 0.9-1.1 is left out of the headline."
+}
+
+// machines are the machines the runs' runners ran on, each once.
+func (r *Report) machines() []manifests.Machine {
+	var ms []manifests.Machine
+	seen := map[string]bool{}
+	for _, run := range r.Runs {
+		for _, m := range run.Machines {
+			if !seen[m.Host] {
+				seen[m.Host] = true
+				ms = append(ms, m)
+			}
+		}
+	}
+	return ms
+}
+
+// machineLines are the summary's lines on the machines: one for each
+// whose balloon reports free pages, saying what that does and what the
+// protocol did about it.
+func (r *Report) machineLines() []string {
+	var lines []string
+	for _, m := range r.machines() {
+		if m.PageReporting != manifests.PageReportingActive {
+			continue
+		}
+		what := "free page reporting is active"
+		if m.ReportedKiBStart != nil {
+			what += " (" + kibText(m.ReportedKiBStart) + " reported at the start"
+			if d := reportedDuring(m); d != "—" {
+				what += ", " + d + " more during the run"
+			}
+			what += ")"
+		}
+		lines = append(lines, MachineName(m.Host)+": "+what+": memory freed seconds earlier is slow to write into again; "+
+			"every side of every sample left the same memory state before its window (warm-up output removed, pages prefaulted), and the A/A check shows the noise left.")
+	}
+	return lines
+}
+
+// MachineName names a machine: its ssh:// host, or this one.
+func MachineName(host string) string {
+	if host == "" {
+		return "the run's own machine"
+	}
+	return host
+}
+
+// kibText writes KiB as GiB with one decimal, or a dash.
+func kibText(kib *int64) string {
+	if kib == nil {
+		return "—"
+	}
+	return gib(*kib << 10)
+}
+
+// reportedDuring is how much more memory was reported by the run's end.
+func reportedDuring(m manifests.Machine) string {
+	if m.ReportedKiBStart == nil || m.ReportedKiBEnd == nil {
+		return "—"
+	}
+	d := *m.ReportedKiBEnd - *m.ReportedKiBStart
+	return kibText(&d)
+}
+
+// swapText writes swap space, "none" for 0.
+func swapText(b int64) string {
+	if b == 0 {
+		return "none"
+	}
+	return gib(b)
+}
+
 // nativeText says in which cells LayerFS showed no cost over native.
 func (h Headline) nativeText() string {
 	if len(h.NativeSame) == 0 {
@@ -424,14 +572,50 @@ func (h Headline) nativeText() string {
 }
 
 // headlineValue writes a summary with its interval and marks: "0.92x
-// [0.90, 0.94]", "1.01x [0.97, 1.05] ~", or a dash.
+// [0.90, 0.94]", "1.01x [0.97, 1.05] ~", a headline over the cells whose
+// reference held with those it left out ("1.42x [1.30, 1.55] over 10
+// cells; C06, C08 left out: reference unstable"), an inconclusive one
+// ("inconclusive: 4 of 12 cells left out (…)"), or a dash.
 func headlineValue(s *Summary, f, bound func(float64) string) string {
 	if s == nil {
 		return "—"
 	}
-	text := f(*s.Value) + intervalText(s.CI, bound) + marks(s.NoDifference, false)
+	if s.Inconclusive {
+		return fmt.Sprintf("inconclusive: %d of %d cells left out (%s)", len(s.LeftOut), len(s.LeftOut)+s.Cells, leftOutText(s.LeftOut))
+	}
+	text := f(*s.Value) + intervalText(s.CI, bound) + marks(s.NoDifference, "")
 	if s.Suspect > 0 {
 		text += ", including " + plural(s.Suspect, "suspect cell")
 	}
+	if len(s.LeftOut) > 0 {
+		text += " over " + plural(s.Cells, "cell") + "; " + leftOutText(s.LeftOut)
+	}
 	return text
+}
+
+// leftOutText names the cells left out, grouped by why: "C06, C08 left
+// out: reference unstable (A/A 1.31x, 0.85x); C07 left out: implausible
+// (LayerFS 0.40x native)".
+func leftOutText(lo []LeftOut) string {
+	type group struct {
+		cells, details []string
+	}
+	var order []string
+	groups := map[string]*group{}
+	for _, l := range lo {
+		kind, detail, _ := strings.Cut(l.Why, ": ")
+		g := groups[kind]
+		if g == nil {
+			g = &group{}
+			groups[kind] = g
+			order = append(order, kind)
+		}
+		g.cells, g.details = append(g.cells, l.Cell), append(g.details, detail)
+	}
+	var parts []string
+	for _, kind := range order {
+		g := groups[kind]
+		parts = append(parts, fmt.Sprintf("%s left out: %s (%s)", strings.Join(g.cells, ", "), kind, strings.Join(g.details, ", ")))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/csv"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -47,7 +48,8 @@ func TestSummary(t *testing.T) {
 	if c == nil || c.CI == nil || !c.CI.Contains(*c.Value) || c.CI.Contains(1) || *c.NoDifference || *c.Value < 0.9 || *c.Value > 0.94 {
 		t.Errorf("local's command time vs docker: %+v", c)
 	}
-	if l := local.LayerFSOverNative; l == nil || l.CI == nil || !l.CI.Contains(*l.Value) || l.Suspect != 1 {
+	if l := local.LayerFSOverNative; l == nil || l.CI == nil || !l.CI.Contains(*l.Value) || l.Cells != 11 ||
+		len(l.LeftOut) != 1 || l.LeftOut[0] != (LeftOut{Cell: "C07", Why: "implausible: LayerFS 0.24x native"}) {
 		t.Errorf("local's LayerFS over native: %+v", l)
 	}
 	// Every cell is in exactly one list, and each list agrees with the
@@ -74,7 +76,10 @@ func TestSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := md.String()
-	order := []string{"## Summary", "**Counts:** counts differ in C05, C12", "**Before reading the timings:**", "| local | 4.55x [", "## 1. Same work", "## 2. Timings", "## 3. Provenance"}
+	order := []string{"## Summary", "**Counts:** counts differ in C05, C12",
+		"**The protocol's own noise (A/A):** A/A docker within ±", "; outside 0.9-1.1 in C06 1.30x; local within ±", "**Machine:** the run's own machine: free page reporting is active (18 GiB reported at the start, 1.2 GiB more during the run)",
+		"**Before reading the timings:**", "| docker (baseline) | 6.01x [", " over 11 cells; C06 left out: reference unstable (A/A 1.30x)",
+		"| local | 6.05x [", " over 11 cells; C07 left out: implausible (LayerFS 0.24x native)", "## 1. Same work", "## 2. Timings", "## 3. Provenance"}
 	at := 0
 	for _, s := range order {
 		i := strings.Index(text[at:], s)
@@ -178,8 +183,8 @@ func TestCharts(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := b.String()
-	if n := strings.Count(page, "<svg"); n != 5 || strings.Contains(page, "ratio to docker (the line") {
-		t.Errorf("one target: %d charts (want 5: four timings and the opcodes), ratio chart %v", n, strings.Contains(page, "ratio to docker (the line"))
+	if n := strings.Count(page, "<svg"); n != 6 || strings.Contains(page, "ratio to docker (the line") {
+		t.Errorf("one target: %d charts (want 6: five timings and the opcodes), ratio chart %v", n, strings.Contains(page, "ratio to docker (the line"))
 	}
 	var md bytes.Buffer
 	if err := Write(&md, r, "md"); err != nil {
@@ -190,8 +195,13 @@ func TestCharts(t *testing.T) {
 		!strings.Contains(md.String(), "every count matched across the samples of every cell") {
 		t.Error("a one-target report speaks of a baseline, or of counts across targets")
 	}
-	if strings.Count(page, `class="ci"`) != 4*12 {
-		t.Errorf("%d whiskers, want one per cell in each of four charts", strings.Count(page, `class="ci"`))
+	if strings.Count(page, `class="ci"`) != 5*12 {
+		t.Errorf("%d whiskers, want one per cell in each of five charts", strings.Count(page, `class="ci"`))
+	}
+	// Every sample is a dot beside its median: three rounds of twelve
+	// cells in each of five charts.
+	if n := strings.Count(page, `class="sample"`); n != 5*12*3 {
+		t.Errorf("%d sample dots, want %d: every sample of every charted value", n, 5*12*3)
 	}
 	if s := makeScale([]float64{0.5, 3, 900}); !s.log || s.min != 0.1 || s.max != 1000 {
 		t.Errorf("values over four orders of magnitude: %+v", s)
@@ -201,5 +211,85 @@ func TestCharts(t *testing.T) {
 	}
 	if got := makeScale([]float64{0.5, 3, 900}).ticks(); len(got) != 5 || got[0] != 0.1 || got[4] != 1000 {
 		t.Errorf("log ticks: %v", got)
+	}
+}
+
+// TestHeadlineLeavesOutWhatFailsItsChecks: the headline LayerFS over
+// native is the geometric mean of the medians of exactly the cells it
+// names; a cell whose A/A median is outside 0.9-1.1, or whose LayerFS
+// over native is below 0.67, is left out and named with why; more than a
+// quarter of the cells left out makes the headline inconclusive, with no
+// number.
+func TestHeadlineLeavesOutWhatFailsItsChecks(t *testing.T) {
+	build := func(t *testing.T, unstable ...string) *Report {
+		t.Helper()
+		pins, samples := fixedRun()
+		for i := range samples {
+			s := &samples[i]
+			if s.Target == "local" && slices.Contains(unstable, s.Cell) && s.NativeNs != nil {
+				rep := int64(float64(*s.NativeNs) * 1.3)
+				s.NativeRepeatNs = &rep
+			}
+		}
+		r, err := Build([]Input{{Source: "fixed", Pins: pins, Samples: samples}}, Options{Resamples: 500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// geoOf is the geometric mean of target i's medians in lon over every
+	// cell but those left out.
+	geoOf := func(r *Report, i int, leftOut ...string) float64 {
+		lon := timing(r, "layerfsOverNative")
+		var logs float64
+		n := 0
+		for _, row := range lon.Rows {
+			if v := row.Values[i]; v.MedianNs != nil && !slices.Contains(leftOut, row.Cell) {
+				logs += math.Log(*v.MedianNs)
+				n++
+			}
+		}
+		return math.Exp(logs / float64(n))
+	}
+
+	r := build(t)
+	docker, local := r.Summary.Headlines[0], r.Summary.Headlines[1]
+	if d := docker.LayerFSOverNative; d == nil || d.Value == nil || d.Cells != 11 || !near(*d.Value, geoOf(r, 0, "C06")) ||
+		len(d.LeftOut) != 1 || d.LeftOut[0] != (LeftOut{Cell: "C06", Why: "reference unstable: A/A 1.30x"}) {
+		t.Errorf("docker's headline: %+v, want the geomean over every cell but C06 (%v)", d, geoOf(r, 0, "C06"))
+	}
+	if l := local.LayerFSOverNative; l == nil || l.Value == nil || !near(*l.Value, geoOf(r, 1, "C07")) {
+		t.Errorf("local's headline: %+v, want the geomean over every cell but C07 (%v)", l, geoOf(r, 1, "C07"))
+	}
+	if a := docker.AA; a == nil || a.Cells != 12 || len(a.Outside) != 1 || a.Outside[0].Cell != "C06" || a.WithinPct <= 0 || a.WithinPct > 10 {
+		t.Errorf("docker's A/A: %+v", a)
+	}
+	if a := local.AA; a == nil || len(a.Outside) != 0 || !strings.HasPrefix(a.Text(), "within ±") {
+		t.Errorf("local's A/A: %+v (%s)", a, a.Text())
+	}
+
+	// Two more of local's cells unstable: three of twelve left out, a
+	// quarter, and the rest still stands for the run.
+	r = build(t, "C01", "C02")
+	l := r.Summary.Headlines[1].LayerFSOverNative
+	if l == nil || l.Inconclusive || l.Value == nil || l.Cells != 9 || !near(*l.Value, geoOf(r, 1, "C01", "C02", "C07")) {
+		t.Errorf("a quarter left out: %+v, want the geomean over the other 9 cells", l)
+	}
+	// One more: more than a quarter, and no number.
+	r = build(t, "C01", "C02", "C03")
+	l = r.Summary.Headlines[1].LayerFSOverNative
+	if l == nil || !l.Inconclusive || l.Value != nil || len(l.LeftOut) != 4 {
+		t.Fatalf("four of twelve left out: %+v, want inconclusive, no value", l)
+	}
+	want := "inconclusive: 4 of 12 cells left out (C01, C02, C03 left out: reference unstable (A/A 1.30x, A/A 1.30x, A/A 1.30x); C07 left out: implausible (LayerFS 0.24x native))"
+	if got := headlineValue(l, times, ratio); got != want {
+		t.Errorf("the headline says %q, want %q", got, want)
+	}
+	var md bytes.Buffer
+	if err := Write(&md, r, "md"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "| local | "+want+" |") {
+		t.Errorf("the Markdown's headline row lacks %q", want)
 	}
 }

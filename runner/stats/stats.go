@@ -102,6 +102,40 @@ func BootstrapRatioOfRatios(xs, xbase, ys, ybase []float64, level float64, resam
 	return bootstrap([][]float64{xs, xbase, ys, ybase}, level, resamples, seed, OfRatioOfRatios)
 }
 
+// MedianOfRatios is the median over rows of xs[i]/base[i]: a ratio paired
+// within each row (one sample's two sides), so that what slows a whole
+// sample (a noisy neighbour for a few seconds, the host's CPU) cancels
+// out instead of landing in one side's median. NaN for no rows or a row
+// whose base is not positive.
+func MedianOfRatios(xs, base []float64) float64 {
+	if len(xs) == 0 || len(xs) != len(base) {
+		return math.NaN()
+	}
+	r := make([]float64, len(xs))
+	for i := range xs {
+		if r[i] = Ratio(xs[i], base[i]); math.IsNaN(r[i]) {
+			return math.NaN()
+		}
+	}
+	return medianInPlace(r)
+}
+
+// BootstrapPairedRatio returns the bootstrap percentile confidence
+// interval, at level, of MedianOfRatios(xs, base): each resample draws
+// rows (xs[i] with base[i]) with replacement. It is deterministic given
+// seed.
+func BootstrapPairedRatio(xs, base []float64, level float64, resamples int, seed uint64) (Interval, error) {
+	return bootstrap([][]float64{xs, base}, level, resamples, seed, OfPairedRatio)
+}
+
+// BootstrapRatioOfPairedRatios returns the bootstrap percentile
+// confidence interval, at level, of MedianOfRatios(xs, xbase) over
+// MedianOfRatios(ys, ybase), the four columns' rows paired (a round of
+// two targets): each resample draws rows with replacement.
+func BootstrapRatioOfPairedRatios(xs, xbase, ys, ybase []float64, level float64, resamples int, seed uint64) (Interval, error) {
+	return bootstrap([][]float64{xs, xbase, ys, ybase}, level, resamples, seed, OfRatioOfPairedRatios)
+}
+
 // Estimator computes one value from paired columns (cols[k][i] is the
 // k-th value of row i). The columns are the bootstrap's scratch copies: it
 // may sort each on its own.
@@ -109,12 +143,18 @@ type Estimator func(cols [][]float64) float64
 
 // The estimators the bootstrap functions take: the median of one column,
 // the ratio of two columns' medians, and the ratio of two such ratios
-// (columns x, xbase, y, ybase).
+// (columns x, xbase, y, ybase); and, for two sides measured within one
+// row, the median of the rows' own ratios and the ratio of two such
+// medians. The paired ones read the columns before sorting anything.
 var (
 	OfMedian        Estimator = func(c [][]float64) float64 { return medianInPlace(c[0]) }
 	OfRatio         Estimator = func(c [][]float64) float64 { return Ratio(medianInPlace(c[0]), medianInPlace(c[1])) }
 	OfRatioOfRatios Estimator = func(c [][]float64) float64 {
 		return Ratio(Ratio(medianInPlace(c[0]), medianInPlace(c[1])), Ratio(medianInPlace(c[2]), medianInPlace(c[3])))
+	}
+	OfPairedRatio         Estimator = func(c [][]float64) float64 { return MedianOfRatios(c[0], c[1]) }
+	OfRatioOfPairedRatios Estimator = func(c [][]float64) float64 {
+		return Ratio(MedianOfRatios(c[0], c[1]), MedianOfRatios(c[2], c[3]))
 	}
 )
 

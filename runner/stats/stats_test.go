@@ -319,3 +319,36 @@ func TestBootstrapChangeOverStrata(t *testing.T) {
 		t.Error("one cell after, two before: an interval")
 	}
 }
+
+// A paired ratio takes each row's own ratio: a row slowed as a whole
+// (both sides twice as slow) changes nothing, where the ratio of the
+// columns' medians moves.
+func TestMedianOfRatios(t *testing.T) {
+	xs := []float64{10, 20, 11, 22, 10}
+	base := []float64{10, 20, 10, 20, 10}
+	if got := MedianOfRatios(xs, base); got != 1 {
+		t.Errorf("MedianOfRatios = %v, want 1", got)
+	}
+	if got := Ratio(Median(xs), Median(base)); got == 1 {
+		t.Errorf("the ratio of medians is %v too: the test shows nothing", got)
+	}
+	for _, bad := range [][2][]float64{{nil, nil}, {{1, 2}, {1}}, {{1}, {0}}} {
+		if got := MedianOfRatios(bad[0], bad[1]); !math.IsNaN(got) {
+			t.Errorf("MedianOfRatios(%v, %v) = %v, want NaN", bad[0], bad[1], got)
+		}
+	}
+	// The bootstrap keeps rows together: every resample of rows whose
+	// ratios are all 1 or 1.1 lies in [1, 1.1].
+	iv, err := BootstrapPairedRatio(xs, base, 0.95, 1000, 3)
+	if err != nil || iv.Low < 1 || iv.High > 1.1 {
+		t.Errorf("BootstrapPairedRatio = %+v, %v; want within [1, 1.1]", iv, err)
+	}
+	again, _ := BootstrapPairedRatio(xs, base, 0.95, 1000, 3)
+	if again != iv {
+		t.Errorf("not deterministic: %+v, then %+v", iv, again)
+	}
+	ys, ybase := []float64{30, 60, 30, 60, 30}, []float64{10, 20, 10, 20, 10}
+	if iv, err := BootstrapRatioOfPairedRatios(ys, ybase, xs, base, 0.95, 1000, 3); err != nil || !iv.Contains(3) && !iv.Contains(3/1.1) {
+		t.Errorf("BootstrapRatioOfPairedRatios = %+v, %v; want about 3", iv, err)
+	}
+}

@@ -26,6 +26,7 @@ type reportFlags struct {
 	seed                  uint64
 	compare               bool
 	match, cells          []string
+	bounds                []string
 	signing               reportSigning
 	verifier              *sign.Verifier // from --key, once check has run
 }
@@ -93,7 +94,14 @@ pins.json as signed, of this run), unchecked (signed, no --key given), invalid
 or unsigned. --require-signed (with --key) refuses anything but verified, for a
 report and for --compare alike, before any report is written: exit 2 when the
 results are unsigned or not signed by --key, exit 1 when they differ from what
-was signed.`,
+was signed.
+
+--bounds METRIC=LOW:HIGH (repeat it) holds every cell's median of that timing,
+on every target, against the range (a ratio, or milliseconds for a duration),
+and prints each with its interval and verdict instead of the report (which
+--out still writes); exit 1 when any is outside. The timings: commandNs,
+execWallNs, execOverheadNs, mountNs, commitNs, unmountNs, nativeNs,
+layerfsOverNative, nativeRepeatOverNative (the A/A check).`,
 		Example: `  # The comparison of one run, in Markdown, baseline the run's first target
   sealbench report out/runs/run-20261130T100000Z
 
@@ -110,7 +118,10 @@ was signed.`,
   sealbench report --compare out/runs/run-a out/runs/run-b
 
   # Today's lima run against last week's local one, on two cells
-  sealbench report --compare out/runs/run-a out/runs/run-b --match local=lima --cells C01,C06`,
+  sealbench report --compare out/runs/run-a out/runs/run-b --match local=lima --cells C01,C06
+
+  # Exit 1 unless every cell's LayerFS over native and A/A lie in these ranges (make bench-protocol)
+  sealbench report out/bench-protocol --bounds layerfsOverNative=0.8:1.5 --bounds nativeRepeatOverNative=0.9:1.1`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := f.check(c, g, args); err != nil {
@@ -131,6 +142,9 @@ was signed.`,
 			if err := report.Write(&b, r, f.format); err != nil {
 				return err
 			}
+			if len(f.bounds) > 0 {
+				return checkBounds(g, f, r, b.Bytes())
+			}
 			if len(r.Differences) > 0 {
 				fmt.Fprintf(g.stderr, "sealbench: warning: %d count(s) differ between targets: those cells' timings do not compare the same work\n", len(r.Differences))
 			}
@@ -146,6 +160,7 @@ was signed.`,
 	c.Flags().BoolVar(&f.compare, "compare", false, "compare two runs, OLD NEW: old and new medians, the change with its interval")
 	c.Flags().StringSliceVar(&f.match, "match", nil, "with --compare: the target pairs to compare, OLD=NEW (repeat, or separate with commas); default: the same targets in both")
 	c.Flags().StringSliceVar(&f.cells, "cells", nil, "with --compare: the cells to compare (default: every cell, the same in both runs)")
+	c.Flags().StringArrayVar(&f.bounds, "bounds", nil, "METRIC=LOW:HIGH: exit 1 unless every cell's median of that timing lies in the range (repeat for more); prints the checks instead of the report")
 	f.signing.flags(c.Flags())
 	return c
 }
@@ -162,6 +177,13 @@ func (f *reportFlags) check(c *cobra.Command, g *global, args []string) error {
 		return usageErrorf("--match and --cells choose what --compare compares", "--match and --cells need --compare")
 	case f.compare && f.baseline != "":
 		return usageErrorf("--compare compares each target with itself (or as --match pairs them)", "--baseline does not apply to --compare")
+	case f.compare && len(f.bounds) > 0:
+		return usageErrorf("--bounds checks one run's timings; drop --compare", "--bounds does not apply to --compare")
+	}
+	for _, b := range f.bounds {
+		if _, err := report.ParseBound(b); err != nil {
+			return usageErrorf("--bounds takes METRIC=LOW:HIGH, e.g. --bounds layerfsOverNative=0.8:1.5", "--bounds: %v", err)
+		}
 	}
 	if g.json && !c.Flags().Changed("format") && f.out == "" {
 		f.format = "json"
@@ -224,6 +246,44 @@ func runCompare(g *global, f reportFlags, oldPath, newPath string) error {
 	}
 	return writeReport(g, f, b.Bytes(), map[string]any{"pairs": cmp.Pairs, "cells": cmp.Cells, "warnings": len(cmp.Warnings)},
 		fmt.Sprintf("comparison of %d target pair(s) over %d cell(s)", len(cmp.Pairs), len(cmp.Cells)))
+}
+
+// checkBounds holds r's timings against --bounds and prints the checks
+// (as JSON with --json), writing the report only to --out; a median
+// outside its bounds exits 1.
+func checkBounds(g *global, f reportFlags, r *report.Report, rendered []byte) error {
+	var bounds []report.Bound
+	for _, s := range f.bounds {
+		b, _ := report.ParseBound(s) // check parsed them
+		bounds = append(bounds, b)
+	}
+	checks, err := r.CheckBounds(bounds)
+	if err != nil {
+		return inputError(err)
+	}
+	if f.out != "" {
+		if err := atomicfile.WriteFile(f.out, rendered, 0o644); err != nil {
+			return fmt.Errorf("writing the report: %w", err)
+		}
+	}
+	outside := 0
+	if g.json {
+		for _, c := range checks {
+			if !c.Within {
+				outside++
+			}
+		}
+		if err := writeJSON(g.stdout, map[string]any{"checks": checks, "outside": outside, "out": f.out}); err != nil {
+			return err
+		}
+	} else if outside, err = report.WriteBounds(g.stdout, checks); err != nil {
+		return err
+	}
+	if outside > 0 {
+		return &userError{Code: ExitMismatch, Err: fmt.Errorf("%d of %d medians outside their bounds", outside, len(checks)),
+			Hint: "each OUTSIDE line names the timing, cell and target; the report's notes say what the samples recorded about them"}
+	}
+	return nil
 }
 
 // writeReport writes a rendered report to stdout, or to --out with a line

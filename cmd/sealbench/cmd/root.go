@@ -28,7 +28,8 @@ const (
 const exitCodesHelp = `Exit codes:
   0    success
   1    verification failed: the bundle's contents differ from its signed manifest;
-       audit: something a run created is still there; run: a sample failed
+       audit: something a run created is still there; run: a sample failed;
+       report --bounds: a median outside its bounds
   2    signature missing or untrusted (no key, wrong key, bad signature)
   3    unusable input, refused before anything is done: bad flags or arguments
        (out of range, an output that is an input), not a (whole) bundle, a bad

@@ -275,10 +275,12 @@ func TestRunOnGVisor(t *testing.T) {
 }
 
 // checkProtocol checks, from the phases each sample recorded (never from
-// timings), that LayerFS and the native reference followed one cache
-// protocol (runner.CheckProtocol: on each side a warm-up, then a barrier
-// and the timed run in a fresh directory; each cell's rounds alternating
-// which side goes first), and that both orders occur in the run.
+// timings), that LayerFS, the native reference and its A/A repeat
+// followed one cache protocol (runner.CheckProtocol: on each side a
+// warm-up whose output is then discarded, a barrier, a prefault and the
+// timed run in a fresh directory; each cell's rounds rotating which side
+// goes first), that every sample timed the repeat, and that more than
+// one side went first in the run.
 func checkProtocol(t *testing.T, samples []manifests.Sample) {
 	t.Helper()
 	if err := runner.CheckProtocol(samples); err != nil {
@@ -286,12 +288,13 @@ func checkProtocol(t *testing.T, samples []manifests.Sample) {
 	}
 	seen := map[string]int{}
 	for _, s := range samples {
-		if len(s.Phases) != 4 || s.First == "" {
-			t.Errorf("%s %s round %d: first %q, phases %+v: want both sides' warm-up and timed run", s.Target, s.Cell, s.Round, s.First, s.Phases)
+		if len(s.Phases) != 6 || s.First == "" || s.Protocol != manifests.ProtocolVersion || s.NativeRepeatNs == nil {
+			t.Errorf("%s %s round %d: protocol %d, first %q, repeat %v, phases %+v: want every side's warm-up and timed run, the A/A repeat's too",
+				s.Target, s.Cell, s.Round, s.Protocol, s.First, s.NativeRepeatNs, s.Phases)
 		}
 		seen[s.First]++
 	}
-	if seen[manifests.SideLayerFS] == 0 || seen[manifests.SideNative] == 0 {
+	if len(seen) < 2 {
 		t.Errorf("went first: %v: the sides do not take turns", seen)
 	}
 }
