@@ -113,7 +113,11 @@ func WriteBounds(w io.Writer, checks []BoundCheck) (outside int, err error) {
 		if !c.Within {
 			verdict, outside = "OUTSIDE", outside+1
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Metric, c.Cell, c.Target, num(c.Median)+intervalText(c.CI, num),
+		median := num(c.Median)
+		if !c.Within {
+			median = strings.TrimSuffix(outsideTimes(c.Median, c.Low, c.High), "x")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Metric, c.Cell, c.Target, median+intervalText(c.CI, num),
 			num(c.Low)+"-"+num(c.High), verdict)
 	}
 	if err := tw.Flush(); err != nil {

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 )
@@ -43,5 +44,22 @@ func TestCheckBounds(t *testing.T) {
 	}
 	if _, err := (&Report{}).CheckBounds([]Bound{{Metric: "layerfsOverNative", Low: 0.8, High: 1.5}}); err == nil {
 		t.Error("a bound on a timing the results lack passed")
+	}
+}
+
+// A ratio just outside a range is never written as if inside it.
+func TestOutsideTimes(t *testing.T) {
+	for _, tc := range []struct {
+		v, lo, hi float64
+		want      string
+	}{
+		{1.1037, 0.9, 1.1, "1.104x"},
+		{0.8951, 0.9, 1.1, "0.895x"},
+		{1.31, 0.9, 1.1, "1.31x"},
+		{0.6651, 0.67, math.Inf(1), "0.665x"},
+	} {
+		if got := outsideTimes(tc.v, tc.lo, tc.hi); got != tc.want {
+			t.Errorf("outsideTimes(%v) = %q, want %q", tc.v, got, tc.want)
+		}
 	}
 }

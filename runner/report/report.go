@@ -484,6 +484,16 @@ func nativeRepeatNs(s *manifests.Sample) (float64, bool) {
 	return float64(*s.NativeRepeatNs), true
 }
 
+// outsideTimes writes v, a ratio outside [lo, hi], as times does, with a
+// third decimal where two would round it onto the range ("1.104x", not
+// "1.10x", for an A/A outside 0.9-1.1).
+func outsideTimes(v, lo, hi float64) string {
+	if r, _ := strconv.ParseFloat(ratio(v), 64); r >= lo && r <= hi {
+		return strconv.FormatFloat(v, 'f', 3, 64) + "x"
+	}
+	return times(v)
+}
+
 // aaMetric is the A/A check: the native reference's repeat over its
 // first run, paired within each sample.
 var aaMetric = metric{
@@ -491,7 +501,7 @@ var aaMetric = metric{
 	of: nativeRepeatNs, over: nativeNs,
 	check: func(v float64) string {
 		if v < AALow || v > AAHigh {
-			return "reference unstable: A/A " + times(v)
+			return "reference unstable: A/A " + outsideTimes(v, AALow, AAHigh)
 		}
 		return ""
 	},
@@ -524,7 +534,7 @@ var metrics = []metric{
 		over: nativeNs,
 		check: func(v float64) string {
 			if v < ImplausibleBelow {
-				return "implausible: LayerFS " + times(v) + " native"
+				return "implausible: LayerFS " + outsideTimes(v, ImplausibleBelow, math.Inf(1)) + " native"
 			}
 			return ""
 		},

@@ -123,3 +123,31 @@ func TestReportCompareCLI(t *testing.T) {
 		t.Errorf("--compare --json --out: exit %d, %q", code, stdout)
 	}
 }
+
+// report --bounds: each cell's median against the range, printed with its
+// interval; exit 1 when one is outside, 0 when all are within; a bound
+// that does not parse is refused before anything is read.
+func TestReportBoundsCLI(t *testing.T) {
+	code, stdout, stderr := run(t, "report", reportRun, "--bounds", "nativeRepeatOverNative=0.9:1.1")
+	if code != ExitMismatch || !strings.Contains(stdout, "nativeRepeatOverNative  C06   docker  1.30 [1.30, 1.30]  0.90-1.10  OUTSIDE") ||
+		!strings.Contains(stdout, "1 of 36 medians outside their bounds") || !strings.Contains(stderr, "1 of 36 medians outside their bounds") {
+		t.Errorf("an A/A outside: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	out := filepath.Join(t.TempDir(), "report.md")
+	code, stdout, stderr = run(t, "report", reportRun, "--out", out, "--bounds", "commandNs=1:1000", "--json")
+	var j struct {
+		Outside int
+		Checks  []struct{ Within bool }
+	}
+	if err := json.Unmarshal([]byte(stdout), &j); code != ExitOK || err != nil || j.Outside != 0 || len(j.Checks) != 36 {
+		t.Errorf("every command time within 1-1000 ms: exit %d, %v, %+v\n%s", code, err, j, stderr)
+	}
+	if b, err := os.ReadFile(out); err != nil || !strings.HasPrefix(string(b), "# sealbench report") {
+		t.Errorf("--out with --bounds: the report was not written: %v", err)
+	}
+	for _, bad := range []string{"layerfsOverNative", "speed=1:2", "commandNs=2:1"} {
+		if code, _, stderr := run(t, "report", reportRun, "--bounds", bad); code != ExitUnusable || !strings.Contains(stderr, "--bounds") {
+			t.Errorf("--bounds %s: exit %d, want %d\n%s", bad, code, ExitUnusable, stderr)
+		}
+	}
+}

@@ -100,14 +100,15 @@ forwarding Ctrl-C to it. pins.json records the digest of the runner that ran.
 
 Per cell and sample: a fresh Sandbox from the pinned image (its id checked);
 sha256sum -c of the bundle inside it with the image's own tools; a Disposable
-Store with the cell's base imported; then each side of the comparison under one
-cache protocol: LayerFS gets an untimed warm-up run on an earlier mount and the
-timed run on a fresh mount; with --native, the same body on a plain directory
-gets the same (the base file copied in, a warm-up in an earlier directory, the
-timed run in a fresh one beside it). Before every timed window: sync, and a
-wait for the kernel's dirty and write-back pages to drain (the counts at the
-window's start are recorded). LayerFS and native take turns going first, as the
-seed decides. The body runs as uid 65534 with no capabilities, timed on the
+Store with the cell's base imported; then the cache protocol (version 2,
+docs/measurements.md): each side's untimed warm-up in an earlier directory,
+its output removed right after it (LayerFS's unmount discards it), then the
+timed windows one after another in fresh directories, each after a sync, a
+wait for the kernel's dirty pages to drain and a prefault that leaves every
+side the same freshly freed memory. With --native the sides are LayerFS, the
+same body on a plain directory beside it, and that again (the A/A check: the
+protocol's own noise); they take turns in every position, as the seed
+decides. The body runs as uid 65534 with no capabilities, timed on the
 Sandbox's clock; then LayerFS's telemetry, the verifier, Commit and unmount.
 One attempt per step; a failed cell is kept as failed. A cell the target
 cannot run (C12 on gvisor: gVisor's FUSE cannot mmap(2) a file, and git maps
