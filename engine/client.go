@@ -58,82 +58,40 @@ func DefaultDockerHost() string {
 	return client.DefaultDockerHost
 }
 
-// Identity is what a run pins about a target: the Engine and the machine
-// it runs Sandboxes on, as the Engine itself reports them.
+// Identity is what a run knows about a target: what it pins
+// (manifests.TargetPins: the Engine and the machine it runs Sandboxes
+// on, as the Engine itself reports them, and what the target adds of its
+// own), where the Engine is and what it runs: manifests.PlanTarget, as a
+// run plan carries it to the runner.
 type Identity struct {
-	Target        string `json:"target"`
-	Engine        string `json:"engine"` // manifests.EngineDockerd, EngineStandin or EngineKubernetes
-	EngineVersion string `json:"engineVersion"`
-	Endpoint      string `json:"endpoint"`
-	Kernel        string `json:"kernel"`
-	OS            string `json:"os"`
-	Arch          string `json:"arch"`
-	CPUs          int    `json:"cpus"`
-	MemoryBytes   int64  `json:"memoryBytes"`
-	// Emulated says the target's CPU is emulated (QEMU TCG): its timings
-	// are the emulator's, so it is a pass/fail and exact-counts target.
-	Emulated bool `json:"emulated,omitempty"`
-	// Transport is how Endpoint reaches the Engine: "socket" (the
-	// default) or "msb-exec" (a proxy through `msb exec`).
-	Transport string `json:"transport,omitempty"`
-	// FUSEURing is the host's enable_uring as the run found or set it
-	// (manifests.FUSEURingOn, Off, or NA for a target on another kernel):
-	// the host fills it in; the Engine does not know it.
-	FUSEURing string `json:"fuseURing,omitempty"`
-	// Runtime, RuntimeVersion and RuntimePlatform: the OCI runtime
-	// Sandboxes run with where it is not the Engine's default ("runsc"),
-	// as the Engine and the runtime report it. FUSE is whose FUSE serves
-	// them (manifests.FUSELinux or FUSEGVisor; empty: Linux's).
-	Runtime         string `json:"runtime,omitempty"`
-	RuntimeVersion  string `json:"runtimeVersion,omitempty"`
-	RuntimePlatform string `json:"runtimePlatform,omitempty"`
-	FUSE            string `json:"fuse,omitempty"`
-	// Host is the remote host the Engine is on (ssh://user@host:port), as
-	// the target that reaches it knows; empty on the machine that made
-	// the run.
-	Host string `json:"host,omitempty"`
-	// RunnerHost is where the runner that samples the target runs, in
-	// Host's form; empty on the machine that made the run.
-	RunnerHost string `json:"runnerHost,omitempty"`
-	// Cluster, Node, ContainerRuntime and RuntimeHandler say, for a
-	// Kubernetes target, which cluster and node its Sandboxes run on, the
-	// node's container runtime, and the handler of the RuntimeClass that
-	// Runtime names (manifests.TargetPins).
-	Cluster          string `json:"cluster,omitempty"`
-	Node             string `json:"node,omitempty"`
-	ContainerRuntime string `json:"containerRuntime,omitempty"`
-	RuntimeHandler   string `json:"runtimeHandler,omitempty"`
-	// NodeBootID is the node's boot id (its kernel's random/boot_id): a
-	// node whose boot id is this machine's is this machine, whose samples
-	// are taken one at a time with the rest of this machine's; any other
-	// node's are taken by a runner of its own, in parallel.
+	manifests.PlanTarget
+	// NodeBootID is a Kubernetes node's boot id (its kernel's
+	// random/boot_id): a node whose boot id is this machine's is this
+	// machine, whose samples are taken one at a time with the rest of
+	// this machine's; any other node's are taken by a runner of its own,
+	// in parallel.
 	NodeBootID string `json:"nodeBootID,omitempty"`
 }
 
-// Pins is what a sample's pins.json says of the target.
+// Pins is what a sample's pins.json says of the target: its pins, with
+// the transport ("socket" where the target set none).
 func (id *Identity) Pins() manifests.TargetPins {
-	tr := id.Transport
-	if tr == "" {
-		tr = "socket"
+	p := id.TargetPins
+	if p.Transport == "" {
+		p.Transport = "socket"
 	}
-	return manifests.TargetPins{Name: id.Target, Engine: id.Engine, Kernel: id.Kernel,
-		CPUs: id.CPUs, MemoryBytes: id.MemoryBytes, Emulated: id.Emulated, Transport: tr, FUSEURing: id.FUSEURing,
-		Runtime: id.Runtime, RuntimeVersion: id.RuntimeVersion, RuntimePlatform: id.RuntimePlatform, FUSE: id.FUSE, Host: id.Host, RunnerHost: id.RunnerHost,
-		Cluster: id.Cluster, Node: id.Node, ContainerRuntime: id.ContainerRuntime, RuntimeHandler: id.RuntimeHandler}
+	return p
 }
 
 // PlanTarget is the target as a run plan carries it to the runner.
-func (id *Identity) PlanTarget() manifests.PlanTarget {
-	return manifests.PlanTarget{TargetPins: id.Pins(), Endpoint: id.Endpoint, EngineVersion: id.EngineVersion, OS: id.OS, Arch: id.Arch}
+func (id *Identity) Plan() manifests.PlanTarget {
+	pt := id.PlanTarget
+	pt.TargetPins = id.Pins()
+	return pt
 }
 
 // IdentityOf is the Identity a run plan's target carries.
-func IdentityOf(t manifests.PlanTarget) *Identity {
-	return &Identity{Target: t.Name, Engine: t.Engine, EngineVersion: t.EngineVersion, Endpoint: t.Endpoint,
-		Kernel: t.Kernel, OS: t.OS, Arch: t.Arch, CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, Emulated: t.Emulated, Transport: t.Transport, FUSEURing: t.FUSEURing,
-		Runtime: t.Runtime, RuntimeVersion: t.RuntimeVersion, RuntimePlatform: t.RuntimePlatform, FUSE: t.FUSE, Host: t.Host, RunnerHost: t.RunnerHost,
-		Cluster: t.Cluster, Node: t.Node, ContainerRuntime: t.ContainerRuntime, RuntimeHandler: t.RuntimeHandler}
-}
+func IdentityOf(t manifests.PlanTarget) *Identity { return &Identity{PlanTarget: t} }
 
 // Identify asks the Engine at endpoint what it is (/version: the stand-in
 // names itself in its platform) and what it runs on (/info), for target.
@@ -156,8 +114,9 @@ func IdentifyClient(ctx context.Context, cli client.APIClient, target, endpoint 
 	if err != nil {
 		return nil, fmt.Errorf("asking the Engine at %s about its machine: %w", endpoint, err)
 	}
-	return &Identity{Target: target, Engine: kindOf(ver.Platform.Name), EngineVersion: ver.Version, Endpoint: endpoint,
-		Kernel: info.KernelVersion, OS: info.OperatingSystem, Arch: info.Architecture, CPUs: info.NCPU, MemoryBytes: info.MemTotal}, nil
+	return &Identity{PlanTarget: manifests.PlanTarget{
+		TargetPins:    manifests.TargetPins{Name: target, Engine: kindOf(ver.Platform.Name), Kernel: info.KernelVersion, CPUs: info.NCPU, MemoryBytes: info.MemTotal},
+		EngineVersion: ver.Version, Endpoint: endpoint, OS: info.OperatingSystem, Arch: info.Architecture}}, nil
 }
 
 // kindOf says which Engine a /version platform name is: the stand-in

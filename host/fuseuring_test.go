@@ -25,7 +25,7 @@ func TestFUSEURingPins(t *testing.T) {
 		{"lima", false, "6.1.0-41-cloud-amd64", manifests.FUSEURingNA},
 		{"lima on the same release", false, here, manifests.FUSEURingNA},
 	} {
-		id := &engine.Identity{Target: "t", Kernel: c.kernel}
+		id := &engine.Identity{PlanTarget: manifests.PlanTarget{TargetPins: manifests.TargetPins{Name: "t", Kernel: c.kernel}}}
 		pinFUSEURing(id, c.host, manifests.FUSEURingOn)
 		if id.FUSEURing != c.want {
 			t.Errorf("%s: pinned %q, want %q", c.name, id.FUSEURing, c.want)
@@ -33,7 +33,7 @@ func TestFUSEURingPins(t *testing.T) {
 		if got := id.Pins().FUSEURing; got != c.want {
 			t.Errorf("%s: Pins carries %q", c.name, got)
 		}
-		if got := engine.IdentityOf(id.PlanTarget()).FUSEURing; got != c.want {
+		if got := engine.IdentityOf(id.Plan()).FUSEURing; got != c.want {
 			t.Errorf("%s: the plan carries %q to the runner", c.name, got)
 		}
 	}

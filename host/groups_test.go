@@ -20,13 +20,13 @@ import (
 func TestGroupsByMachine(t *testing.T) {
 	const here, w1, w2 = "11111111-aaaa", "22222222-bbbb", "33333333-cccc"
 	ids := []*engine.Identity{
-		{Target: "local"},
-		{Target: "docker"},
-		{Target: "kubernetes", Node: "this-one", NodeBootID: here},
-		{Target: "kubernetes-w1", Node: "w1", NodeBootID: w1},
-		{Target: "docker-h", Engine: "dockerd"},
-		{Target: "kgv", Node: "w1", NodeBootID: w1},
-		{Target: "kubernetes-w2", Node: "w2", NodeBootID: w2},
+		{PlanTarget: manifests.PlanTarget{TargetPins: manifests.TargetPins{Name: "local"}}},
+		{PlanTarget: manifests.PlanTarget{TargetPins: manifests.TargetPins{Name: "docker"}}},
+		{PlanTarget: manifests.PlanTarget{TargetPins: manifests.TargetPins{Name: "kubernetes", Node: "this-one"}}, NodeBootID: here},
+		{PlanTarget: manifests.PlanTarget{TargetPins: manifests.TargetPins{Name: "kubernetes-w1", Node: "w1"}}, NodeBootID: w1},
+		{PlanTarget: manifests.PlanTarget{TargetPins: manifests.TargetPins{Name: "docker-h", Engine: "dockerd"}}},
+		{PlanTarget: manifests.PlanTarget{TargetPins: manifests.TargetPins{Name: "kgv", Node: "w1"}}, NodeBootID: w1},
+		{PlanTarget: manifests.PlanTarget{TargetPins: manifests.TargetPins{Name: "kubernetes-w2", Node: "w2"}}, NodeBootID: w2},
 	}
 	h, err := remote.ParseSpec("docker@ssh://root@10.0.0.7")
 	if err != nil {
@@ -53,7 +53,7 @@ func TestGroupsByMachine(t *testing.T) {
 	for i, g := range groups {
 		var names []string
 		for _, id := range g.ids {
-			names = append(names, id.Target)
+			names = append(names, id.Name)
 		}
 		w := wants[i]
 		if g.key() != w.key || g.name() != w.name || g.label() != w.label || !slices.Equal(names, w.targets) {

@@ -59,7 +59,7 @@ func groupTargets(ids []*engine.Identity, specs map[string]remote.Spec, here str
 	byKey := map[string]*group{}
 	for _, id := range ids {
 		g := &group{}
-		if s, ok := specs[id.Target]; ok && s.Host != nil {
+		if s, ok := specs[id.Name]; ok && s.Host != nil {
 			g = &group{host: s.Host.String(), spec: s.Host}
 		} else if id.NodeBootID != "" && id.NodeBootID != here {
 			g = &group{node: id.Node, nodeBoot: id.NodeBootID}
@@ -148,7 +148,7 @@ func groupSeed(seed uint64, key string) uint64 {
 func (g *group) order(o RunOptions) []stats.Slot {
 	var names []string
 	for _, id := range g.ids {
-		names = append(names, id.Target)
+		names = append(names, id.Name)
 	}
 	return stats.Interleave(names, o.Cells, o.Samples, groupSeed(o.Seed, g.key()))
 }
@@ -513,14 +513,14 @@ func writeHostPlan(ctx context.Context, run *provision.Run, b *Bundle, o RunOpti
 	plan.Ledger, plan.Lock, plan.OutDir = path.Join(hostRun, manifests.LedgerFile), lock, path.Join(hostRun, "results")
 	plan.Seed, plan.StandinSHA256, plan.RunnerSHA256, plan.StopOnStdinEOF = groupSeed(o.Seed, g.key()), standin.Digest, want.Digest, true
 	for _, id := range g.ids {
-		he, ok := targets[id.Target].(hostEndpoint)
+		he, ok := targets[id.Name].(hostEndpoint)
 		if !ok || he.HostEndpoint() == "" {
-			return nil, fmt.Errorf("target %s has no Engine a runner on its host can reach", id.Target)
+			return nil, fmt.Errorf("target %s has no Engine a runner on its host can reach", id.Name)
 		}
 		// The runner reaches the Engine through its socket there.
 		there := *id
 		there.Endpoint, there.Transport, there.RunnerHost = he.HostEndpoint(), "", g.host
-		plan.Targets = append(plan.Targets, there.PlanTarget())
+		plan.Targets = append(plan.Targets, there.Plan())
 		g.pins = append(g.pins, there.Pins())
 	}
 	if err := plan.Validate(); err != nil {

@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/hashicorp/go-multierror"
 
@@ -11,33 +10,18 @@ import (
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/remote"
 	"github.com/sealbench/sealbench/provision/sshx"
-	_ "github.com/sealbench/sealbench/provision/targets" // every target's registration
 )
-
-// VM sizes the VM targets (lima, apple, microsandbox); zero is each
-// provisioner's default. AllowUntestedTool lets apple and microsandbox
-// drive a tool newer than the releases they were checked against, with a
-// warning (provision.NewOptions). Kube is the kubernetes target's.
-type VM struct {
-	CPUs              int
-	MemoryMiB         int64
-	AllowUntestedTool bool
-	Accel             string // the qemu target's accelerator: tcg (default) or kvm
-	// Kube says how the kubernetes target reaches its cluster.
-	Kube provision.KubeOptions
-}
 
 // bringUp makes spec's provisioner for run (on its remote host, over the
 // run's connection there), creates the target, installs the Sandbox image
 // and asks its identity.
-func bringUp(ctx context.Context, spec remote.Spec, run *provision.Run, conns *hostConns, b *Bundle, vm VM, logf func(string, ...any)) (provision.Target, *engine.Identity, error) {
+func bringUp(ctx context.Context, spec remote.Spec, run *provision.Run, conns *hostConns, b *Bundle, opts provision.OptionSet, logf func(string, ...any)) (provision.Target, *engine.Identity, error) {
 	reg, ok := provision.Lookup(spec.Kind)
 	if !ok {
 		return nil, nil, fmt.Errorf("no provisioner for target %q", spec.Kind)
 	}
 	no := provision.NewOptions{Run: run, Bundle: b.Dir, Manifest: b.Verified.Manifest, BundleName: b.Verified.Name, Image: b.Image,
-		CPUs: vm.CPUs, MemoryBytes: vm.MemoryMiB << 20, AllowUntestedTool: vm.AllowUntestedTool, Accel: vm.Accel,
-		Name: spec.Name, Param: spec.Param, Node: spec.Node, Kube: vm.Kube, Log: logf}
+		Name: spec.Name, Param: spec.Param, Node: spec.Node, Options: opts, Log: logf}
 	var t provision.Target
 	var err error
 	switch {
@@ -83,12 +67,13 @@ type ProvisionOptions struct {
 	// (kubernetes:RUNTIMECLASS), for a target on this host; Node the
 	// node after its '@' (kubernetes@NODE), and Kind then its kind (Target
 	// is its name, kubernetes-NODE).
-	Param    string
-	Node     string
-	Kind     string
-	SSH      SSH
-	Bundle   *Bundle
-	VM       VM
+	Param  string
+	Node   string
+	Kind   string
+	SSH    SSH
+	Bundle *Bundle
+	// Options are the targets' own options (provision.Flags).
+	Options  provision.OptionSet
 	StateDir string // empty: provision.DefaultStateDir
 	Log      func(string, ...any)
 
@@ -146,55 +131,31 @@ func Provision(ctx context.Context, o ProvisionOptions) (_ *Provisioned, err err
 		spec.Kind = o.Kind
 	}
 	if o.Remote != nil {
-		if o.Remote.Kind != remoteDockerKind && o.Remote.Kind != remoteLocalKind {
-			return nil, fmt.Errorf("target %s: only docker@ssh and local@ssh can be left up on a remote host", o.Remote)
-		}
 		spec, conns = *o.Remote, newHostConns(run, o.SSH, logf)
 		// The forward dies with this process; what the run made on the
 		// host is in the ledger and its hosts.json, for teardown.
 		defer conns.close()
 	}
-	t, id, err := bringUp(ctx, spec, run, conns, o.Bundle, o.VM, logf)
+	t, id, err := bringUp(ctx, spec, run, conns, o.Bundle, o.Options, logf)
 	if err != nil {
 		return nil, err
 	}
 	pinFUSEURing(id, spec.Host == nil && onHostKernel(spec.Kind, ""), uring)
 	out := &Provisioned{Run: run.ID, RunDir: run.Dir, Target: spec.Name, Endpoint: t.Endpoint(), Identity: id, Bundle: o.Bundle.Verified.Name, Image: o.Bundle.Image}
 	if spec.Host != nil {
-		out.Host = spec.Host.String()
-		switch spec.Kind {
-		case remoteDockerKind:
-			// The docker CLI reaches the same dockerd: over its own ssh, by
-			// `docker system dial-stdio` on the host, whose sessions'
-			// DOCKER_HOST is the Engine the target found.
-			out.Endpoint = out.Host
-		default:
-			// The stand-in stays up on the host (a session of its own),
-			// its socket reachable only through a forward: this one's
-			// path, made again by the user's ssh.
-			he, ok := t.(interface{ HostEndpoint() string })
-			if !ok {
-				return nil, fmt.Errorf("target %s does not say where its Engine is on %s", spec.Name, out.Host)
-			}
-			out.Forward = forwardCommand(spec.Host, strings.TrimPrefix(t.Endpoint(), "unix://"), strings.TrimPrefix(he.HostEndpoint(), "unix://"))
+		// Provision's forward dies with it: the target says what reaches
+		// its Engine afterwards.
+		lu, ok := t.(provision.LeftUp)
+		if !ok {
+			return nil, fmt.Errorf("target %s: %w", spec, provision.ErrNotLeftUp)
 		}
+		if out.Endpoint, out.Forward, err = lu.Reach(); err != nil {
+			return nil, fmt.Errorf("target %s: %w", spec, err)
+		}
+		out.Host = spec.Host.String()
 		id.Endpoint = out.Endpoint
 	}
 	return out, nil
-}
-
-// The kinds provision leaves up on a remote host.
-const (
-	remoteDockerKind = "docker"
-	remoteLocalKind  = "local"
-)
-
-// forwardCommand is the ssh command line that forwards localSock (a unix
-// socket here, replaced if a stale one is left) to hostSock on h, in the
-// foreground, running nothing there.
-func forwardCommand(h *remote.Host, localSock, hostSock string) string {
-	return fmt.Sprintf("ssh -p %d -o StreamLocalBindUnlink=yes -o ExitOnForwardFailure=yes -nNT -L %s:%s %s@%s",
-		h.Port, localSock, hostSock, h.User, h.Host)
 }
 
 func newRun(state string) (*provision.Run, error) {

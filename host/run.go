@@ -32,9 +32,10 @@ type RunOptions struct {
 	// (on a remote host: docker@ssh://...; or with a parameter:
 	// kubernetes:RUNTIMECLASS), by target name, and SSH how hosts are
 	// reached.
-	Specs   map[string]remote.Spec
-	SSH     SSH
-	VM      VM
+	Specs map[string]remote.Spec
+	SSH   SSH
+	// Options are the targets' own options (provision.Flags).
+	Options provision.OptionSet
 	Cells   []string
 	Samples int
 	Seed    uint64
@@ -142,7 +143,7 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 		if !far {
 			spec = remote.Spec{Name: name, Kind: name}
 		}
-		t, id, err := bringUp(ctx, spec, run, conns, b, o.VM, logf)
+		t, id, err := bringUp(ctx, spec, run, conns, b, o.Options, logf)
 		if err != nil {
 			return outcome, err
 		}

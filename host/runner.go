@@ -53,7 +53,7 @@ func newPlan(run *provision.Run, b *Bundle, o RunOptions, ids []*engine.Identity
 	plan := basePlan(run, b, o)
 	plan.Ledger, plan.Lock, plan.OutDir, plan.StandinSHA256 = filepath.Join(run.Dir, manifests.LedgerFile), runner.DefaultLockPath, absOut, standin.Digest
 	for _, id := range ids {
-		plan.Targets = append(plan.Targets, id.PlanTarget())
+		plan.Targets = append(plan.Targets, id.Plan())
 	}
 	return plan, nil
 }

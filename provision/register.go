@@ -56,6 +56,20 @@ type Registration struct {
 	// (kubernetes@NODE): its Sandboxes go there, and targets on
 	// different nodes sample in parallel. False: only a host may follow.
 	Node bool
+	// Options make the target's own options, at their defaults: the
+	// flags the commands add for it (see Options). Options of a kind
+	// another target makes too are made once.
+	Options []func() Options
+	// Subcommands are the hidden commands its provisioner starts as
+	// processes of a run.
+	Subcommands []Subcommand
+	// Help says more of the target than What, for provision's help: what
+	// it brings up, what it needs; a few lines, wrapped.
+	Help string
+	// Examples are command lines that show the target, for the help of
+	// run ("sealbench run ...") and provision ("sealbench provision ..."),
+	// each with a comment line above it where one helps.
+	Examples []string
 }
 
 // NewOptions is what a target's provisioner is made from.
@@ -71,50 +85,16 @@ type NewOptions struct {
 	Manifest   *manifests.BundleManifest
 	BundleName string
 	Image      engine.Image // the bundle's Sandbox image
-	// CPUs and MemoryBytes size a VM target; zero is its default.
-	CPUs        int
-	MemoryBytes int64
-	// AllowUntestedTool lets a VM target drive a tool (container, msb)
-	// newer than the releases it was checked against, with a warning.
-	AllowUntestedTool bool
-	// Accel is the qemu target's accelerator, "tcg" (the default when
-	// empty) or "kvm": only ever the user's choice (--accel).
-	Accel string
 	// Param is what the --target gave after the kind and a ':'
 	// (Registration.Param), empty when nothing.
 	Param string
 	// Node is the node the --target gave after an '@' (Registration.Node);
-	// empty: the target's default (KubeOptions.Node).
+	// empty: the target's default.
 	Node string
-	// Kube says how the kubernetes target reaches its cluster.
-	Kube KubeOptions
-	Log  func(string, ...any)
-}
-
-// KubeOptions say how the kubernetes target reaches its cluster and where
-// its Sandboxes go: the --kubeconfig, --kube-context, --namespace,
-// --kube-node, --kube-fuse-resource, --kube-containerd,
-// --kube-seccomp-dir, --kube-network and --kube-image flags. Empty strings are the target's defaults.
-type KubeOptions struct {
-	Kubeconfig   string // empty: KUBECONFIG, then ~/.kube/config
-	Context      string // empty: the kubeconfig's current context
-	Namespace    string // empty: default
-	Node         string // empty: the cluster's only node
-	FUSEResource string // the extended resource that gives a container /dev/fuse
-	// Containerd is the node's containerd socket as this host reaches it
-	// (a node on this host), where the Sandbox image is imported.
-	Containerd string
-	// SeccompDir is the node kubelet's seccomp directory as this host
-	// reaches it, where the Sandboxes' seccomp profile is written.
-	SeccompDir string
-	// Network lets the Sandboxes have the cluster's pod network; without
-	// it the target denies them every connection (a NetworkPolicy).
-	Network bool
-	// Image is a registry repository (REPO, REPO:TAG or REPO@DIGEST;
-	// REPO alone is at the bundle image's tag) the node pulls the Sandbox
-	// image from, its id checked there first, instead of an import into
-	// the node's containerd.
-	Image string
+	// Options are the command's targets' options (its flags), each
+	// target reading its own kind with OptionsOf.
+	Options OptionSet
+	Log     func(string, ...any)
 }
 
 // RemoteOptions is what a target's provisioner on a remote host is made

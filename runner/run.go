@@ -117,18 +117,18 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 	conns := map[string]*engineConn{}
 	var names []string
 	for _, id := range o.Targets {
-		if _, dup := conns[id.Target]; dup {
-			return nil, fmt.Errorf("target %s named twice", id.Target)
+		if _, dup := conns[id.Name]; dup {
+			return nil, fmt.Errorf("target %s named twice", id.Name)
 		}
 		c, err := connectEngine(ctx, id, o.Image)
 		if err != nil {
 			return nil, err
 		}
 		defer c.cli.Close()
-		conns[id.Target] = c
-		names = append(names, id.Target)
+		conns[id.Name] = c
+		names = append(names, id.Name)
 		pins.Targets = append(pins.Targets, id.Pins())
-		pins.Tools["engine."+id.Target] = id.Engine + " " + id.EngineVersion
+		pins.Tools["engine."+id.Name] = id.Engine + " " + id.EngineVersion
 	}
 	pins.FillDefaults()
 	if err := pins.Validate(); err != nil {
@@ -153,7 +153,7 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 			return out, err
 		}
 		c := conns[slot.Target]
-		where := fmt.Sprintf("%s %s %d/%d", c.Target, slot.Cell, i+1, len(slots))
+		where := fmt.Sprintf("%s %s %d/%d", c.Name, slot.Cell, i+1, len(slots))
 		o.Status(where + ": waiting for the host lock")
 		unlock, wait, err := lockHost(ctx, o.LockPath)
 		if err != nil {
@@ -191,16 +191,16 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 func connectEngine(ctx context.Context, id *engine.Identity, img engine.Image) (*engineConn, error) {
 	cli, err := engine.NewClient(id.Endpoint)
 	if err != nil {
-		return nil, fmt.Errorf("target %s: engine %s: %w", id.Target, id.Endpoint, err)
+		return nil, fmt.Errorf("target %s: engine %s: %w", id.Name, id.Endpoint, err)
 	}
 	have, err := cli.ImageInspect(ctx, img.ID.String())
 	if err != nil {
 		cli.Close()
-		return nil, fmt.Errorf("the Sandbox image %s is not on %s: %w", img.ID, id.Target, err)
+		return nil, fmt.Errorf("the Sandbox image %s is not on %s: %w", img.ID, id.Name, err)
 	}
 	if have.ID != img.ID.String() {
 		cli.Close()
-		return nil, fmt.Errorf("%s reports image id %s for %s, the pinned id is %s: refusing to run on another image", id.Target, have.ID, img.ID, img.ID)
+		return nil, fmt.Errorf("%s reports image id %s for %s, the pinned id is %s: refusing to run on another image", id.Name, have.ID, img.ID, img.ID)
 	}
 	return &engineConn{Identity: id, cli: cli}, nil
 }

@@ -116,7 +116,7 @@ type sampler struct {
 func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName string, round, order int, phase func(string)) manifests.Sample {
 	s := manifests.Sample{
 		FormatVersion: manifests.ResultsFormatVersion, RunID: o.RunID, BundleID: o.BundleID,
-		Target: c.Target, Cell: cellName, Round: round, Order: order, Protocol: manifests.ProtocolVersion,
+		Target: c.Name, Cell: cellName, Round: round, Order: order, Protocol: manifests.ProtocolVersion,
 		Verifier: manifests.VerifierNotRun, FUSERequests: map[string]int64{},
 		Load1: load1(), Start: time.Now().UTC(),
 	}
@@ -126,7 +126,7 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName str
 			return err
 		}
 		phase("creating the Sandbox")
-		sb, remove, err := newSandbox(ctx, c, o, fmt.Sprintf("%s-%03d-%s", c.Target, order, strings.ToLower(cellName)))
+		sb, remove, err := newSandbox(ctx, c, o, fmt.Sprintf("%s-%03d-%s", c.Name, order, strings.ToLower(cellName)))
 		if err != nil {
 			return err
 		}
@@ -146,7 +146,7 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName str
 			sides = append(sides, manifests.SideNative, manifests.SideNativeRepeat)
 		}
 		if len(sides) > 0 {
-			sides = sideOrder(o.Seed, c.Target, cellName, round, sides)
+			sides = sideOrder(o.Seed, c.Name, cellName, round, sides)
 			if o.Native {
 				s.First = sides[0]
 			}

@@ -37,7 +37,7 @@ const maxRestarts = 2
 // newSandbox records, creates and starts the Sandbox of one sample on c,
 // and returns it with the function that removes it.
 func newSandbox(ctx context.Context, c *engineConn, o EngineOptions, name string) (*sandbox, func(), error) {
-	id, err := engine.CreateSandbox(ctx, c.cli, o.Ledger, engine.Sandbox{RunID: o.RunID, Target: c.Target, Endpoint: c.Endpoint,
+	id, err := engine.CreateSandbox(ctx, c.cli, o.Ledger, engine.Sandbox{RunID: o.RunID, Target: c.Name, Endpoint: c.Endpoint,
 		Engine: c.Engine, Runtime: c.Runtime, Image: o.Image.ID, Name: name, Cmd: []string{"sleep", "infinity"}})
 	if err != nil {
 		return nil, nil, err

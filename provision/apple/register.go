@@ -35,5 +35,11 @@ func init() {
 			return ""
 		},
 		Make: func(o vmtarget.Options) (provision.Target, error) { return New(Options{Options: o}) },
+		Help: `One VM from the Sandbox image, running the stand-in, its socket published
+to the host. Drives only the releases of container whose sources it was
+checked against: a newer one is refused unless --allow-untested-tool.`,
+		Examples: []string{
+			"  sealbench provision apple --bundle out/build-linux-0123456789ab --vm-cpus 4 --vm-memory 4096   # on a Mac",
+		},
 	})
 }

@@ -45,6 +45,11 @@ func init() {
 		Checks: func(ctx context.Context) []provision.Check {
 			return []provision.Check{RunscCheck(ctx, engine.DefaultDockerHost())}
 		},
+		Help: `The dockerd must know runsc as its runtime "runsc" (make gvisor-tools
+builds one; scripts/dockerd gives its private dockerd the newest built).`,
+		Examples: []string{
+			"  # gVisor beside the stand-in (C12 is not supported there: gVisor's FUSE cannot mmap a file):\n  sudo sealbench run --target local,gvisor --cells C01,C06,C09,C12 --native",
+		},
 	})
 }
 

@@ -24,6 +24,14 @@ func init() {
 		Checks: func(ctx context.Context) []provision.Check {
 			return []provision.Check{provision.DockerdCheck(ctx, engine.DefaultDockerHost())}
 		},
+		Help: `docker@ssh://USER@HOST[:PORT] is that host's dockerd (its sessions'
+DOCKER_HOST, or /var/run/docker.sock) over SSH; provision leaves the image
+there and prints DOCKER_HOST=ssh://USER@HOST:PORT for the docker CLI.`,
+		Examples: []string{
+			"  sealbench provision docker --bundle out/build-linux-0123456789ab --key keys/sealbench.pub --json",
+			"  # A remote host's dockerd, sampled by the bundle's runner on that host:\n  sealbench run --target local,docker@ssh://bench@gpu1 --native",
+			"  # A remote host's dockerd, then the docker CLI over your ssh:\n  sealbench provision docker@ssh://bench@gpu1 --bundle out/build-linux-0123456789ab --ssh-known-hosts ~/.ssh/known_hosts",
+		},
 	})
 }
 

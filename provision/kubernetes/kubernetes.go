@@ -17,13 +17,13 @@
 //     reach the same cluster after this process is gone;
 //   - checks the cluster answers, the namespace exists, the node (the only
 //     one when none is named) and the RuntimeClass;
-//   - unless KubeOptions.Network, a NetworkPolicy that denies the run's
+//   - unless Flags.Network, a NetworkPolicy that denies the run's
 //     pods every connection, both ways (enforced where the cluster's
 //     network plugin enforces policies);
 //   - starts the kube-engine and waits for it to answer.
 //
 // InstallImage loads the Sandbox image through the kube-engine into the
-// node's containerd, or (KubeOptions.Image) checks its id in a registry
+// node's containerd, or (Flags.Image) checks its id in a registry
 // and has the node pull that manifest by digest; each pod then runs it,
 // checked again when it runs. Teardown deletes the run's pods, images and objects through
 // the cluster's API (and the node's containerd), whether or not a
@@ -66,7 +66,7 @@ const Transport = "kube-exec"
 // kube-engine (kubeengine.Serve with kubeengine.ParseArgs' flags).
 const EngineSubcommand = "kube-engine"
 
-// Defaults of provision.KubeOptions.
+// Defaults of Flags.
 const (
 	DefaultNamespace    = "default"
 	DefaultFUSEResource = "sealbench.dev/fuse"
@@ -89,7 +89,7 @@ type Options struct {
 	// Node is the node the --target named (kubernetes@NODE); empty:
 	// Kube.Node, or the cluster's only node.
 	Node string
-	Kube provision.KubeOptions
+	Kube Flags
 	// RuntimeClass is the pods' RuntimeClass (the --target's parameter);
 	// empty: the cluster's default.
 	RuntimeClass string
@@ -339,7 +339,7 @@ func (k *Kubernetes) startEngine() error {
 }
 
 // InstallImage loads img through the kube-engine into the node's
-// container runtime, or, with KubeOptions.Image, has the node pull it
+// container runtime, or, with Flags.Image, has the node pull it
 // from that registry once its id is checked there (pullImage).
 func (k *Kubernetes) InstallImage(ctx context.Context, img engine.Image) error {
 	cli, err := engine.NewClient(k.Endpoint())

@@ -76,7 +76,7 @@ func newNamedTarget(t *testing.T, c *kubetest.Cluster, run *provision.Run, name,
 			t.Fatal(err)
 		}
 	}
-	k, err := kubernetes.New(kubernetes.Options{Run: run, Name: name, Node: node, Kube: provision.KubeOptions{Kubeconfig: c.Kubeconfig, Containerd: c.ContainerdSocket,
+	k, err := kubernetes.New(kubernetes.Options{Run: run, Name: name, Node: node, Kube: kubernetes.Flags{Kubeconfig: c.Kubeconfig, Containerd: c.ContainerdSocket,
 		// The fixture's kubelet has its root directory in the cluster's.
 		SeccompDir: filepath.Join(c.Dir, "kubelet", "seccomp")},
 		EngineCommand: []string{exe, engineChild}, Log: t.Logf})

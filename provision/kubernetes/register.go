@@ -21,7 +21,21 @@ func init() {
 		Name: Name, What: "Sandboxes as pods of a Kubernetes cluster (kubernetes[:RUNTIMECLASS][@NODE]), through the kube-engine", Order: 80,
 		Param: "RUNTIMECLASS", Node: true,
 		New: func(o provision.NewOptions) (provision.Target, error) {
-			return New(Options{Run: o.Run, Name: o.Name, Node: o.Node, Kube: o.Kube, RuntimeClass: o.Param, Log: o.Log})
+			return New(Options{Run: o.Run, Name: o.Name, Node: o.Node, Kube: *provision.OptionsOf[Flags](o.Options), RuntimeClass: o.Param, Log: o.Log})
+		},
+		Options:     []func() provision.Options{newFlags},
+		Subcommands: []provision.Subcommand{engineSubcommand},
+		Help: `Each Sandbox a pod on one node (kubernetes@NODE, or --kube-node), with
+/dev/fuse from a device plugin's resource, reached through the kube-engine
+(a process of the run: the Engine API in front of the cluster, an exec the
+pod's exec subresource); the image imported into the node's containerd
+(--kube-containerd) or pulled from a registry (--kube-image), its id
+checked; a NetworkPolicy denies the pods every connection.`,
+		Examples: []string{
+			"  # Pods of a Kubernetes cluster beside the stand-in, their RuntimeClass gvisor:\n  sudo sealbench run --target local,kubernetes:gvisor --kubeconfig ~/.kube/config \\\n    --kube-containerd /run/containerd/containerd.sock --native",
+			"  # Two nodes of a cluster at once (kubernetes-node-1, kubernetes-node-2), the image from your registry:\n  sealbench run --target kubernetes@node-1,kubernetes@node-2 \\\n    --kube-image registry.example.com:5000/sealbench/sandbox",
+			"  # Pods of the cluster your kubeconfig names, the image imported into the node's containerd;\n  # DOCKER_HOST is then the kube-engine, which maps the Engine API to pods:\n  sudo sealbench provision kubernetes --bundle out/build-linux-0123456789ab \\\n    --kubeconfig ~/.kube/config --kube-containerd /run/containerd/containerd.sock",
+			"  # A node anywhere: it pulls the image from your registry, where its id is checked first:\n  sealbench provision kubernetes --bundle out/build-linux-0123456789ab \\\n    --kubeconfig ~/.kube/config --kube-image registry.example.com:5000/sealbench/sandbox",
 		},
 		Backend: backend{},
 		Needs:   []string{CheckName},
@@ -76,4 +90,20 @@ func Check(ctx context.Context, c kubeengine.Config) provision.Check {
 	}
 	ck.OK, ck.Detail, ck.Fix = true, detail, ""
 	return ck
+}
+
+// engineSubcommand is the kube-engine: a background process of the run
+// (recorded in its ledger before it starts) that serves, on a unix socket
+// in the run directory, the Engine API calls sealbench makes, a container
+// being a pod of the cluster and an exec the pod's exec subresource.
+var engineSubcommand = provision.Subcommand{
+	Name: EngineSubcommand, Usage: "--socket S --namespace NS --node N --run ID [--kubeconfig F] [--context C] [--runtime-class RC] [--fuse-resource R] [--containerd SOCK]",
+	Short: "Serve the kubernetes target's Engine socket in front of a cluster (started by provision)",
+	Run: func(ctx context.Context, args []string, _ func(string, ...any)) error {
+		cfg, err := kubeengine.ParseArgs(args)
+		if err != nil {
+			return &provision.UsageError{Err: err, Hint: "this command is started by `sealbench provision --target kubernetes`"}
+		}
+		return kubeengine.Serve(ctx, cfg)
+	},
 }

@@ -110,7 +110,7 @@ func registryTarget(t *testing.T, c *kubetest.Cluster, run *provision.Run, image
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := provision.KubeOptions{Kubeconfig: c.Kubeconfig, Image: image, SeccompDir: filepath.Join(c.Dir, "kubelet", "seccomp")}
+	o := kubernetes.Flags{Kubeconfig: c.Kubeconfig, Image: image, SeccompDir: filepath.Join(c.Dir, "kubelet", "seccomp")}
 	if containerd {
 		o.Containerd = c.ContainerdSocket
 	}

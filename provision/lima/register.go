@@ -7,6 +7,7 @@ import (
 
 	"github.com/sealbench/sealbench/internal/toolcache"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 )
 
 func init() {
@@ -17,8 +18,17 @@ func init() {
 			if err != nil {
 				return nil, fmt.Errorf("no VM image for the lima target (run `make lima-tools vm-image` in the sealbench source tree): %w", err)
 			}
+			vm := provision.OptionsOf[vmtarget.Flags](o.Options)
 			return New(Options{Run: o.Run, Bundle: o.Bundle, Manifest: o.Manifest, VMImage: dir,
-				CPUs: o.CPUs, MemoryBytes: o.MemoryBytes, Log: o.Log})
+				CPUs: vm.CPUs, MemoryBytes: vm.MemoryBytes(), Log: o.Log})
+		},
+		Options: []func() provision.Options{vmtarget.NewFlags},
+		Help: `limactl v1.2.1 (make lima-tools) run as uid 65534, under QEMU with TCG,
+never KVM, booted from the VM image of make vm-image; the bundle copied in
+and checked, the stand-in inside reached through Lima's socket forwarding.
+Emulated: its timings are the emulator's. Needs root.`,
+		Examples: []string{
+			"  # A Lima VM under QEMU (TCG): the same cells, exact counts compared with local's:\n  sudo sealbench run --target local,lima --cells C01,C09",
 		},
 		Backend: backend{},
 		Checks:  doctorChecks,

@@ -1,6 +1,7 @@
 package microsandbox
 
 import (
+	"context"
 	"errors"
 
 	"github.com/sealbench/sealbench/manifests"
@@ -25,6 +26,27 @@ func init() {
 			}
 			return ""
 		},
-		Make: func(o vmtarget.Options) (provision.Target, error) { return New(Options{Options: o}) },
+		Make:        func(o vmtarget.Options) (provision.Target, error) { return New(Options{Options: o}) },
+		Subcommands: []provision.Subcommand{proxySubcommand},
+		Help: `One msb microVM from the Sandbox image, running the stand-in, reached
+through msb exec by a proxy process of the run. Drives only the releases of
+msb whose sources it was checked against: a newer one is refused unless
+--allow-untested-tool.`,
 	})
+}
+
+// proxySubcommand serves the target's Engine socket through msb exec: a
+// background process of the run (recorded in its ledger before it starts)
+// that carries each connection to the stand-in in the microVM over `msb
+// exec NAME --no-tty -- standin dial`.
+var proxySubcommand = provision.Subcommand{
+	Name: ProxySubcommand, Usage: "--socket S --tool MSB --name N --standin P --guest-socket G",
+	Short: "Serve the microsandbox target's Engine socket through msb exec (started by provision)",
+	Run: func(ctx context.Context, args []string, logf func(string, ...any)) error {
+		cfg, err := ParseProxyArgs(args)
+		if err != nil {
+			return &provision.UsageError{Err: err, Hint: "this command is started by `sealbench provision microsandbox`"}
+		}
+		return ServeProxy(ctx, cfg, logf)
+	},
 }

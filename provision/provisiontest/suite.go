@@ -242,7 +242,7 @@ func installImage(t *testing.T, e *Env, s *Suite) {
 func identity(t *testing.T, e *Env, s *Suite) {
 	id, err := e.Target.Identity(e.ctx)
 	e.must(t, "Identity", err)
-	if id.Engine != s.Engine || id.Target != e.Target.Name() || id.Endpoint != e.Target.Endpoint() {
+	if id.Engine != s.Engine || id.Name != e.Target.Name() || id.Endpoint != e.Target.Endpoint() {
 		t.Errorf("identity %+v: want engine %s, target %s, endpoint %s", id, s.Engine, e.Target.Name(), e.Target.Endpoint())
 	}
 	if id.Kernel == "" || id.CPUs < 1 || id.MemoryBytes < 1<<20 || id.EngineVersion == "" {

@@ -277,3 +277,37 @@ func (d *Docker) Inventory(ctx context.Context) ([]provision.Resource, error) {
 	}
 	return out, nil
 }
+
+var (
+	_ provision.LeftUp = (*Docker)(nil)
+	_ provision.LeftUp = (*Local)(nil)
+)
+
+// Reach is what reaches the host's dockerd once provision has exited and
+// its forward with it: DOCKER_HOST=ssh://USER@HOST:PORT, over which the
+// docker CLI runs the user's own ssh and `docker system dial-stdio` on
+// the host, whose sessions' DOCKER_HOST is the Engine the target found.
+func (d *Docker) Reach() (endpoint, forward string, err error) { return d.o.Host, "", nil }
+
+// Reach is what reaches the stand-in once provision has exited: it stays
+// up on the host (a session of its own), its socket reachable only
+// through a forward, so the endpoint is this forward's socket and the
+// forward the user's ssh command line that makes it again.
+func (l *Local) Reach() (endpoint, forward string, err error) {
+	h, err := parseHost(l.o.Host)
+	if err != nil {
+		return "", "", err
+	}
+	if l.engine == "" {
+		return "", "", fmt.Errorf("%s is not up: no Engine on %s yet", l.o.Name, l.o.Host)
+	}
+	return l.Endpoint(), ForwardCommand(h, l.sock(), strings.TrimPrefix(l.engine, "unix://")), nil
+}
+
+// ForwardCommand is the ssh command line that forwards localSock (a unix
+// socket here, replaced if a stale one is left) to hostSock on h, in the
+// foreground, running nothing there.
+func ForwardCommand(h *Host, localSock, hostSock string) string {
+	return fmt.Sprintf("ssh -p %d -o StreamLocalBindUnlink=yes -o ExitOnForwardFailure=yes -nNT -L %s:%s %s@%s",
+		h.Port, localSock, hostSock, h.User, h.Host)
+}

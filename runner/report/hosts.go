@@ -3,6 +3,7 @@ package report
 import (
 	"cmp"
 	"fmt"
+	"github.com/sealbench/sealbench/manifests"
 	"slices"
 	"strings"
 )
@@ -38,7 +39,9 @@ func (h HostInfo) HostText() string { return hostText(h.Host) }
 func (h HostInfo) RunnerText() string { return hostText(h.RunnerHost) }
 
 // MemoryText is the memory in GiB, or a dash.
-func (h HostInfo) MemoryText() string { return TargetInfo{MemoryBytes: h.MemoryBytes}.MemoryText() }
+func (h HostInfo) MemoryText() string {
+	return TargetInfo{TargetPins: manifests.TargetPins{MemoryBytes: h.MemoryBytes}}.MemoryText()
+}
 
 func hostText(host string) string { return cmp.Or(host, ThisMachine) }
 

@@ -134,44 +134,18 @@ type Report struct {
 	aaChecks map[string]map[string]string
 }
 
-// TargetInfo is what the report knows about one target.
+// TargetInfo is what the report knows about one target: what its run
+// pinned (manifests.TargetPins, as the run wrote it; only the name for a
+// run without pins), and what its samples say.
 type TargetInfo struct {
-	Name        string `json:"name"`
-	RunID       string `json:"runId"`
-	Engine      string `json:"engine,omitempty"`
-	Kernel      string `json:"kernel,omitempty"`
-	CPUs        int    `json:"cpus,omitempty"`
-	MemoryBytes int64  `json:"memoryBytes,omitempty"`
-	Emulated    bool   `json:"emulated"`
-	Transport   string `json:"transport,omitempty"` // how the runner reached the Engine
-	Samples     int    `json:"samples"`             // samples read
+	manifests.TargetPins
+	RunID   string `json:"runId"`
+	Samples int    `json:"samples"` // samples read
 	// FUSETransports are the FUSE transports that served the target's
 	// samples, "uring" before "dev": two when they were mixed, none when
 	// the samples do not say.
 	FUSETransports []string `json:"fuseTransports,omitempty"`
-	// FUSEURing is what the run pinned of the host's enable_uring for this
-	// target: on, off, n/a (another kernel), or empty in older results.
-	FUSEURing string `json:"fuseURing,omitempty"`
-	// Runtime, RuntimeVersion, RuntimePlatform and FUSE are the pins' (the
-	// gvisor target's runsc; FUSE is whose FUSE served the Sandboxes).
-	Runtime         string `json:"runtime,omitempty"`
-	RuntimeVersion  string `json:"runtimeVersion,omitempty"`
-	RuntimePlatform string `json:"runtimePlatform,omitempty"`
-	FUSE            string `json:"fuse,omitempty"`
-	// Host is the remote host the target lives on (ssh://user@host:port),
-	// RunnerHost where the runner that sampled it ran; each empty for the
-	// machine that made the run.
-	Host       string `json:"host,omitempty"`
-	RunnerHost string `json:"runnerHost,omitempty"`
-	// Cluster, Node, ContainerRuntime and RuntimeHandler are the pins'
-	// of a Kubernetes target: the API server's version, the node, its
-	// container runtime, and the handler of the RuntimeClass Runtime
-	// names (empty: the cluster's default).
-	Cluster          string `json:"cluster,omitempty"`
-	Node             string `json:"node,omitempty"`
-	ContainerRuntime string `json:"containerRuntime,omitempty"`
-	RuntimeHandler   string `json:"runtimeHandler,omitempty"`
-	// TimedWindows counts the timed windows (LayerFS's and native's) in the
+	// TimedWindows counts the timed windows (of every side) in the
 	// target's samples that count, as their phases recorded them;
 	// UndrainedWindows those that started before the kernel's dirty pages
 	// had drained (barrier.drained false).
@@ -619,14 +593,11 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 				return nil, inputErrorf("target %s is in two runs, %s and %s: give one run per target", t, inputs[prev].Source, in.Source)
 			}
 			targetRun[t] = i
-			ti := TargetInfo{Name: t, RunID: first.RunID, Samples: len(byTarget[t])}
+			ti := TargetInfo{TargetPins: manifests.TargetPins{Name: t}, RunID: first.RunID, Samples: len(byTarget[t])}
 			if in.Pins != nil {
 				if tp, ok := in.Pins.Target(t); ok {
-					ti.Engine, ti.Kernel, ti.CPUs, ti.MemoryBytes, ti.Emulated = tp.Engine, tp.Kernel, tp.CPUs, tp.MemoryBytes, tp.Emulated
-					ti.Transport, ti.FUSEURing = tp.Transport, tp.FUSEURing
-					ti.Runtime, ti.RuntimeVersion, ti.RuntimePlatform, ti.FUSE = tp.Runtime, tp.RuntimeVersion, tp.RuntimePlatform, tp.FUSEImplementation()
-					ti.Host, ti.RunnerHost = tp.Host, tp.RunnerHost
-					ti.Cluster, ti.Node, ti.ContainerRuntime, ti.RuntimeHandler = tp.Cluster, tp.Node, tp.ContainerRuntime, tp.RuntimeHandler
+					ti.TargetPins = tp
+					ti.FUSE = tp.FUSEImplementation()
 				}
 			}
 			r.Targets = append(r.Targets, ti)

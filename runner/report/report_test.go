@@ -822,7 +822,7 @@ func markdown(t *testing.T, pins *manifests.RunPins, samples []manifests.Sample)
 // the node, the cluster's version, the container runtime and the
 // RuntimeClass with its handler; the default class when none was named.
 func TestKernelTextSaysTheCluster(t *testing.T) {
-	ti := TargetInfo{Kernel: "6.18.44", Cluster: "v1.34.12", Node: "n1", ContainerRuntime: "containerd://1.6.20", Runtime: "gvisor", RuntimeHandler: "runsc"}
+	ti := TargetInfo{TargetPins: manifests.TargetPins{Kernel: "6.18.44", Cluster: "v1.34.12", Node: "n1", ContainerRuntime: "containerd://1.6.20", Runtime: "gvisor", RuntimeHandler: "runsc"}}
 	if got, want := ti.KernelText(), "6.18.44, node n1 of Kubernetes v1.34.12 (containerd://1.6.20, RuntimeClass gvisor (handler runsc))"; got != want {
 		t.Errorf("KernelText %q, want %q", got, want)
 	}
@@ -830,7 +830,7 @@ func TestKernelTextSaysTheCluster(t *testing.T) {
 	if got, want := ti.KernelText(), "6.18.44, node n1 of Kubernetes v1.34.12 (containerd://1.6.20, the default RuntimeClass)"; got != want {
 		t.Errorf("KernelText %q, want %q", got, want)
 	}
-	if got := (TargetInfo{Kernel: "6.1"}).KernelText(); got != "6.1" {
+	if got := (TargetInfo{TargetPins: manifests.TargetPins{Kernel: "6.1"}}).KernelText(); got != "6.1" {
 		t.Errorf("a target that is no cluster: %q", got)
 	}
 }

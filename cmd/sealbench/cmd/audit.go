@@ -21,32 +21,23 @@ func newAuditCmd(g *global) *cobra.Command {
 	var target, runID string
 	var fix bool
 	var ssh sshSettings
-	var kube kubeSettings
+	var targetOpts targetFlags
 	c := &cobra.Command{
-		Use:   "audit [--target local,docker,[NAME=]KIND@ssh://USER@HOST[:PORT],...] [--run ID] [--fix]",
+		Use:   "audit [--target T,...] [--run ID] [--fix]",
 		Short: "Prove nothing of sealbench is left, or list what is (exit 1)",
 		Long: `Ask every backend for anything sealbench made that is still there: each run's
-ledger entries whose resource still exists (processes, containers, the images
-the run loaded, volumes, sockets, stand-in state, directories), the containers
-and volumes labelled sealbench.run on your dockerd, FUSE and other mounts under
-the run directories (/proc/self/mountinfo), processes running from a run
-directory, and directories under runs/ without a ledger (a run stopped before it
-could record anything). A target left up by ` + "`sealbench provision`" + ` counts: audit is
-the check that nothing is. Ledger entries on a remote host are checked there
-over SSH (reached as the run's hosts.json says, or with --ssh-identity and
---ssh-known-hosts); one on a host that cannot be reached counts as left, saying
-why.
+ledger entries whose resource still exists (processes, containers, images,
+volumes, sockets, state, directories, VMs, pods), what each target's backend
+finds carrying the sealbench.run label, mounts and processes under the run
+directories, and directories under runs/ without a ledger. A target left up by
+` + "`sealbench provision`" + ` counts: audit is the check that nothing is.
 
-Every remote host a run here ever used is in the state directory's
-hosts.history (with how hosts.json said it is reached), so the audit also asks
-each of them, over SSH, for the containers and volumes labelled sealbench.run
-on the Engine its sessions use (DOCKER_HOST there, or /var/run/docker.sock):
-what a run left there is found, and --fix removes it, even after the run's
-directory is gone. A history host that cannot be reached is a note, not a
-leftover. --target with a remote spec (docker@ssh://USER@HOST) asks that host,
-in the history or not, and fails if it cannot be reached; --target with only
-local targets asks no host but through the runs' ledgers; --run ID asks the
-hosts that run used.
+Remote hosts are asked over SSH: those a run's ledger names, and every host a
+run here ever used (the state directory's hosts.history), for what is labelled
+sealbench.run there; a history host that cannot be reached is a note, a
+ledger's a leftover. --target limits the audit to those targets (a remote
+spec asks that host, and fails if it cannot be reached); --run ID to that
+run.
 
 Exit codes for audit: 0 nothing left; 1 something is left (each listed);
 3 bad input, such as a --run that names no run made here (the state
@@ -54,9 +45,9 @@ directory's runs.history lists every run made in it, torn down or not).
 --fix tears down what it finds (every run through its ledger, then what no
 ledger names) and exits 0 only if nothing is left afterwards.`,
 		Example: `  sealbench audit
-  sealbench audit --target docker --json
+  sealbench audit --json
   sealbench audit --run 20261129T085500-3f9a1c
-  sealbench audit --target docker@ssh://bench@gpu1 --ssh-known-hosts ~/.ssh/known_hosts
+  sealbench audit --target ` + remoteExample() + ` --ssh-known-hosts ~/.ssh/known_hosts
   sealbench audit --fix            # after a crash: remove what was left`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -81,7 +72,7 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 			if err := ssh.check(); err != nil {
 				return err
 			}
-			if err := kube.apply(); err != nil {
+			if err := targetOpts.apply(); err != nil {
 				return err
 			}
 			var res *provision.AuditResult
@@ -136,7 +127,7 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 	}
 	c.Flags().StringVar(&target, "target", "", "audit only these targets, comma-separated: "+strings.Join(provision.Names(), ", ")+" (default: all)")
 	ssh.flags(c.Flags())
-	kube.flags(c.Flags(), false)
+	targetOpts.flags(c.Flags(), provision.CommandAudit)
 	c.Flags().BoolVar(&fix, "fix", false, "tear down what is found")
 	c.Flags().StringVar(&runID, "run", "", "audit (and fix) only this run")
 	return c

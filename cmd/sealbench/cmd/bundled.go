@@ -17,4 +17,9 @@ Use the host's sealbench for that.`
 
 func hostCommands(*global) []*cobra.Command { return nil }
 
+// mainExample is the root's first example: this build runs no job.
+func mainExample() string {
+	return "  # This build takes samples from a plan; the host's sealbench runs the job.\n  sealbench sample --plan PLAN"
+}
+
 func classifyHost(error) (int, string, bool) { return 0, "", false }

@@ -21,8 +21,14 @@ const (
 )
 
 func hostCommands(g *global) []*cobra.Command {
-	return []*cobra.Command{newKeygenCmd(g), newSealCmd(g), newVerifyCmd(g), newImageCmd(g), newReportCmd(g),
-		newProvisionCmd(g), newTeardownCmd(g), newAuditCmd(g), newDoctorCmd(g), newRunCmd(g), newMsbProxyCmd(g), newQEMULinkCmd(g), newKubeEngineCmd(g)}
+	return append([]*cobra.Command{newKeygenCmd(g), newSealCmd(g), newVerifyCmd(g), newImageCmd(g), newReportCmd(g),
+		newProvisionCmd(g), newTeardownCmd(g), newAuditCmd(g), newDoctorCmd(g), newRunCmd(g)}, newTargetSubcommands(g)...)
+}
+
+// mainExample is the root's first example: the main job, as the first
+// registered target shows it.
+func mainExample() string {
+	return firstExample("run") + "\n  # (with no --bundle, run seals the source tree around you with a throw-away key)"
 }
 
 func classifyHost(err error) (int, string, bool) {

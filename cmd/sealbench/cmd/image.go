@@ -259,7 +259,7 @@ e2fsprogs and qemu-utils; takes a few minutes and a few hundred MB.
 Packages come from the same sources as ` + "`sealbench image`" + `'s. The VM image is a
 fixture for VM targets, not a published artifact: when the lock's packages are
 in no source, it is built from a fresh lock (kept beside the image as lock.json)
-with a loud notice, and the lima target finds it there; --no-relock fails instead.`,
+with a loud notice, and the VM targets find it there; --no-relock fails instead.`,
 		Example: `  sealbench image vm
   sealbench image vm --arch amd64 --size 8G --json
   sealbench image vm --deb-source /mnt/old-debs --no-relock   # exactly the committed lock, or fail`,

@@ -68,8 +68,7 @@ bodies into one signed, hash-manifested, reproducible bundle, verifies it,
 provisions targets from it, runs the twelve cells on them under a strict cache
 protocol, reports exact counts first and timings second, and tears everything
 down, with an audit that proves nothing is left.` + buildNote,
-		Example: `  # The whole job on this host's stand-in and dockerd (seals this tree with a throw-away key)
-  sudo sealbench run --target local,docker --native
+		Example: mainExample() + `
 
   # Make a signing key pair (the password comes from SEALBENCH_PASSWORD; empty is allowed)
   SEALBENCH_PASSWORD= sealbench keygen --out ~/.config/sealbench

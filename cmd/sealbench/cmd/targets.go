@@ -3,129 +3,121 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/kubernetes"
+	_ "github.com/sealbench/sealbench/provision/targets" // every target's registration: the one list of them
 )
 
-// vmSettings size the VM targets (lima, qemu, apple, microsandbox); zero
-// means each provisioner's default. allowUntested lets apple and
-// microsandbox drive a tool newer than the releases they were checked
-// against; accel is qemu's accelerator (tcg unless the user says kvm).
-type vmSettings struct {
-	cpus          int
-	memoryMiB     int64
-	allowUntested bool
-	accel         string
+// targetFlags are the registered targets' own flags on one command
+// (provision.Flags): the commands name no target; each target's package
+// says what it takes.
+type targetFlags struct {
+	set provision.OptionSet
 }
 
-func (v *vmSettings) flags(fl *pflag.FlagSet) {
-	fl.IntVar(&v.cpus, "vm-cpus", 0, fmt.Sprintf("CPUs of a VM target, 1 to %d (default: the provisioner's: 2 for lima and qemu, 4 for apple and microsandbox)", maxVMCPUs))
-	fl.Int64Var(&v.memoryMiB, "vm-memory", 0, fmt.Sprintf("memory of a VM target in MiB, %d to %d (default: the provisioner's: 2048 for lima and qemu, 4096 for apple and microsandbox)", minVMMemoryMiB, maxVMMemoryMiB))
-	var tools []string
+func (t *targetFlags) flags(fl *pflag.FlagSet, c provision.Command) { t.set = provision.Flags(fl, c) }
+
+// check refuses values no target could use, before anything is made.
+func (t *targetFlags) check() error { return targetUsage(t.set.Check()) }
+
+// apply checks the values and applies them to this process, for the
+// commands that reach what targets hold without making one (teardown,
+// audit, doctor): a kubeconfig into KUBECONFIG, say.
+func (t *targetFlags) apply() error { return targetUsage(t.set.Apply()) }
+
+// targetUsage makes a target's refusal of a flag a usage error.
+func targetUsage(err error) error {
+	var ue *provision.UsageError
+	if errors.As(err, &ue) {
+		return usageErrorf(ue.Hint, "%v", ue.Err)
+	}
+	return err
+}
+
+// newTargetSubcommands are the hidden commands targets' provisioners
+// start as processes of a run (provision.Subcommand).
+func newTargetSubcommands(g *global) []*cobra.Command {
+	var cmds []*cobra.Command
+	for _, s := range provision.Subcommands() {
+		cmds = append(cmds, &cobra.Command{
+			Use: s.Name + " " + s.Usage, Short: s.Short, Hidden: true, DisableFlagParsing: true,
+			RunE: func(c *cobra.Command, args []string) error {
+				p := newProgress(g.stderr, s.Name)
+				defer p.Close()
+				return targetUsage(s.Run(c.Context(), args, p.Logf))
+			},
+		})
+	}
+	return cmds
+}
+
+// targetHelp lists the registered targets for a command's help: each
+// with what it is, and more where its package says more.
+func targetHelp() string {
+	var b strings.Builder
 	for _, r := range provision.Registered() {
-		if r.Tools != "" {
-			tools = append(tools, r.Name+": "+r.Tools)
+		name := r.Name
+		if r.Param != "" {
+			name += "[:" + r.Param + "]"
+		}
+		if r.Node {
+			name += "[@NODE]"
+		}
+		if len(name) < 9 {
+			b.WriteString(fmt.Sprintf("  %-9s%s.\n", name, r.What))
+		} else {
+			b.WriteString("  " + name + "\n           " + r.What + ".\n")
+		}
+		for _, line := range strings.Split(strings.TrimSpace(r.Help), "\n") {
+			if line != "" {
+				b.WriteString("           " + line + "\n")
+			}
 		}
 	}
-	fl.BoolVar(&v.allowUntested, "allow-untested-tool", false, "drive a VM target's tool even when it is newer than the releases sealbench was checked against ("+
-		strings.Join(tools, "; ")+"), with a warning naming them; without it a newer tool is refused")
-	fl.StringVar(&v.accel, "accel", "tcg", "the qemu target's accelerator: tcg (software emulation, the default) or kvm; never chosen for you, because on some hosts /dev/kvm opens and guests hang")
+	return b.String()
 }
 
-// Bounds of the VM flags: zero is the provisioner's default; anything
-// else must be a size a VM can have.
-const (
-	maxVMCPUs      = 1024
-	minVMMemoryMiB = 256
-	maxVMMemoryMiB = 16 << 20 // 16 TiB
-)
-
-// check refuses VM sizes no VM can have, before anything is made.
-func (v vmSettings) check() error {
-	if v.cpus < 0 || v.cpus > maxVMCPUs {
-		return usageErrorf(fmt.Sprintf("--vm-cpus takes 1 to %d (0: the provisioner's default)", maxVMCPUs), "--vm-cpus %d is out of range", v.cpus)
-	}
-	if v.memoryMiB != 0 && (v.memoryMiB < minVMMemoryMiB || v.memoryMiB > maxVMMemoryMiB) {
-		return usageErrorf(fmt.Sprintf("--vm-memory takes MiB, %d to %d (0: the provisioner's default)", minVMMemoryMiB, maxVMMemoryMiB), "--vm-memory %d is out of range", v.memoryMiB)
-	}
-	if v.accel != "" && v.accel != "tcg" && v.accel != "kvm" {
-		return usageErrorf("--accel takes tcg or kvm", "--accel %q is neither", v.accel)
-	}
-	return nil
-}
-
-// host is the settings as package host takes them, with the kubernetes
-// target's.
-func (v vmSettings) host(k kubeSettings) host.VM {
-	return host.VM{CPUs: v.cpus, MemoryMiB: v.memoryMiB, AllowUntestedTool: v.allowUntested, Accel: v.accel, Kube: k.o}
-}
-
-// kubeSettings say how the kubernetes target reaches its cluster and
-// where its Sandboxes go.
-type kubeSettings struct{ o provision.KubeOptions }
-
-// flags adds --kubeconfig, and with all (run, provision) the rest.
-func (k *kubeSettings) flags(fl *pflag.FlagSet, all bool) {
-	fl.StringVar(&k.o.Kubeconfig, "kubeconfig", "", "for the kubernetes target: the kubeconfig that reaches the cluster (default: KUBECONFIG, then ~/.kube/config)")
-	if !all {
-		return
-	}
-	fl.StringVar(&k.o.Context, "kube-context", "", "for the kubernetes target: the kubeconfig's context to use (default: its current one)")
-	fl.StringVar(&k.o.Namespace, "namespace", "", "for the kubernetes target: the namespace the Sandboxes' pods go in; it must exist (default: default)")
-	fl.StringVar(&k.o.Node, "kube-node", "", "for the kubernetes target: the node the Sandboxes run on (default: the cluster's only node)")
-	fl.StringVar(&k.o.FUSEResource, "kube-fuse-resource", "", "for the kubernetes target: the extended resource a device plugin offers /dev/fuse as (default: sealbench.dev/fuse)")
-	fl.StringVar(&k.o.Containerd, "kube-containerd", "", "for the kubernetes target: the node's containerd socket, as this host reaches it (a node on this host), where the Sandbox image is imported (with --kube-image, pulled) and removed at teardown")
-	fl.StringVar(&k.o.SeccompDir, "kube-seccomp-dir", "", "for the kubernetes target: the node kubelet's seccomp directory, as this host reaches it (default /var/lib/kubelet/seccomp), where the Sandboxes' seccomp profile goes")
-	fl.StringVar(&k.o.Image, "kube-image", "", "for the kubernetes target: a registry repository the node pulls the Sandbox image from, instead of an import through --kube-containerd (REPO is REPO:<the bundle's tag>; REPO:TAG and REPO@sha256:... too); its id must be the bundle's, and pods name it REPO@sha256:<manifest digest>")
-	fl.BoolVar(&k.o.Network, "kube-network", false, "for the kubernetes target: let the Sandboxes have the cluster's pod network (default: a NetworkPolicy denies them every connection)")
-}
-
-// check refuses a kubeconfig that is not a readable file, a containerd
-// socket or seccomp directory that is not an absolute path and an image
-// that is no registry reference, before anything is made.
-func (k kubeSettings) check() error {
-	if k.o.Kubeconfig != "" {
-		if err := readableFile(k.o.Kubeconfig); err != nil {
-			return usageErrorf("--kubeconfig takes a kubeconfig file you can read", "--kubeconfig: %v", err)
+// targetExamples are the registered targets' example command lines for
+// command (run or provision): "sealbench <command> ..." and their
+// comments.
+func targetExamples(command string) string {
+	var lines []string
+	for _, r := range provision.Registered() {
+		for _, ex := range r.Examples {
+			if strings.Contains(ex, "sealbench "+command+" ") {
+				lines = append(lines, ex)
+			}
 		}
 	}
-	if k.o.Containerd != "" && !filepath.IsAbs(k.o.Containerd) {
-		return usageErrorf("--kube-containerd takes the socket's absolute path, such as /run/containerd/containerd.sock", "--kube-containerd %q is not an absolute path", k.o.Containerd)
-	}
-	if k.o.Image != "" {
-		if _, err := kubernetes.ImageRef(k.o.Image, ""); err != nil {
-			return usageErrorf("--kube-image takes a registry repository, such as registry.example.com:5000/sealbench/sandbox (a :TAG or @sha256:DIGEST too)", "--kube-image: %v", err)
-		}
-	}
-	if k.o.SeccompDir != "" && !filepath.IsAbs(k.o.SeccompDir) {
-		return usageErrorf("--kube-seccomp-dir takes the directory's absolute path, such as /var/lib/kubelet/seccomp", "--kube-seccomp-dir %q is not an absolute path", k.o.SeccompDir)
-	}
-	return nil
+	return strings.Join(lines, "\n\n")
 }
 
-// apply makes --kubeconfig the kubeconfig of this process (KUBECONFIG),
-// for the commands whose kubernetes target reaches the cluster through
-// client-go's defaults: teardown, audit and doctor.
-func (k kubeSettings) apply() error {
-	if k.o.Kubeconfig == "" {
-		return nil
+// firstExample is the first registered target's first example for
+// command: the main job, as the first target shows it.
+func firstExample(command string) string {
+	ex, _, _ := strings.Cut(targetExamples(command), "\n\n")
+	return ex
+}
+
+// remoteExample is a --target on a remote host, of the first kind that
+// runs on one.
+func remoteExample() string {
+	if kinds := provision.RemoteKinds(); len(kinds) > 0 {
+		return kinds[0] + "@ssh://root@10.0.0.7:2222"
 	}
-	if err := k.check(); err != nil {
-		return err
-	}
-	abs, err := filepath.Abs(k.o.Kubeconfig)
-	if err != nil {
-		return err
-	}
-	return os.Setenv("KUBECONFIG", abs)
+	return "KIND@ssh://root@10.0.0.7:2222"
+}
+
+// targetUsageLine is the --target syntax, with every kind.
+func targetUsageLine() string {
+	return strings.Join(provision.Names(), "|")
 }
 
 // sshSettings say how remote hosts (KIND@ssh://USER@HOST) are reached.
@@ -145,7 +137,7 @@ func (s sshSettings) check() error {
 		if f.path == "" {
 			continue
 		}
-		if err := readableFile(f.path); err != nil {
+		if err := provision.ReadableFile(f.path); err != nil {
 			return usageErrorf(f.flag+" takes a file you can read", "%s: %v", f.flag, err)
 		}
 	}
@@ -153,19 +145,3 @@ func (s sshSettings) check() error {
 }
 
 func (s sshSettings) host() host.SSH { return host.SSH{Identity: s.identity, KnownHosts: s.knownHosts} }
-
-// readableFile is nil when p is a regular file this process can open.
-func readableFile(p string) error {
-	st, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", p)
-	}
-	fh, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	return fh.Close()
-}

@@ -16,7 +16,7 @@ func newTeardownCmd(g *global) *cobra.Command {
 	var runID, target string
 	var all bool
 	var ssh sshSettings
-	var kube kubeSettings
+	var targetOpts targetFlags
 	c := &cobra.Command{
 		Use:   "teardown --run ID | --all [--target T,...]",
 		Short: "Remove everything a run created, from its ledger",
@@ -39,12 +39,12 @@ is kept: run teardown again once the host is back. A host done once is not
 connected to again.
 
 --target limits teardown to the resources of those targets (as run and
-provision name them: local, docker, or KIND@ssh://USER@HOST[:PORT] for one on
-a remote host); the run directory and the other targets' resources stay, for
-a later teardown of the whole run.`,
+provision name them, KIND@ssh://USER@HOST[:PORT] for one on a remote host);
+the run directory and the other targets' resources stay, for a later
+teardown of the whole run.`,
 		Example: `  sealbench teardown --run 20261129T085500-3f9a1c
   sealbench teardown --all --json
-  sealbench teardown --run 20261129T085500-3f9a1c --target docker
+  sealbench teardown --run 20261129T085500-3f9a1c --target ` + remoteExample() + `
   sealbench teardown --all && sealbench audit`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -59,7 +59,7 @@ a later teardown of the whole run.`,
 			if err := ssh.check(); err != nil {
 				return err
 			}
-			if err := kube.apply(); err != nil {
+			if err := targetOpts.apply(); err != nil {
 				return err
 			}
 			p := newProgress(g.stderr, "teardown")
@@ -108,6 +108,6 @@ a later teardown of the whole run.`,
 	c.Flags().BoolVar(&all, "all", false, "tear down every run in the state directory")
 	c.Flags().StringVar(&target, "target", "", "tear down only these targets' resources, comma-separated (the run directory stays)")
 	ssh.flags(c.Flags())
-	kube.flags(c.Flags(), false)
+	targetOpts.flags(c.Flags(), provision.CommandTeardown)
 	return c
 }

@@ -129,6 +129,11 @@ type Registration struct {
 	Fix       func(err error) string
 	// Make makes the target from the options every VM target takes.
 	Make func(Options) (provision.Target, error)
+	// Help, Examples and Subcommands are the registration's
+	// (provision.Registration).
+	Help        string
+	Examples    []string
+	Subcommands []provision.Subcommand
 }
 
 // Register registers a VM target: its constructor from the run's options,
@@ -136,9 +141,11 @@ type Registration struct {
 func Register(r Registration) {
 	provision.Register(provision.Registration{
 		Name: r.Name, What: r.What, Order: r.Order, Needs: r.Needs, Note: r.Note, Tools: r.Spec.Default + " " + r.Spec.Range(),
+		Options: []func() provision.Options{NewFlags}, Help: r.Help, Examples: r.Examples, Subcommands: r.Subcommands,
 		New: func(o provision.NewOptions) (provision.Target, error) {
-			return r.Make(Options{Run: o.Run, Image: o.Image, CPUs: o.CPUs, MemoryBytes: o.MemoryBytes,
-				AllowUntestedTool: o.AllowUntestedTool, Log: o.Log})
+			vm := provision.OptionsOf[Flags](o.Options)
+			return r.Make(Options{Run: o.Run, Image: o.Image, CPUs: vm.CPUs, MemoryBytes: vm.MemoryBytes(),
+				AllowUntestedTool: vm.AllowUntestedTool, Log: o.Log})
 		},
 		Backend: Backend{Target: r.Name, Spec: r.Spec, Holder: r.Holder, Kinds: r.Kinds},
 		Checks: func(ctx context.Context) []provision.Check {

@@ -123,9 +123,9 @@ func TestBackendDispatch(t *testing.T) {
 	}
 }
 
-// TestRegisterPassesAllowUntested: what provision.NewOptions says of
-// untested tools reaches the target's Options, and the registration names
-// the releases its tool is checked for.
+// TestRegisterPassesAllowUntested: what the VM flags say of untested
+// tools and sizes reaches the target's Options, and the registration
+// names the releases its tool is checked for and takes the VM flags.
 func TestRegisterPassesAllowUntested(t *testing.T) {
 	var got Options
 	spec := toolexec.Spec{Default: "faketool", Min: toolexec.MustVersion("1.0.0"), Max: toolexec.MustVersion("1.2.2")}
@@ -138,12 +138,16 @@ func TestRegisterPassesAllowUntested(t *testing.T) {
 	if r.Tools != "faketool 1.0.0 to 1.2.2" {
 		t.Errorf("Tools = %q", r.Tools)
 	}
+	if len(r.Options) != 1 || r.Options[0]().Kind() != FlagsKind {
+		t.Errorf("the registration's options: %v, want the VM flags", r.Options)
+	}
 	for _, allow := range []bool{true, false} {
-		if _, err := r.New(provision.NewOptions{AllowUntestedTool: allow, CPUs: 3}); err != nil {
+		flags := &Flags{AllowUntestedTool: allow, CPUs: 3, MemoryMiB: 512}
+		if _, err := r.New(provision.NewOptions{Options: provision.OptionSet{FlagsKind: flags}}); err != nil {
 			t.Fatal(err)
 		}
-		if got.AllowUntestedTool != allow || got.CPUs != 3 {
-			t.Errorf("NewOptions{AllowUntestedTool: %v} made %+v", allow, got)
+		if got.AllowUntestedTool != allow || got.CPUs != 3 || got.MemoryBytes != 512<<20 {
+			t.Errorf("flags %+v made %+v", flags, got)
 		}
 	}
 }
