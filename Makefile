@@ -17,7 +17,7 @@ RUN_FLAGS ?=
 TEST_TIMEOUT ?= 40m
 # Debian packages the tests use; installed when missing (root only).
 # chromium: the HTML report's test opens it in a headless browser;
-# openssh-server: the fake remote hosts (provision/sshx/sshtest) are its sshd;
+# openssh-server: the fake remote hosts (sshx/sshtest) are its sshd;
 # iptables: the Kubernetes fixture's sweep (internal/kubetest) removes the kubelet's chains.
 TEST_PACKAGES := git coreutils dpkg apt skopeo umoci busybox-static fuse3 fio stress-ng xfsprogs e2fsprogs chromium openssh-server iptables
 # What building and booting VM images needs (make vm-image, make test-vm).

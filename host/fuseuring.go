@@ -8,6 +8,7 @@ import (
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // fuseURingHint is what a refused --fuse-uring says to do.
@@ -40,12 +41,12 @@ func CheckFUSEURing(targets []string, endpoint string) error {
 	if !here {
 		return nil
 	}
-	if _, err := provision.ReadKernelParam(provision.FUSEURingParam); err != nil {
-		return usagef(fuseURingHint, "--fuse-uring: kernel %s has no FUSE over io_uring: %v", provision.HostKernel(), err)
+	if _, err := runs.ReadKernelParam(runs.FUSEURingParam); err != nil {
+		return usagef(fuseURingHint, "--fuse-uring: kernel %s has no FUSE over io_uring: %v", runs.HostKernel(), err)
 	}
 	if os.Geteuid() != 0 {
 		return usagef("run it as root (sudo), or drop --fuse-uring",
-			"--fuse-uring writes the kernel parameter %s, which needs root (running as uid %d)", provision.FUSEURingParam, os.Geteuid())
+			"--fuse-uring writes the kernel parameter %s, which needs root (running as uid %d)", runs.FUSEURingParam, os.Geteuid())
 	}
 	return nil
 }
@@ -57,7 +58,7 @@ func CheckFUSEURing(targets []string, endpoint string) error {
 // this host get it too). It says which targets it does not reach, and
 // returns what to pin for the targets on this host's kernel: on or off,
 // as enable_uring now reads.
-func setupFUSEURing(run *provision.Run, on bool, targets []string, endpoint string, logf func(string, ...any)) (string, error) {
+func setupFUSEURing(run *runs.Run, on bool, targets []string, endpoint string, logf func(string, ...any)) (string, error) {
 	var here, others []string
 	if endpoint != "" && onHostKernel("", endpoint) {
 		here = append(here, endpoint)
@@ -78,20 +79,20 @@ func setupFUSEURing(run *provision.Run, on bool, targets []string, endpoint stri
 		if err := CheckFUSEURing(targets, endpoint); err != nil {
 			return "", err
 		}
-		was, err := run.SetKernelParam(provision.FUSEURingParam, "Y", "--fuse-uring: FUSE over io_uring for LayerFS (kernel-wide)")
+		was, err := run.SetKernelParam(runs.FUSEURingParam, "Y", "--fuse-uring: FUSE over io_uring for LayerFS (kernel-wide)")
 		if err != nil {
 			return "", fmt.Errorf("--fuse-uring: %w", err)
 		}
 		if was == "Y" {
-			logf("--fuse-uring: %s was on already (recorded; teardown leaves it on)", provision.FUSEURingParam)
+			logf("--fuse-uring: %s was on already (recorded; teardown leaves it on)", runs.FUSEURingParam)
 		} else {
 			logf("--fuse-uring: %s turned on for %s (was %s; recorded in the ledger, teardown puts it back)",
-				provision.FUSEURingParam, strings.Join(here, ", "), was)
+				runs.FUSEURingParam, strings.Join(here, ", "), was)
 		}
 	case on:
-		logf("--fuse-uring: no target of this run runs on this host's kernel: %s left as it is", provision.FUSEURingParam)
+		logf("--fuse-uring: no target of this run runs on this host's kernel: %s left as it is", runs.FUSEURingParam)
 	}
-	if v, err := provision.ReadKernelParam(provision.FUSEURingParam); err == nil && (v == "Y" || v == "1") {
+	if v, err := runs.ReadKernelParam(runs.FUSEURingParam); err == nil && (v == "Y" || v == "1") {
 		return manifests.FUSEURingOn, nil
 	}
 	return manifests.FUSEURingOff, nil
@@ -102,7 +103,7 @@ func setupFUSEURing(run *provision.Run, on bool, targets []string, endpoint stri
 // host's), manifests.FUSEURingNA for one on another (a VM's guest, a
 // dockerd on another machine).
 func pinFUSEURing(id *engine.Identity, hostKernel bool, hostState string) {
-	if hostKernel && id.Kernel == provision.HostKernel() {
+	if hostKernel && id.Kernel == runs.HostKernel() {
 		id.FUSEURing = hostState
 	} else {
 		id.FUSEURing = manifests.FUSEURingNA

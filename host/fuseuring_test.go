@@ -6,14 +6,14 @@ import (
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // TestFUSEURingPins: a target on this host's kernel pins what enable_uring
 // read; one on a kernel of its own (a VM's guest; a dockerd whose kernel is
 // not this host's) pins n/a, whatever the host's parameter says.
 func TestFUSEURingPins(t *testing.T) {
-	here := provision.HostKernel()
+	here := runs.HostKernel()
 	for _, c := range []struct {
 		name   string
 		host   bool
@@ -53,19 +53,19 @@ func TestFUSEURingNotApplicable(t *testing.T) {
 	if err := CheckFUSEURing([]string{"lima", "apple"}, ""); err != nil {
 		t.Errorf("refused for VM targets only: %v", err)
 	}
-	run, err := provision.NewRun(t.TempDir())
+	run, err := runs.NewRun(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer run.Close()
 	var logged []string
 	logf := func(f string, a ...any) { logged = append(logged, f) }
-	before, _ := provision.ReadKernelParam(provision.FUSEURingParam)
+	before, _ := runs.ReadKernelParam(runs.FUSEURingParam)
 	state, err := setupFUSEURing(run, true, []string{"lima"}, "", logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, _ := provision.ReadKernelParam(provision.FUSEURingParam)
+	after, _ := runs.ReadKernelParam(runs.FUSEURingParam)
 	if before != after || len(run.Ledger.Entries()) != 1 {
 		t.Errorf("changed %q to %q, or recorded it: %+v", before, after, run.Ledger.Entries())
 	}

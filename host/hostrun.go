@@ -23,9 +23,10 @@ import (
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/remote"
-	"github.com/sealbench/sealbench/provision/sshx"
 	"github.com/sealbench/sealbench/runner"
 	"github.com/sealbench/sealbench/runner/stats"
+	"github.com/sealbench/sealbench/runs"
+	"github.com/sealbench/sealbench/sshx"
 )
 
 // A runner per host (docs/design/remote-hosts.md): this machine's
@@ -168,7 +169,7 @@ type groupResult struct {
 // into out's samples.jsonl and pins.json. It returns the merged samples,
 // the slots none took, and the first error of a group that is not a lost
 // host (whose samples are failed instead).
-func runGroups(ctx context.Context, run *provision.Run, b *Bundle, o RunOptions, groups []*group, targets map[string]provision.Target,
+func runGroups(ctx context.Context, run *runs.Run, b *Bundle, o RunOptions, groups []*group, targets map[string]provision.Target,
 	conns *hostConns, out string, logf func(string, ...any), status func(string)) ([]manifests.Sample, []stats.Slot, error) {
 	results := make([]groupResult, len(groups))
 	// Every host is made ready first, one after another: what that
@@ -344,7 +345,7 @@ func writeMerged(out string, samples []manifests.Sample, pins *manifests.RunPins
 
 // runHere runs this machine's group with the runner here, as a run of
 // this machine's targets alone does, into the run's directory.
-func runHere(ctx context.Context, run *provision.Run, b *Bundle, o RunOptions, g *group, logf func(string, ...any), status func(string)) groupResult {
+func runHere(ctx context.Context, run *runs.Run, b *Bundle, o RunOptions, g *group, logf func(string, ...any), status func(string)) groupResult {
 	plan, err := newPlan(run, b, o, g.ids, filepath.Join(run.Dir, "results", g.name()))
 	if err != nil {
 		return groupResult{err: err}
@@ -461,7 +462,7 @@ const runnerSampleDeadline = 30 * time.Minute
 // host sees them, the host's lock, the runner's ledger and results in the
 // run's directory there. A host that cannot be made ready is the
 // result's error, or, lost, its samples' reason.
-func prepareHost(ctx context.Context, run *provision.Run, b *Bundle, o RunOptions, g *group, targets map[string]provision.Target, conns *hostConns) (*hostRunner, groupResult) {
+func prepareHost(ctx context.Context, run *runs.Run, b *Bundle, o RunOptions, g *group, targets map[string]provision.Target, conns *hostConns) (*hostRunner, groupResult) {
 	c, err := conns.get(ctx, g.spec)
 	if err != nil {
 		return nil, groupResult{err: err}
@@ -477,7 +478,7 @@ func prepareHost(ctx context.Context, run *provision.Run, b *Bundle, o RunOption
 	}
 }
 
-func writeHostPlan(ctx context.Context, run *provision.Run, b *Bundle, o RunOptions, g *group, targets map[string]provision.Target, c *sshx.Client) (*hostRunner, error) {
+func writeHostPlan(ctx context.Context, run *runs.Run, b *Bundle, o RunOptions, g *group, targets map[string]provision.Target, c *sshx.Client) (*hostRunner, error) {
 	p, err := remote.Platform(ctx, c)
 	if err != nil {
 		return nil, err

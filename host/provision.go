@@ -9,13 +9,14 @@ import (
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/remote"
-	"github.com/sealbench/sealbench/provision/sshx"
+	"github.com/sealbench/sealbench/runs"
+	"github.com/sealbench/sealbench/sshx"
 )
 
 // bringUp makes spec's provisioner for run (on its remote host, over the
 // run's connection there), creates the target, installs the Sandbox image
 // and asks its identity.
-func bringUp(ctx context.Context, spec remote.Spec, run *provision.Run, conns *hostConns, b *Bundle, opts provision.OptionSet, logf func(string, ...any)) (provision.Target, *engine.Identity, error) {
+func bringUp(ctx context.Context, spec remote.Spec, run *runs.Run, conns *hostConns, b *Bundle, opts provision.OptionSet, logf func(string, ...any)) (provision.Target, *engine.Identity, error) {
 	reg, ok := provision.Lookup(spec.Kind)
 	if !ok {
 		return nil, nil, fmt.Errorf("no provisioner for target %q", spec.Kind)
@@ -29,7 +30,7 @@ func bringUp(ctx context.Context, spec remote.Spec, run *provision.Run, conns *h
 		// A name that is not the kind (kubernetes@NODE's) is recorded
 		// with its kind before the target records anything: teardown
 		// finds its Backend by it.
-		if err = provision.RecordTargetKind(run.Dir, spec.Name, spec.Kind); err == nil {
+		if err = runs.RecordTargetKind(run.Dir, spec.Name, spec.Kind); err == nil {
 			t, err = reg.New(no)
 		}
 	case reg.Remote == nil || conns == nil:
@@ -74,7 +75,7 @@ type ProvisionOptions struct {
 	Bundle *Bundle
 	// Options are the targets' own options (provision.Flags).
 	Options  provision.OptionSet
-	StateDir string // empty: provision.DefaultStateDir
+	StateDir string // empty: runs.DefaultStateDir
 	Log      func(string, ...any)
 
 	// FUSEURing turns the host's enable_uring on for the run (recorded in
@@ -118,7 +119,7 @@ func Provision(ctx context.Context, o ProvisionOptions) (_ *Provisioned, err err
 			return
 		}
 		// Rollback on failure only: take down what this run made.
-		if _, terr := provision.Teardown(context.WithoutCancel(ctx), run.Dir, provision.TeardownOptions{Log: logf}); terr != nil {
+		if _, terr := runs.Teardown(context.WithoutCancel(ctx), run.Dir, runs.TeardownOptions{Log: logf}); terr != nil {
 			err = multierror.Append(err, fmt.Errorf("and tearing the failed run down: %w (run `sealbench teardown --run %s`)", terr, run.ID))
 		}
 	}()
@@ -158,13 +159,13 @@ func Provision(ctx context.Context, o ProvisionOptions) (_ *Provisioned, err err
 	return out, nil
 }
 
-func newRun(state string) (*provision.Run, error) {
+func newRun(state string) (*runs.Run, error) {
 	if state == "" {
-		state = provision.DefaultStateDir()
+		state = runs.DefaultStateDir()
 	}
-	run, err := provision.NewRun(state)
+	run, err := runs.NewRun(state)
 	if err != nil {
-		return nil, fmt.Errorf("starting a run in %s (set %s to use another directory): %w", state, provision.StateDirEnv, err)
+		return nil, fmt.Errorf("starting a run in %s (set %s to use another directory): %w", state, runs.StateDirEnv, err)
 	}
 	return run, nil
 }

@@ -14,10 +14,10 @@ import (
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/provision/remote"
-	"github.com/sealbench/sealbench/provision/sshx/sshtest"
+	"github.com/sealbench/sealbench/runs"
+	"github.com/sealbench/sealbench/sshx/sshtest"
 )
 
 // TestProvisionOnADockerHostThenAuditAfterTheRunIsGone: provision leaves
@@ -41,9 +41,9 @@ func TestProvisionOnADockerHostThenAuditAfterTheRunIsGone(t *testing.T) {
 	if out.Endpoint != hostName || out.Host != hostName || out.Identity.Host != hostName || out.Identity.Transport != "ssh" || out.Identity.FUSEURing != manifests.FUSEURingNA {
 		t.Errorf("provisioned %+v (identity %+v): want DOCKER_HOST %s, the host pinned, over ssh, enable_uring n/a", out, out.Identity, hostName)
 	}
-	hist, err := os.ReadFile(filepath.Join(state, provision.HostsHistoryFile))
+	hist, err := os.ReadFile(filepath.Join(state, runs.HostsHistoryFile))
 	if want := fmt.Sprintf(`{"run":%q,"host":%q,"knownHosts":%q,"identity":%q}`, out.Run, hostName, h.KnownHosts, h.ClientKey); err != nil || !strings.Contains(string(hist), want) {
-		t.Errorf("%s: %q (%v), want %s", provision.HostsHistoryFile, hist, err, want)
+		t.Errorf("%s: %q (%v), want %s", runs.HostsHistoryFile, hist, err, want)
 	}
 	cli, err := engine.NewClient(endpoint)
 	if err != nil {
@@ -63,10 +63,10 @@ func TestProvisionOnADockerHostThenAuditAfterTheRunIsGone(t *testing.T) {
 	if err := os.RemoveAll(out.RunDir); err != nil {
 		t.Fatal(err)
 	}
-	found := func(o provision.AuditOptions) bool {
+	found := func(o runs.AuditOptions) bool {
 		t.Helper()
 		o.StateDir = state
-		res, err := provision.Audit(ctx, o)
+		res, err := runs.Audit(ctx, o)
 		if err != nil {
 			t.Fatalf("audit %+v: %v", o, err)
 		}
@@ -78,28 +78,28 @@ func TestProvisionOnADockerHostThenAuditAfterTheRunIsGone(t *testing.T) {
 		t.Logf("audit %+v: %v (notes %q)", o, res.Leftovers, res.Notes)
 		return false
 	}
-	if !found(provision.AuditOptions{}) {
+	if !found(runs.AuditOptions{}) {
 		t.Error("the audit does not find the run's labelled Sandbox on the host once the run's directory is gone")
 	}
-	if !found(provision.AuditOptions{Targets: []string{"h1"}, Hosts: []string{hostName}}) {
+	if !found(runs.AuditOptions{Targets: []string{"h1"}, Hosts: []string{hostName}}) {
 		t.Error("audit --target h1=docker@ssh://... does not find it")
 	}
-	if !found(provision.AuditOptions{Run: out.Run}) {
+	if !found(runs.AuditOptions{Run: out.Run}) {
 		t.Errorf("audit --run %s does not find it", out.Run)
 	}
-	if found(provision.AuditOptions{Run: "20200101T000000-abcdef"}) {
+	if found(runs.AuditOptions{Run: "20200101T000000-abcdef"}) {
 		t.Error("the audit of another run finds it")
 	}
 	// Only this run's: without a run, --fix also removes what other runs
 	// labelled on the dockerd this test shares (DOCKER_HOST), such as the
 	// Sandboxes of tests running beside it.
-	if _, err := provision.Fix(ctx, provision.AuditOptions{StateDir: state, Run: out.Run}, t.Logf); err != nil {
+	if _, err := runs.Fix(ctx, runs.AuditOptions{StateDir: state, Run: out.Run}, t.Logf); err != nil {
 		t.Errorf("audit --fix: %v", err)
 	}
 	if _, err := cli.ContainerInspect(ctx, left.ID); err == nil {
 		t.Error("audit --fix left the labelled Sandbox on the host")
 	}
-	if found(provision.AuditOptions{}) {
+	if found(runs.AuditOptions{}) {
 		t.Error("the audit still finds it after --fix")
 	}
 }
@@ -114,7 +114,7 @@ func dockerHostH1(t *testing.T) (*sshtest.Host, string, *host.Bundle, []remote.S
 	// Its own state directory and lock: the fake hosts share this
 	// machine's kernel and filesystem.
 	hostState := shortDir(t)
-	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv("DOCKER_HOST", endpoint), sshtest.SetEnv(provision.StateDirEnv, hostState),
+	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv("DOCKER_HOST", endpoint), sshtest.SetEnv(runs.StateDirEnv, hostState),
 		sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
 	b := provisiontest.GetRunnerBundle(t)
 	opened, err := host.OpenBundle(context.Background(), host.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})

@@ -14,10 +14,10 @@ import (
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/provision/remote"
-	"github.com/sealbench/sealbench/provision/sshx/sshtest"
+	"github.com/sealbench/sealbench/runs"
+	"github.com/sealbench/sealbench/sshx/sshtest"
 )
 
 // TestRunOnADockerHostOverSSH runs on docker@ssh://: a fake host whose
@@ -67,7 +67,7 @@ func TestRunOnADockerHostOverSSH(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	if left, err := provision.Labelled(ctx, cli, "h1", o.Run); err != nil || len(left) != 0 {
+	if left, err := runs.Labelled(ctx, cli, "h1", o.Run); err != nil || len(left) != 0 {
 		t.Errorf("the host's dockerd holds %v of the run (%v)", left, err)
 	}
 	if _, err := cli.ImageInspect(ctx, opened.Image.ID.String()); err == nil {
@@ -86,7 +86,7 @@ func TestRunOnADockerHostOverSSH(t *testing.T) {
 func TestRunOnLocalAndALocalHostOverSSH(t *testing.T) {
 	sshtest.Need(t)
 	hostState := shortDir(t)
-	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(provision.StateDirEnv, hostState), sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
+	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(runs.StateDirEnv, hostState), sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
 	b := provisiontest.GetRunnerBundle(t)
 	ctx := context.Background()
 	opened, err := host.OpenBundle(ctx, host.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})

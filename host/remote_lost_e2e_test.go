@@ -12,10 +12,10 @@ import (
 
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/provision/remote"
-	"github.com/sealbench/sealbench/provision/sshx/sshtest"
+	"github.com/sealbench/sealbench/runs"
+	"github.com/sealbench/sealbench/sshx/sshtest"
 )
 
 // TestHostLostMidRun cuts a local@ssh host off (its sshd and every
@@ -32,7 +32,7 @@ func TestHostLostMidRun(t *testing.T) {
 
 func hostLostMidRun(t *testing.T, here ...string) {
 	hostState := shortDir(t)
-	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(provision.StateDirEnv, hostState), sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
+	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(runs.StateDirEnv, hostState), sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
 	b := provisiontest.GetRunnerBundle(t)
 	ctx := context.Background()
 	opened, err := host.OpenBundle(ctx, host.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
@@ -100,7 +100,7 @@ func hostLostMidRun(t *testing.T, here ...string) {
 		t.Errorf("the host still holds %v", left)
 	}
 	// And the audit, which asks the run's hosts too, finds nothing of it.
-	res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: o.Run, SSH: provision.SSHOptions{Identity: h.ClientKey, KnownHosts: h.KnownHosts}})
+	res, err := runs.Audit(ctx, runs.AuditOptions{StateDir: state, Run: o.Run, SSH: runs.SSHOptions{Identity: h.ClientKey, KnownHosts: h.KnownHosts}})
 	if err != nil || len(res.Leftovers) != 0 {
 		t.Errorf("the audit after the later teardown: %v, %+v", err, res)
 	}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/remote"
-	"github.com/sealbench/sealbench/provision/sshx"
+	"github.com/sealbench/sealbench/runs"
+	"github.com/sealbench/sealbench/sshx"
 )
 
 // hostConns are a run's SSH connections, one per remote host, shared by
@@ -17,14 +17,14 @@ import (
 // hosts.json before it is first connected to, so that a later teardown
 // reaches it the same way.
 type hostConns struct {
-	run   *provision.Run
+	run   *runs.Run
 	ssh   SSH
 	logf  func(string, ...any)
 	mu    sync.Mutex
 	conns map[string]*sshx.Client
 }
 
-func newHostConns(run *provision.Run, ssh SSH, logf func(string, ...any)) *hostConns {
+func newHostConns(run *runs.Run, ssh SSH, logf func(string, ...any)) *hostConns {
 	return &hostConns{run: run, ssh: ssh, logf: logf, conns: map[string]*sshx.Client{}}
 }
 
@@ -39,7 +39,7 @@ func (p *hostConns) get(ctx context.Context, h *remote.Host) (*sshx.Client, erro
 		}
 		c.Close()
 	}
-	rec := provision.HostRecord{Host: key}
+	rec := runs.HostRecord{Host: key}
 	var err error
 	for _, f := range []struct {
 		in  string
@@ -51,11 +51,11 @@ func (p *hostConns) get(ctx context.Context, h *remote.Host) (*sshx.Client, erro
 			}
 		}
 	}
-	if err := provision.RecordHost(p.run.Dir, rec); err != nil {
-		return nil, fmt.Errorf("recording %s in the run's %s: %w", key, provision.HostsFile, err)
+	if err := runs.RecordHost(p.run.Dir, rec); err != nil {
+		return nil, fmt.Errorf("recording %s in the run's %s: %w", key, runs.HostsFile, err)
 	}
 	// And in the state directory's, which outlives the run (the audit's).
-	if err := provision.RecordHostUse(p.run.StateDir(), p.run.ID, rec); err != nil {
+	if err := runs.RecordHostUse(p.run.StateDir(), p.run.ID, rec); err != nil {
 		return nil, err
 	}
 	o := p.ssh.options()

@@ -19,6 +19,7 @@ import (
 	"github.com/sealbench/sealbench/provision/remote"
 	"github.com/sealbench/sealbench/runner/report"
 	"github.com/sealbench/sealbench/runner/stats"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // RunOptions says what Run runs, where, and where results go.
@@ -44,7 +45,7 @@ type RunOptions struct {
 	Out string
 	// Keep leaves the targets up after the run.
 	Keep     bool
-	StateDir string // empty: provision.DefaultStateDir
+	StateDir string // empty: runs.DefaultStateDir
 	Log      func(string, ...any)
 	Status   func(string)
 	// Report, when set, hears the report (Markdown) as soon as it is
@@ -72,8 +73,8 @@ type RunOutcome struct {
 	Samples   int                         `json:"samples"`
 	Failed    int                         `json:"failed"`
 	Kept      bool                        `json:"kept"`
-	Teardown  *provision.TeardownResult   `json:"teardown,omitempty"`
-	Leftovers []provision.Resource        `json:"leftovers"`
+	Teardown  *runs.TeardownResult        `json:"teardown,omitempty"`
+	Leftovers []runs.Resource             `json:"leftovers"`
 	// Audit is the audit's verdict, as the results attestation records it.
 	Audit attest.Audit `json:"audit"`
 	// Attestation is the results attestation, when the run was signed.
@@ -107,7 +108,7 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 		out = filepath.Join("out", "runs", run.ID)
 	}
 	logf("run %s: ledger in %s, results in %s", run.ID, run.Dir, out)
-	outcome = &RunOutcome{Run: run.ID, Dir: out, RunDir: run.Dir, Bundle: b.Verified.Name, Targets: map[string]*engine.Identity{}, Leftovers: []provision.Resource{}}
+	outcome = &RunOutcome{Run: run.ID, Dir: out, RunDir: run.Dir, Bundle: b.Verified.Name, Targets: map[string]*engine.Identity{}, Leftovers: []runs.Resource{}}
 	defer func() {
 		err = finish(ctx, run, o.Keep, outcome, err, logf, status)
 		err = signRun(o, outcome, err, logf) // after the audit, whose verdict it signs
@@ -227,7 +228,7 @@ func writeReport(out string, signature func(*report.Input)) (string, error) {
 // is: success, a failure, or Ctrl-C (ctx is done then; teardown runs all
 // the same). It returns the error to exit with: the first of them that
 // has an exit code decides it.
-func finish(ctx context.Context, run *provision.Run, keep bool, o *RunOutcome, runErr error, logf func(string, ...any), status func(string)) error {
+func finish(ctx context.Context, run *runs.Run, keep bool, o *RunOutcome, runErr error, logf func(string, ...any), status func(string)) error {
 	ctx = context.WithoutCancel(ctx)
 	errs := multierror.Append(nil, runErr)
 	if keep {
@@ -238,14 +239,14 @@ func finish(ctx context.Context, run *provision.Run, keep bool, o *RunOutcome, r
 	}
 	status("tearing down run " + run.ID)
 	run.Close()
-	td, err := provision.Teardown(ctx, run.Dir, provision.TeardownOptions{Log: logf})
+	td, err := runs.Teardown(ctx, run.Dir, runs.TeardownOptions{Log: logf})
 	o.Teardown = td
 	if err != nil {
 		errs = multierror.Append(errs, &cliutil.UserError{Code: cliutil.ExitFailed, Err: fmt.Errorf("tearing down run %s: %w", run.ID, err),
 			Hint: "fix the causes above and run `sealbench teardown --run " + run.ID + "`"})
 	}
 	status("auditing run " + run.ID)
-	a, err := provision.Audit(ctx, provision.AuditOptions{StateDir: filepath.Dir(filepath.Dir(run.Dir)), Run: run.ID})
+	a, err := runs.Audit(ctx, runs.AuditOptions{StateDir: filepath.Dir(filepath.Dir(run.Dir)), Run: run.ID})
 	switch {
 	case err != nil:
 		o.Audit = attest.Audit{Verdict: attest.AuditFailed, Detail: err.Error()}

@@ -20,8 +20,8 @@ import (
 	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/internal/version"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/runner"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // The sealed runner. The host process keeps what needs keys or host tools
@@ -41,7 +41,7 @@ const (
 // newPlan is the plan of run for the targets ids: what RunOptions ask for,
 // with absolute paths (the runner's working directory is not ours). The
 // runner's digest is filled in as its copy is made.
-func newPlan(run *provision.Run, b *Bundle, o RunOptions, ids []*engine.Identity, out string) (*manifests.RunPlan, error) {
+func newPlan(run *runs.Run, b *Bundle, o RunOptions, ids []*engine.Identity, out string) (*manifests.RunPlan, error) {
 	absOut, err := filepath.Abs(out)
 	if err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func newPlan(run *provision.Run, b *Bundle, o RunOptions, ids []*engine.Identity
 }
 
 // basePlan is what every runner's plan of run says, wherever it runs.
-func basePlan(run *provision.Run, b *Bundle, o RunOptions) *manifests.RunPlan {
+func basePlan(run *runs.Run, b *Bundle, o RunOptions) *manifests.RunPlan {
 	return &manifests.RunPlan{
 		FormatVersion: manifests.ResultsFormatVersion, Kind: manifests.RunPlanKind,
 		RunID: run.ID, BundleID: b.Verified.Name,
@@ -77,7 +77,7 @@ func basePlan(run *provision.Run, b *Bundle, o RunOptions) *manifests.RunPlan {
 // SIGINT. It returns the samples the
 // runner wrote, and an error when the runner could not take them all: the
 // context's when interrupted. Failed samples are not an error here.
-func runSealed(ctx context.Context, run *provision.Run, b *Bundle, plan *manifests.RunPlan, name string, logf func(string, ...any), status func(string)) ([]manifests.Sample, error) {
+func runSealed(ctx context.Context, run *runs.Run, b *Bundle, plan *manifests.RunPlan, name string, logf func(string, ...any), status func(string)) ([]manifests.Sample, error) {
 	dir, planName := runnerDir, planFile
 	if name != "" && name != "local" {
 		dir, planName = runnerDir+"-"+name, strings.TrimSuffix(planFile, ".json")+"-"+name+".json"

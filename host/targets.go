@@ -8,6 +8,7 @@ import (
 
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/remote"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // SSH says how remote hosts are reached: --ssh-identity and
@@ -24,8 +25,8 @@ func (s SSH) options() remote.Options {
 }
 
 // provision is how teardown and the audit take it.
-func (s SSH) provision() provision.SSHOptions {
-	return provision.SSHOptions{Identity: s.Identity, KnownHosts: s.KnownHosts}
+func (s SSH) provision() runs.SSHOptions {
+	return runs.SSHOptions{Identity: s.Identity, KnownHosts: s.KnownHosts}
 }
 
 // ParseTargets parses a --target list (split at its commas) into specs:

@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // TeardownOptions says which runs Teardown takes down: Run, or every run
@@ -22,42 +22,42 @@ type TeardownOptions struct {
 	// SSH overrides how each run's hosts.json says its remote hosts are
 	// reached.
 	SSH      SSH
-	StateDir string // empty: provision.DefaultStateDir
+	StateDir string // empty: runs.DefaultStateDir
 	Log      func(string, ...any)
 }
 
 // Teardown takes down every resource of the runs o names, from their
 // ledgers, each run to the end whatever fails, and returns what each run's
 // teardown did with every failure.
-func Teardown(ctx context.Context, o TeardownOptions) ([]*provision.TeardownResult, error) {
+func Teardown(ctx context.Context, o TeardownOptions) ([]*runs.TeardownResult, error) {
 	state := o.StateDir
 	if state == "" {
-		state = provision.DefaultStateDir()
+		state = runs.DefaultStateDir()
 	}
 	if (o.Run == "") == !o.All {
-		return nil, usagef("name one run with --run ID (ids are the directories in "+provision.RunsDir(state)+"), or pass --all",
+		return nil, usagef("name one run with --run ID (ids are the directories in "+runs.RunsDir(state)+"), or pass --all",
 			"teardown needs exactly one of --run and --all")
 	}
 	ids := []string{o.Run}
 	if o.All {
 		var err error
-		if ids, err = provision.ListRuns(state); err != nil {
+		if ids, err = runs.ListRuns(state); err != nil {
 			return nil, err
 		}
 	} else if err := manifests.ValidateRunID(o.Run); err != nil {
 		return nil, usagef("run ids look like 20261129T085500-3f9a1c", "--run: %v", err)
 	}
-	results := []*provision.TeardownResult{}
+	results := []*runs.TeardownResult{}
 	var errs *multierror.Error
 	for _, id := range ids {
-		res, err := provision.Teardown(ctx, filepath.Join(provision.RunsDir(state), id), provision.TeardownOptions{Targets: o.Targets, SSH: o.SSH.provision(), Log: o.Log})
+		res, err := runs.Teardown(ctx, filepath.Join(runs.RunsDir(state), id), runs.TeardownOptions{Targets: o.Targets, SSH: o.SSH.provision(), Log: o.Log})
 		results = append(results, res)
 		if err != nil {
 			errs = multierror.Append(errs, fmt.Errorf("run %s: %w", id, err))
 		}
 	}
 	if errs != nil {
-		errs.ErrorFormat = provision.ListErrors
+		errs.ErrorFormat = runs.ListErrors
 	}
 	return results, errs.ErrorOrNil()
 }

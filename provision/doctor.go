@@ -18,6 +18,7 @@ import (
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/machine"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // Check is one thing the doctor looked at on this host.
@@ -78,7 +79,7 @@ func Doctor(ctx context.Context) *DoctorReport {
 		add(Check{Name: "fuse", Detail: err.Error(), Fix: "load the fuse module (modprobe fuse) and run as root; in a container, pass --device /dev/fuse --cap-add SYS_ADMIN"})
 	}
 	add(fusePassthrough())
-	add(fuseURing())
+	add(fuseURing(runs.ReadKernelParam))
 	add(pageReporting(machine.Probe("/")))
 	for _, t := range Registered() {
 		if t.Checks != nil {
@@ -179,9 +180,9 @@ func fusePassthrough() Check {
 // io_uring here (layerfsd mount --fuse-transport auto uses it where it
 // can), and how to turn it on. No target needs it: without it LayerFS
 // serves over /dev/fuse.
-func fuseURing() Check {
+func fuseURing(read func(path string) (string, error)) Check {
 	c := Check{Name: "fuse-uring"}
-	v, err := ReadKernelParam(FUSEURingParam)
+	v, err := read(runs.FUSEURingParam)
 	if err != nil {
 		var uts unix.Utsname
 		unix.Uname(&uts)
@@ -190,12 +191,12 @@ func fuseURing() Check {
 		return c
 	}
 	if v == "Y" || v == "1" {
-		c.OK, c.Detail = true, FUSEURingParam+" is on: LayerFS serves its requests over io_uring"
+		c.OK, c.Detail = true, runs.FUSEURingParam+" is on: LayerFS serves its requests over io_uring"
 		return c
 	}
-	c.Detail = FUSEURingParam + " is off (the kernel's default): LayerFS serves its requests over /dev/fuse"
+	c.Detail = runs.FUSEURingParam + " is off (the kernel's default): LayerFS serves its requests over /dev/fuse"
 	c.Fix = "optional, faster on create-heavy cells: `sealbench run --fuse-uring` (or `provision --fuse-uring`) turns it on for the run, records it, and teardown puts it back; " +
-		"or as root: echo Y > " + FUSEURingParam + " (kernel-wide, until reboot)"
+		"or as root: echo Y > " + runs.FUSEURingParam + " (kernel-wide, until reboot)"
 	return c
 }
 

@@ -1,10 +1,12 @@
 package provision
 
 import (
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // The doctor warns where a balloon reports free pages, and says what the
@@ -21,4 +23,40 @@ func TestDoctorPageReporting(t *testing.T) {
 			t.Errorf("%s: %+v", state, c)
 		}
 	}
+}
+
+// TestDoctorFUSEURing: the doctor says how to turn enable_uring on for a
+// run (--fuse-uring) where it is off, and what the kernel lacks where it
+// has no such parameter.
+func TestDoctorFUSEURing(t *testing.T) {
+	reads := func(v string, err error) func(string) (string, error) {
+		return func(p string) (string, error) {
+			if p != runs.FUSEURingParam {
+				t.Errorf("the doctor read %s", p)
+			}
+			return v, err
+		}
+	}
+	if c := fuseURing(reads("N", nil)); c.OK || !strings.Contains(c.Fix, "--fuse-uring") || !strings.Contains(c.Detail, "is off") {
+		t.Errorf("off: %+v", c)
+	}
+	if c := fuseURing(reads("Y", nil)); !c.OK || c.Fix != "" {
+		t.Errorf("on: %+v", c)
+	}
+	if c := fuseURing(reads("", os.ErrNotExist)); c.OK || !strings.Contains(c.Detail, "has no FUSE over io_uring") || !strings.Contains(c.Fix, "CONFIG_FUSE_IO_URING") {
+		t.Errorf("absent: %+v", c)
+	}
+}
+
+// A target registers once: a second registration of a name is a bug.
+func TestRegisterTwicePanics(t *testing.T) {
+	New := func(NewOptions) (Target, error) { return nil, ErrNotYet }
+	Register(Registration{Name: "twice", New: New})
+	defer unregister("twice")
+	defer func() {
+		if recover() == nil {
+			t.Error("registering a name a second time did not panic")
+		}
+	}()
+	Register(Registration{Name: "twice", New: New})
 }

@@ -8,7 +8,8 @@ import (
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision/sshx"
+	"github.com/sealbench/sealbench/runs"
+	"github.com/sealbench/sealbench/sshx"
 )
 
 // Registration is everything sealbench knows about one target, in one
@@ -37,7 +38,7 @@ type Registration struct {
 	// Backend, when not nil, reaches what the target holds outside the
 	// run directory and its Engines' ledger entries (VMs, a tool's images,
 	// labelled containers): for teardown, the audit and --fix.
-	Backend Backend
+	Backend runs.Backend
 	// Needs names the doctor's checks (Check.Name) the target needs here;
 	// Note says more about it in the doctor's list.
 	Needs []string
@@ -74,7 +75,7 @@ type Registration struct {
 
 // NewOptions is what a target's provisioner is made from.
 type NewOptions struct {
-	Run *Run
+	Run *runs.Run
 	// Name is the target's name in the run's samples, pins and ledger, as
 	// the --target gives it (kubernetes-worker-1, docker-gpu1); empty or
 	// the kind for a target of this host named by its kind.
@@ -136,6 +137,9 @@ func Register(r Registration) {
 		panic(fmt.Sprintf("provision: target %q registered twice", r.Name))
 	}
 	registry[r.Name] = &r
+	if r.Backend != nil {
+		runs.RegisterBackend(r.Name, r.Order, r.Backend)
+	}
 }
 
 // Lookup returns the registration of target name.
@@ -170,25 +174,6 @@ func Names() []string {
 		ns = append(ns, r.Name)
 	}
 	return ns
-}
-
-// backendOf is the Backend of the run's target (its kind's: TargetKind).
-func backendOf(runDir, target string) Backend {
-	if r, ok := Lookup(TargetKind(runDir, target)); ok {
-		return r.Backend
-	}
-	return nil
-}
-
-// backendTargets lists the targets with a backend, in Order.
-func backendTargets() []string {
-	var ts []string
-	for _, r := range Registered() {
-		if r.Backend != nil {
-			ts = append(ts, r.Name)
-		}
-	}
-	return ts
 }
 
 // unregister removes a registration: for tests.

@@ -1,36 +1,19 @@
 // Package provision brings up the targets sealbench measures, behind one
-// small interface (Target), and takes them down again: every resource a run
-// creates is first recorded in the run's ledger (package ledger), teardown
-// walks the ledger in reverse and keeps going past failures, and the audit
-// proves nothing is left.
+// small interface (Target), with what the commands need to know of each:
+// its Registration (name, constructor, its own flags and hidden commands,
+// the doctor's checks, its teardown and audit Backend, help and examples).
 //
-// # Runs
+// A target is one package that registers itself from init (Register);
+// provision/targets links them all, and nothing else names one: the
+// commands build their flags, help and hidden commands from the registry
+// (Flags, Subcommands), and the orchestration library reaches targets
+// only through Target and the optional interfaces beside it (LeftUp).
+// docs/targets.md says how to add one; internal/testtarget is one that
+// only a test links.
 //
-// A run is a directory under the state directory's runs/ (see
-// DefaultStateDir), named by its run id, holding the ledger and everything
-// of the run that lives in files: a stand-in's binary, socket and state,
-// logs. A resource outside the run directory (a container, an image) is
-// recorded in the ledger with its Engine endpoint and, where the backend
-// has labels, carries sealbench.run=<run id>.
-//
-// # Targets
-//
-// One package per target, each registering itself (Register: its name,
-// whether it needs root, its constructor, its teardown and audit Backend,
-// the doctor's checks and install hints); provision/targets links them all:
-//
-//   - provision/local: the Engine API stand-in on this host, from the
-//     bundle's own binary; needs root.
-//   - provision/docker: the user's dockerd (DOCKER_HOST or the default
-//     socket), Sandboxes as containers with no network.
-//   - provision/lima: a Lima VM under QEMU with TCG, running the stand-in,
-//     limactl as an unprivileged uid; needs root.
-//   - provision/apple: one Apple container VM running the stand-in (macOS
-//     on Apple silicon).
-//   - provision/microsandbox: one msb microVM running the stand-in, its
-//     Engine reached through msb exec.
-//
-// provisiontest is the conformance suite every Target passes.
+// What a run made, and taking it down again, is package runs'; every
+// resource is recorded in the run's ledger (package ledger) before it is
+// created. provisiontest is the conformance suite every Target passes.
 package provision
 
 import (
@@ -38,7 +21,7 @@ import (
 	"errors"
 
 	"github.com/sealbench/sealbench/engine"
-	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // Target is one backend to measure.
@@ -67,36 +50,9 @@ type Target interface {
 	// Destroy takes the target down.
 	Destroy(ctx context.Context) error
 	// Inventory lists what of this run the target holds now.
-	Inventory(ctx context.Context) ([]Resource, error)
+	Inventory(ctx context.Context) ([]runs.Resource, error)
 }
 
 // ErrNotYet is what the provisioners of targets that are not written yet
 // answer.
 var ErrNotYet = errors.New("this target is not provisioned yet")
-
-// Resource is one thing a target holds, as Inventory and the audit list it.
-type Resource struct {
-	Target string                 `json:"target,omitempty"`
-	Run    string                 `json:"run,omitempty"`
-	Host   string                 `json:"host,omitempty"` // a remote host's, ssh://user@host:port
-	Kind   manifests.ResourceKind `json:"kind"`
-	Key    string                 `json:"key"`
-	Detail string                 `json:"detail,omitempty"`
-}
-
-func (r Resource) String() string {
-	s := string(r.Kind) + " " + r.Key
-	if r.Target != "" {
-		s = r.Target + ": " + s
-	}
-	if r.Host != "" {
-		s += " on " + r.Host
-	}
-	if r.Run != "" {
-		s += " (run " + r.Run + ")"
-	}
-	if r.Detail != "" {
-		s += ": " + r.Detail
-	}
-	return s
-}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/version"
+	"github.com/sealbench/sealbench/ledger"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision/ledger"
 )
 
 // PlanOptions are what RunPlan needs besides the plan.

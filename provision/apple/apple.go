@@ -50,7 +50,7 @@
 // The ledger names the VM as a vm and the Sandbox image in the tool's
 // store as an image keyed by its reference, both with the tool's path as
 // their exe; the audit reports labelled volumes as volumes. The package's
-// provision.Backend removes them wherever it is linked in.
+// runs.Backend removes them wherever it is linked in.
 //
 // A run's apple target lives in <run>/apple: sock/engine.sock (the Engine
 // endpoint, in a 0700 directory) and logs/ (each command's stdout and
@@ -68,10 +68,11 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/toolexec"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/internal/toolexec"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // Name is the target's name.
@@ -296,12 +297,12 @@ func (a *Apple) Destroy(ctx context.Context) error {
 
 // Inventory lists what of the run the apple target holds: ledger entries
 // whose resource still exists, and containers labelled with the run.
-func (a *Apple) Inventory(ctx context.Context) ([]provision.Resource, error) {
-	return a.vm.Inventory(ctx, func(ctx context.Context, t *toolexec.Tool) ([]provision.Resource, error) {
+func (a *Apple) Inventory(ctx context.Context) ([]runs.Resource, error) {
+	return a.vm.Inventory(ctx, func(ctx context.Context, t *toolexec.Tool) ([]runs.Resource, error) {
 		cs, err := labelled(ctx, t, a.vm.C.Run.ID)
-		var out []provision.Resource
+		var out []runs.Resource
 		for _, c := range cs {
-			out = append(out, provision.Resource{Kind: manifests.ResourceVM, Key: c.Configuration.ID, Detail: c.state()})
+			out = append(out, runs.Resource{Kind: manifests.ResourceVM, Key: c.Configuration.ID, Detail: c.state()})
 		}
 		return out, err
 	})

@@ -15,13 +15,14 @@ import (
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/internal/toolexec/faketool"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/apple"
-	"github.com/sealbench/sealbench/provision/internal/toolexec/faketool"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 	"github.com/sealbench/sealbench/provision/internal/vmtest"
 	"github.com/sealbench/sealbench/provision/provisiontest"
+	"github.com/sealbench/sealbench/runs"
 )
 
 func TestMain(m *testing.M) {
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 
 func fakeTool(t *testing.T, opt string) string { return vmtest.FakeTool(t, faketool.Container, opt) }
 
-func newApple(t *testing.T, run *provision.Run, img engine.Image, mod ...func(*apple.Options)) *apple.Apple {
+func newApple(t *testing.T, run *runs.Run, img engine.Image, mod ...func(*apple.Options)) *apple.Apple {
 	t.Helper()
 	o := apple.Options{Options: vmtarget.Options{Run: run, Image: img, CPUs: 2, MemoryBytes: 1 << 30, ReadyTimeout: 30 * time.Second, Log: t.Logf}}
 	for _, m := range mod {
@@ -46,7 +47,7 @@ func newApple(t *testing.T, run *provision.Run, img engine.Image, mod ...func(*a
 
 // target is the apple target under test, with the fake `container`.
 var target = vmtest.Target{Name: apple.Name, Tool: faketool.Container,
-	New: func(t *testing.T, run *provision.Run, img engine.Image) provision.Target {
+	New: func(t *testing.T, run *runs.Run, img engine.Image) provision.Target {
 		return newApple(t, run, img)
 	}}
 
@@ -128,7 +129,7 @@ func TestCheck(t *testing.T) {
 		if err := a.Destroy(ctx); err != nil {
 			t.Errorf("Destroy of a target never created, without the tool: %v", err)
 		}
-		res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: t.TempDir(), Targets: []string{apple.Name}})
+		res, err := runs.Audit(ctx, runs.AuditOptions{StateDir: t.TempDir(), Targets: []string{apple.Name}})
 		if err != nil || len(res.Notes) == 0 {
 			t.Errorf("audit without the tool: %v, notes %v; want a note", err, res)
 		}
@@ -189,7 +190,7 @@ func TestCheck(t *testing.T) {
 		}) {
 			t.Errorf("no warning naming the range; logged:\n%s", strings.Join(logged, "\n"))
 		}
-		provision.Teardown(ctx, run.Dir, provision.TeardownOptions{})
+		runs.Teardown(ctx, run.Dir, runs.TeardownOptions{})
 	})
 	t.Run("not running", func(t *testing.T) {
 		fk := fakeTool(t, t.TempDir())
@@ -200,7 +201,7 @@ func TestCheck(t *testing.T) {
 		if !errors.Is(err, apple.ErrNotRunning) || !strings.Contains(err.Error(), "container system start") {
 			t.Errorf("Check with the service stopped: %v", err)
 		}
-		res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: t.TempDir(), Targets: []string{apple.Name}})
+		res, err := runs.Audit(ctx, runs.AuditOptions{StateDir: t.TempDir(), Targets: []string{apple.Name}})
 		if err != nil || len(res.Notes) == 0 || !strings.Contains(strings.Join(res.Notes, " "), "not running") {
 			t.Errorf("audit with the service stopped: %v, %+v; want a note", err, res)
 		}
@@ -213,7 +214,7 @@ func TestCheck(t *testing.T) {
 		if calls := vmtest.Calls(t, fk); !vmtest.Ran(calls, "container", "system", "start", "--enable-kernel-install") {
 			t.Errorf("StartSystem did not start the service (Create: %v); ran:\n%s", err, vmtest.Render(calls))
 		}
-		provision.Teardown(ctx, run.Dir, provision.TeardownOptions{})
+		runs.Teardown(ctx, run.Dir, runs.TeardownOptions{})
 	})
 }
 
@@ -261,7 +262,7 @@ func TestNamedVolumeStays(t *testing.T) {
 func TestNewRefusesBadOptions(t *testing.T) {
 	_, run := vmtest.NewRun(t)
 	good := engine.Image{Tar: "/x.tar", Ref: "r:t", ID: manifests.DigestOf([]byte("x"))}
-	long := &provision.Run{ID: strings.Repeat("r", 51), Dir: run.Dir, Ledger: run.Ledger} // sealbench-<51>-vm is 64 characters
+	long := &runs.Run{ID: strings.Repeat("r", 51), Dir: run.Dir, Ledger: run.Ledger} // sealbench-<51>-vm is 64 characters
 	for name, o := range map[string]vmtarget.Options{
 		"long name":  {Run: long, Image: good},
 		"no run":     {Image: good},
@@ -288,16 +289,16 @@ func TestAuditAndFixFindLabelledVolumes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("container volume create: %v: %s", err, out)
 	}
-	opts := provision.AuditOptions{StateDir: state, Targets: []string{apple.Name}}
-	res, err := provision.Audit(ctx, opts)
+	opts := runs.AuditOptions{StateDir: state, Targets: []string{apple.Name}}
+	res, err := runs.Audit(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := provision.Resource{Target: apple.Name, Run: run.ID, Kind: manifests.ResourceVolume, Key: "data-1", Detail: "a container volume labelled sealbench.run"}
+	want := runs.Resource{Target: apple.Name, Run: run.ID, Kind: manifests.ResourceVolume, Key: "data-1", Detail: "a container volume labelled sealbench.run"}
 	if !slices.Contains(res.Leftovers, want) {
 		t.Fatalf("audit: %+v; want %+v among the leftovers", res.Leftovers, want)
 	}
-	after, err := provision.Fix(ctx, opts, t.Logf)
+	after, err := runs.Fix(ctx, opts, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +313,7 @@ func TestAuditAndFixFindLabelledVolumes(t *testing.T) {
 func TestNewTakesTheLongestName(t *testing.T) {
 	_, run := vmtest.NewRun(t)
 	img := engine.Image{Tar: "/x.tar", Ref: "r:t", ID: manifests.DigestOf([]byte("x"))}
-	r := &provision.Run{ID: strings.Repeat("r", 50), Dir: run.Dir, Ledger: run.Ledger}
+	r := &runs.Run{ID: strings.Repeat("r", 50), Dir: run.Dir, Ledger: run.Ledger}
 	a, err := apple.New(apple.Options{Options: vmtarget.Options{Run: r, Image: img}})
 	if err != nil || len(a.VMName()) != 63 {
 		t.Errorf("New with a run id of 50: %v", err)

@@ -7,9 +7,9 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 
+	"github.com/sealbench/sealbench/internal/toolexec"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/internal/toolexec"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // Check says whether this host can run the apple target: the tool is on
@@ -222,7 +222,7 @@ func (holder) Exists(ctx context.Context, t *toolexec.Tool, e manifests.LedgerEn
 
 // Audit lists the containers and volumes carrying the run label; with
 // the system service stopped, nothing can be listed, and a note says so.
-func (holder) Audit(ctx context.Context, t *toolexec.Tool, run string) ([]provision.Resource, []string, error) {
+func (holder) Audit(ctx context.Context, t *toolexec.Tool, run string) ([]runs.Resource, []string, error) {
 	if _, err := t.Run(ctx, "system", "status"); err != nil {
 		return nil, []string{fmt.Sprintf("the container system service is not running, so its containers were not listed (start it with `container system start` and audit again): %v", err)}, nil
 	}
@@ -230,9 +230,9 @@ func (holder) Audit(ctx context.Context, t *toolexec.Tool, run string) ([]provis
 	if err != nil {
 		return nil, nil, err
 	}
-	var out []provision.Resource
+	var out []runs.Resource
 	for _, c := range cs {
-		out = append(out, provision.Resource{Run: c.Configuration.Labels[manifests.RunLabel], Kind: manifests.ResourceVM,
+		out = append(out, runs.Resource{Run: c.Configuration.Labels[manifests.RunLabel], Kind: manifests.ResourceVM,
 			Key: c.Configuration.ID, Detail: "container VM, " + c.state() + ", labelled " + manifests.RunLabel})
 	}
 	vs, err := listVolumes(ctx, t)
@@ -241,7 +241,7 @@ func (holder) Audit(ctx context.Context, t *toolexec.Tool, run string) ([]provis
 	}
 	for _, v := range vs {
 		if r, ok := v.Configuration.Labels[manifests.RunLabel]; ok && (run == "" || r == run) {
-			out = append(out, provision.Resource{Run: r, Kind: manifests.ResourceVolume, Key: v.name(), Detail: "a container volume labelled " + manifests.RunLabel})
+			out = append(out, runs.Resource{Run: r, Kind: manifests.ResourceVolume, Key: v.name(), Detail: "a container volume labelled " + manifests.RunLabel})
 		}
 	}
 	return out, nil, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // Name is the target's name.
@@ -26,7 +27,7 @@ var _ provision.Target = (*Docker)(nil)
 
 // Options configures the docker target.
 type Options struct {
-	Run *provision.Run
+	Run *runs.Run
 	// Host is the dockerd endpoint; empty means DOCKER_HOST or the default socket.
 	Host string
 	Log  func(format string, args ...any)
@@ -106,7 +107,7 @@ func (d *Docker) Identity(ctx context.Context) (*engine.Identity, error) {
 // entry, by a bug): both steps run, and every failure is returned.
 func (d *Docker) Destroy(ctx context.Context) error {
 	var errs *multierror.Error
-	if _, err := provision.Teardown(ctx, d.o.Run.Dir, provision.TeardownOptions{Targets: []string{d.name}, Log: d.o.Log}); err != nil {
+	if _, err := runs.Teardown(ctx, d.o.Run.Dir, runs.TeardownOptions{Targets: []string{d.name}, Log: d.o.Log}); err != nil {
 		errs = multierror.Append(errs, err)
 	}
 	cli, err := d.client()
@@ -114,7 +115,7 @@ func (d *Docker) Destroy(ctx context.Context) error {
 		return multierror.Append(errs, err).ErrorOrNil()
 	}
 	defer cli.Close()
-	rs, err := provision.Labelled(ctx, cli, d.name, d.o.Run.ID)
+	rs, err := runs.Labelled(ctx, cli, d.name, d.o.Run.ID)
 	if err != nil {
 		if client.IsErrConnectionFailed(err) && errs.ErrorOrNil() == nil && len(d.o.Run.Ledger.Entries()) <= 1 {
 			return nil // never created: nothing of ours can be there
@@ -137,7 +138,7 @@ func (d *Docker) Destroy(ctx context.Context) error {
 
 // Inventory lists what of the run dockerd holds: ledger entries that
 // still exist, and containers and volumes carrying the run's label.
-func (d *Docker) Inventory(ctx context.Context) ([]provision.Resource, error) {
+func (d *Docker) Inventory(ctx context.Context) ([]runs.Resource, error) {
 	out, err := d.o.Run.Held(ctx, d.name)
 	if err != nil {
 		return nil, err
@@ -151,7 +152,7 @@ func (d *Docker) Inventory(ctx context.Context) ([]provision.Resource, error) {
 		return nil, err
 	}
 	defer cli.Close()
-	rs, err := provision.Labelled(ctx, cli, d.name, d.o.Run.ID)
+	rs, err := runs.Labelled(ctx, cli, d.name, d.o.Run.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/docker"
 	"github.com/sealbench/sealbench/provision/provisiontest"
+	"github.com/sealbench/sealbench/runs"
 )
 
 func TestMain(m *testing.M) { provisiontest.Main(m) }
@@ -22,7 +23,7 @@ func TestConformance(t *testing.T) {
 	testenv.NeedDocker(t)
 	b := provisiontest.GetBundle(t)
 	provisiontest.Run(t, &provisiontest.Suite{
-		New: func(t *testing.T, run *provision.Run) provision.Target {
+		New: func(t *testing.T, run *runs.Run) provision.Target {
 			d, err := docker.New(docker.Options{Run: run, Log: t.Logf})
 			if err != nil {
 				t.Fatal(err)
@@ -42,7 +43,7 @@ func TestAuditFindsLabelledOrphans(t *testing.T) {
 	b := provisiontest.GetBundle(t)
 	ctx := context.Background()
 	state := t.TempDir()
-	run, err := provision.NewRun(state)
+	run, err := runs.NewRun(state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +73,8 @@ func TestAuditFindsLabelledOrphans(t *testing.T) {
 	t.Cleanup(func() { cli.ImageRemove(ctx, b.Image.ID.String(), image.RemoveOptions{}) })
 
 	// Only this run: the dockerd may be shared with other tests.
-	opts := provision.AuditOptions{StateDir: state, Targets: []string{docker.Name}, Run: run.ID}
-	res, err := provision.Audit(ctx, opts)
+	opts := runs.AuditOptions{StateDir: state, Targets: []string{docker.Name}, Run: run.ID}
+	res, err := runs.Audit(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestAuditFindsLabelledOrphans(t *testing.T) {
 	if !found {
 		t.Fatalf("audit does not list the labelled container %s: %v", name, res.Leftovers)
 	}
-	after, err := provision.Fix(ctx, opts, t.Logf)
+	after, err := runs.Fix(ctx, opts, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

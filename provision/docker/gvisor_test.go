@@ -16,9 +16,10 @@ import (
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/docker"
 	"github.com/sealbench/sealbench/provision/provisiontest"
+	"github.com/sealbench/sealbench/runs"
 )
 
-func newGVisor(t *testing.T, run *provision.Run) *docker.Docker {
+func newGVisor(t *testing.T, run *runs.Run) *docker.Docker {
 	d, err := docker.New(docker.Options{Run: run, Log: t.Logf, Target: docker.GVisorName})
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +33,7 @@ func TestGVisorConformance(t *testing.T) {
 	testenv.NeedDockerRuntime(t, docker.GVisorRuntime)
 	b := provisiontest.GetBundle(t)
 	provisiontest.Run(t, &provisiontest.Suite{
-		New:    func(t *testing.T, run *provision.Run) provision.Target { return newGVisor(t, run) },
+		New:    func(t *testing.T, run *runs.Run) provision.Target { return newGVisor(t, run) },
 		Image:  b.Image,
 		Engine: manifests.EngineDockerd,
 	})
@@ -45,7 +46,7 @@ func TestGVisorSandboxRunsUnderGVisor(t *testing.T) {
 	testenv.NeedDockerRuntime(t, docker.GVisorRuntime)
 	b := provisiontest.GetBundle(t)
 	ctx := context.Background()
-	run, err := provision.NewRun(t.TempDir())
+	run, err := runs.NewRun(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/remote"
+	"github.com/sealbench/sealbench/runs"
 )
 
 func init() {
@@ -35,39 +36,39 @@ there and prints DOCKER_HOST=ssh://USER@HOST:PORT for the docker CLI.`,
 	})
 }
 
-// backend is the docker (or gvisor) target's provision.Backend: the audit asks the
+// backend is the docker (or gvisor) target's runs.Backend: the audit asks the
 // user's dockerd for containers and volumes carrying the run label, and
 // --fix removes them; ledger entries are the generic code's.
 type backend struct{ name string }
 
-var _ provision.Backend = backend{}
+var _ runs.Backend = backend{}
 
 func (backend) Remove(ctx context.Context, _ string, e manifests.LedgerEntry) error {
 	if e.Engine != "" || (e.Kind != manifests.ResourceContainer && e.Kind != manifests.ResourceVolume) {
-		return provision.ErrGeneric
+		return runs.ErrGeneric
 	}
 	// Found by the audit, in no ledger: on the user's dockerd.
 	e.Engine = engine.DefaultDockerHost()
-	return provision.RemoveOnEngine(ctx, e)
+	return runs.RemoveOnEngine(ctx, e)
 }
 
 func (backend) Exists(context.Context, string, manifests.LedgerEntry) (bool, string, error) {
-	return false, "", provision.ErrGeneric
+	return false, "", runs.ErrGeneric
 }
 
 // Audit lists the labelled containers and volumes on the user's dockerd.
 // A dockerd that does not answer is an error: the audit notes it, or
 // fails when docker was asked for by name.
-func (b backend) Audit(ctx context.Context, run string) ([]provision.Resource, []string, error) {
+func (b backend) Audit(ctx context.Context, run string) ([]runs.Resource, []string, error) {
 	host := engine.DefaultDockerHost()
 	cli, err := engine.NewClient(host)
 	if err == nil {
 		defer cli.Close()
 		_, err = cli.Ping(ctx)
 	}
-	var rs []provision.Resource
+	var rs []runs.Resource
 	if err == nil {
-		rs, err = provision.Labelled(ctx, cli, b.name, run)
+		rs, err = runs.Labelled(ctx, cli, b.name, run)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("dockerd at %s: %w (start it, or set DOCKER_HOST to the dockerd the runs used)", host, err)

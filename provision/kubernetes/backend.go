@@ -11,12 +11,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
+	"github.com/sealbench/sealbench/runs"
 )
 
-// backend is the kubernetes target's provision.Backend. A run's pods and
+// backend is the kubernetes target's runs.Backend. A run's pods and
 // images are ledger entries on its kube-engine's endpoint, and its
 // NetworkPolicy a kubeObject entry; none of them goes when the
 // kube-engine does, so teardown removes them itself: the objects through
@@ -26,7 +26,7 @@ import (
 // process are the generic code's.
 type backend struct{}
 
-var _ provision.Backend = backend{}
+var _ runs.Backend = backend{}
 
 func (backend) Remove(ctx context.Context, runDir string, e manifests.LedgerEntry) error {
 	switch {
@@ -37,9 +37,9 @@ func (backend) Remove(ctx context.Context, runDir string, e manifests.LedgerEntr
 		}
 		return c.remove(ctx, e.Key)
 	case e.Kind == manifests.ResourceContainer || e.Kind == manifests.ResourceImage:
-		return onEngine(ctx, runDir, e, func(e manifests.LedgerEntry) error { return provision.RemoveOnEngine(ctx, e) })
+		return onEngine(ctx, runDir, e, func(e manifests.LedgerEntry) error { return runs.RemoveOnEngine(ctx, e) })
 	}
-	return provision.ErrGeneric
+	return runs.ErrGeneric
 }
 
 func (backend) Exists(ctx context.Context, runDir string, e manifests.LedgerEntry) (ok bool, detail string, err error) {
@@ -52,20 +52,20 @@ func (backend) Exists(ctx context.Context, runDir string, e manifests.LedgerEntr
 		return c.exists(ctx, e.Key)
 	case e.Kind == manifests.ResourceContainer || e.Kind == manifests.ResourceImage:
 		err = onEngine(ctx, runDir, e, func(e manifests.LedgerEntry) error {
-			ok, _, err = provision.Exists(ctx, "/nonexistent", e)
+			ok, _, err = runs.Exists(ctx, "/nonexistent", e)
 			return err
 		})
 		// Where the run's Engine is, not the one this check used.
 		return ok, "on " + e.Engine + " (the cluster, through a kube-engine)", err
 	}
-	return false, "", provision.ErrGeneric
+	return false, "", runs.ErrGeneric
 }
 
 // Audit lists the pods and NetworkPolicies labelled sealbench.run on the
 // cluster of KUBECONFIG (or ~/.kube/config; the commands' --kubeconfig
 // sets it), in every namespace. With no kubeconfig at all there is no
 // cluster to ask: a note, not an error.
-func (backend) Audit(ctx context.Context, run string) ([]provision.Resource, []string, error) {
+func (backend) Audit(ctx context.Context, run string) ([]runs.Resource, []string, error) {
 	if !haveKubeconfig() {
 		return nil, []string{"kubernetes: no kubeconfig (KUBECONFIG, ~/.kube/config or --kubeconfig): no cluster was asked"}, nil
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // cluster is a connection to a cluster's API server.
@@ -68,7 +69,7 @@ func parseObjectKey(key string) (resource, namespace, name string, err error) {
 // is the run's on that node, which its kube-engines release with the
 // run's last pod there; only the audit, which asks for no target, lists
 // one that a dead kube-engine left.
-func (c *cluster) labelled(ctx context.Context, run, target string) ([]provision.Resource, error) {
+func (c *cluster) labelled(ctx context.Context, run, target string) ([]runs.Resource, error) {
 	sel := manifests.RunLabel
 	if run != "" {
 		sel += "=" + run
@@ -85,7 +86,7 @@ func (c *cluster) labelled(ctx context.Context, run, target string) ([]provision
 	if err != nil {
 		return nil, fmt.Errorf("listing NetworkPolicies labelled %s on %s: %w", manifests.RunLabel, c.host, err)
 	}
-	var out []provision.Resource
+	var out []runs.Resource
 	leases := &coordinationv1.LeaseList{}
 	if target == "" {
 		if leases, err = c.cs.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, opts); err != nil {
@@ -93,15 +94,15 @@ func (c *cluster) labelled(ctx context.Context, run, target string) ([]provision
 		}
 	}
 	for _, l := range leases.Items {
-		out = append(out, provision.Resource{Target: Name, Run: l.Labels[manifests.RunLabel], Kind: manifests.ResourceKubeObject,
+		out = append(out, runs.Resource{Target: Name, Run: l.Labels[manifests.RunLabel], Kind: manifests.ResourceKubeObject,
 			Key: objectKey(resLeases, l.Namespace, l.Name), Detail: "a node's Lease on " + c.host + leaseState(l.Spec)})
 	}
 	for _, p := range pods.Items {
-		out = append(out, provision.Resource{Target: Name, Run: p.Labels[manifests.RunLabel], Kind: manifests.ResourceKubeObject,
+		out = append(out, runs.Resource{Target: Name, Run: p.Labels[manifests.RunLabel], Kind: manifests.ResourceKubeObject,
 			Key: objectKey(resPods, p.Namespace, p.Name), Detail: "pod on node " + p.Spec.NodeName + ", " + string(p.Status.Phase) + ", on " + c.host})
 	}
 	for _, np := range nps.Items {
-		out = append(out, provision.Resource{Target: Name, Run: np.Labels[manifests.RunLabel], Kind: manifests.ResourceKubeObject,
+		out = append(out, runs.Resource{Target: Name, Run: np.Labels[manifests.RunLabel], Kind: manifests.ResourceKubeObject,
 			Key: objectKey(resNetworkPolicies, np.Namespace, np.Name), Detail: "NetworkPolicy on " + c.host})
 	}
 	return out, nil

@@ -51,6 +51,7 @@ import (
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // Name is the target's kind, and its name when the --target names no
@@ -82,7 +83,7 @@ var _ provision.Target = (*Kubernetes)(nil)
 
 // Options configures the kubernetes target.
 type Options struct {
-	Run *provision.Run
+	Run *runs.Run
 	// Name is the target's name in the run (its directory, record, ledger
 	// entries, samples and pins); empty: Name.
 	Name string
@@ -174,7 +175,7 @@ func (k *Kubernetes) record(e manifests.LedgerEntry) error {
 }
 
 func (k *Kubernetes) engineRunning() bool {
-	return len(provision.FindProcs(provision.MarkedBy(k.engine[0], k.cfg.Socket))) > 0
+	return len(runs.FindProcs(runs.MarkedBy(k.engine[0], k.cfg.Socket))) > 0
 }
 
 // touched reports whether the run's ledger names anything of the target:
@@ -393,7 +394,7 @@ func (k *Kubernetes) Identity(ctx context.Context) (*engine.Identity, error) {
 // both steps run, and every failure is returned.
 func (k *Kubernetes) Destroy(ctx context.Context) error {
 	var errs *multierror.Error
-	if _, err := provision.Teardown(ctx, k.o.Run.Dir, provision.TeardownOptions{Targets: []string{k.name}, Log: k.o.Log}); err != nil {
+	if _, err := runs.Teardown(ctx, k.o.Run.Dir, runs.TeardownOptions{Targets: []string{k.name}, Log: k.o.Log}); err != nil {
 		errs = multierror.Append(errs, err)
 	}
 	if !k.touched() {
@@ -417,7 +418,7 @@ func (k *Kubernetes) Destroy(ctx context.Context) error {
 
 // Inventory lists what of the run the target holds: ledger entries that
 // still exist, and pods and NetworkPolicies labelled with the run.
-func (k *Kubernetes) Inventory(ctx context.Context) ([]provision.Resource, error) {
+func (k *Kubernetes) Inventory(ctx context.Context) ([]runs.Resource, error) {
 	out, err := k.o.Run.Held(ctx, k.name)
 	if err != nil {
 		return nil, err

@@ -26,6 +26,7 @@ import (
 	"github.com/sealbench/sealbench/provision/kubernetes"
 	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
 	"github.com/sealbench/sealbench/provision/provisiontest"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // engineChild, as the test binary's first argument, makes it the
@@ -60,19 +61,19 @@ func serveEngine(args []string) {
 
 // newTarget is the kubernetes target of run on the test cluster, its
 // kube-engine this test binary.
-func newTarget(t *testing.T, c *kubetest.Cluster, run *provision.Run) *kubernetes.Kubernetes {
+func newTarget(t *testing.T, c *kubetest.Cluster, run *runs.Run) *kubernetes.Kubernetes {
 	return newNamedTarget(t, c, run, "", "")
 }
 
 // newNamedTarget is newTarget as --target name=kubernetes@node makes it:
 // its kind recorded for teardown first, as the host does.
-func newNamedTarget(t *testing.T, c *kubetest.Cluster, run *provision.Run, name, node string) *kubernetes.Kubernetes {
+func newNamedTarget(t *testing.T, c *kubetest.Cluster, run *runs.Run, name, node string) *kubernetes.Kubernetes {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if name != "" {
-		if err := provision.RecordTargetKind(run.Dir, name, kubernetes.Name); err != nil {
+		if err := runs.RecordTargetKind(run.Dir, name, kubernetes.Name); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,7 +94,7 @@ func TestConformance(t *testing.T) {
 	c := kubetest.Shared(t)
 	img := chrootImage(t, "sealbench/sandbox-test:kube", "sh")
 	provisiontest.Run(t, &provisiontest.Suite{
-		New:    func(t *testing.T, run *provision.Run) provision.Target { return newTarget(t, c, run) },
+		New:    func(t *testing.T, run *runs.Run) provision.Target { return newTarget(t, c, run) },
 		Image:  img,
 		Engine: manifests.EngineKubernetes,
 	})
@@ -129,7 +130,7 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 		// image in the node's containerd, the NetworkPolicy.
 		Holds: map[manifests.ResourceKind]int{manifests.ResourceDir: 1, manifests.ResourceProcess: 1, manifests.ResourceSocket: 1,
 			manifests.ResourceImage: 1, manifests.ResourceKubeObject: 1},
-		New: func(t *testing.T, run *provision.Run, dir string, m *manifests.BundleManifest, img engine.Image) vmtest.EmulatedTarget {
+		New: func(t *testing.T, run *runs.Run, dir string, m *manifests.BundleManifest, img engine.Image) vmtest.EmulatedTarget {
 			return notEmulated{newNamedTarget(t, c, run, name, kubetest.NodeName)}
 		},
 		Dir: func(vm vmtest.EmulatedTarget) string { return vm.(notEmulated).Dir() },
@@ -154,8 +155,8 @@ func TestAuditFindsALeftLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { leases.Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	opts := provision.AuditOptions{StateDir: t.TempDir(), Run: run}
-	res, err := provision.Audit(ctx, opts)
+	opts := runs.AuditOptions{StateDir: t.TempDir(), Run: run}
+	res, err := runs.Audit(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestAuditFindsALeftLease(t *testing.T) {
 		t.Fatalf("the audit of run %s lists %v, want the Lease %s", run, res.Leftovers, want)
 	}
 	t.Logf("the audit lists %s", res.Leftovers[0])
-	if res, err := provision.Fix(ctx, opts, t.Logf); err != nil || len(res.Leftovers) != 0 {
+	if res, err := runs.Fix(ctx, opts, t.Logf); err != nil || len(res.Leftovers) != 0 {
 		t.Fatalf("the fix: %v, left %v", err, res)
 	}
 	if _, err := leases.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {

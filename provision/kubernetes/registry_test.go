@@ -33,6 +33,7 @@ import (
 	"github.com/sealbench/sealbench/provision/kubernetes"
 	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
 	"github.com/sealbench/sealbench/provision/provisiontest"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // chrootImage is the busybox test image with coreutils' chroot, which
@@ -105,7 +106,7 @@ func nodeImage(t *testing.T, c *kubetest.Cluster, ref string, remove bool) *runt
 // registryTarget is the kubernetes target of run, its Sandbox image from
 // image (--kube-image); with containerd, it reaches the node's
 // containerd too (--kube-containerd).
-func registryTarget(t *testing.T, c *kubetest.Cluster, run *provision.Run, image string, containerd bool) *kubernetes.Kubernetes {
+func registryTarget(t *testing.T, c *kubetest.Cluster, run *runs.Run, image string, containerd bool) *kubernetes.Kubernetes {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +149,7 @@ func TestImageFromRegistry(t *testing.T) {
 	t.Run("Conformance", func(t *testing.T) {
 		provisiontest.Run(t, &provisiontest.Suite{
 			// The repository alone: at the bundle image's tag.
-			New:    func(t *testing.T, run *provision.Run) provision.Target { return registryTarget(t, c, run, repo, true) },
+			New:    func(t *testing.T, run *runs.Run) provision.Target { return registryTarget(t, c, run, repo, true) },
 			Image:  img,
 			Engine: manifests.EngineKubernetes,
 		})
@@ -207,10 +208,10 @@ func TestImageFromRegistry(t *testing.T) {
 		if err != nil || ci.Image != img.ID.String() {
 			t.Errorf("container inspect: image %v (%v), want %s", ci.ContainerJSONBase, err, img.ID)
 		}
-		if _, err := provision.Teardown(ctx, run.Dir, provision.TeardownOptions{}); err != nil {
+		if _, err := runs.Teardown(ctx, run.Dir, runs.TeardownOptions{}); err != nil {
 			t.Fatalf("teardown: %v", err)
 		}
-		res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: state, Targets: []string{kubernetes.Name}})
+		res, err := runs.Audit(ctx, runs.AuditOptions{StateDir: state, Targets: []string{kubernetes.Name}})
 		if err != nil {
 			t.Fatal(err)
 		}

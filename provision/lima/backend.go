@@ -15,14 +15,14 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runs"
 )
 
-// backend is the lima target's provision.Backend: teardown, the audit and
+// backend is the lima target's runs.Backend: teardown, the audit and
 // --fix reach Lima VMs through it wherever this package is linked in.
 type backend struct{}
 
-var _ provision.Backend = backend{}
+var _ runs.Backend = backend{}
 
 // checkKey refuses a vm key that is not a run's Lima directory (or an
 // instance in one) under a directory named sealbench-lima: keys come from
@@ -80,7 +80,7 @@ func (backend) Remove(ctx context.Context, _ string, e manifests.LedgerEntry) er
 			return nil
 		}
 	}
-	return provision.ErrGeneric
+	return runs.ErrGeneric
 }
 
 // removeLimaDir removes a run's whole Lima directory: its instance first
@@ -142,10 +142,10 @@ func (backend) Exists(_ context.Context, _ string, e manifests.LedgerEntry) (boo
 			return false, "", nil
 		}
 	}
-	return false, "", provision.ErrGeneric
+	return false, "", runs.ErrGeneric
 }
 
-func describe(what, dir string, ps []provision.Proc) string {
+func describe(what, dir string, ps []runs.Proc) string {
 	d := what
 	if !exists(dir) {
 		d += " (its directory is gone)"
@@ -164,8 +164,8 @@ func describe(what, dir string, ps []provision.Proc) string {
 // an argument under Dir() (a hostagent, QEMU or ssh outliving its
 // directory), and lima-psl-* directories Lima's hostagent leaves in /tmp
 // that belong to the unprivileged user.
-func (backend) Audit(_ context.Context, run string) ([]provision.Resource, []string, error) {
-	var found []provision.Resource
+func (backend) Audit(_ context.Context, run string) ([]runs.Resource, []string, error) {
+	var found []runs.Resource
 	var notes []string
 	root := Dir()
 	ents, err := os.ReadDir(root)
@@ -181,7 +181,7 @@ func (backend) Audit(_ context.Context, run string) ([]provision.Resource, []str
 			continue
 		}
 		l := newLayout(filepath.Join(root, e.Name()))
-		var ps []provision.Proc
+		var ps []runs.Proc
 		under := argUnder(l.root)
 		for _, p := range all {
 			if under(p.Argv) {
@@ -191,7 +191,7 @@ func (backend) Audit(_ context.Context, run string) ([]provision.Resource, []str
 		for _, p := range ps {
 			seen[p.Pid] = true
 		}
-		r := provision.Resource{Run: e.Name(), Kind: manifests.ResourceVM, Key: l.root, Detail: describe("Lima directory", l.root, ps)}
+		r := runs.Resource{Run: e.Name(), Kind: manifests.ResourceVM, Key: l.root, Detail: describe("Lima directory", l.root, ps)}
 		if manifests.ValidateRunID(e.Name()) != nil || !e.IsDir() {
 			r.Run, r.Detail = "", "not a run's Lima directory: remove it by hand"
 		}
@@ -201,7 +201,7 @@ func (backend) Audit(_ context.Context, run string) ([]provision.Resource, []str
 		if seen[p.Pid] {
 			continue
 		}
-		r := provision.Resource{Kind: manifests.ResourceProcess, Key: "pid " + strconv.Itoa(p.Pid), Detail: strings.Join(p.Argv, " ")}
+		r := runs.Resource{Kind: manifests.ResourceProcess, Key: "pid " + strconv.Itoa(p.Pid), Detail: strings.Join(p.Argv, " ")}
 		for _, a := range p.Argv {
 			if i := strings.Index(a, root+string(filepath.Separator)); i >= 0 {
 				r.Run = strings.SplitN(a[i+len(root)+1:], string(filepath.Separator), 2)[0]
@@ -219,7 +219,7 @@ func (backend) Audit(_ context.Context, run string) ([]provision.Resource, []str
 			notes = append(notes, fmt.Sprintf("lima-psl-* in /tmp not checked: %v", err))
 		}
 		for _, p := range psl {
-			found = append(found, provision.Resource{Kind: manifests.ResourceDir, Key: p,
+			found = append(found, runs.Resource{Kind: manifests.ResourceDir, Key: p,
 				Detail: "left by a Lima hostagent (port forwarding); removed with any run's Lima directory, or remove it by hand once no limactl runs"})
 		}
 	}

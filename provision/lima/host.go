@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // Unprivileged is the uid and gid limactl runs as when sealbench runs as
@@ -228,8 +228,8 @@ func removeInstance(ctx context.Context, c *limactl) error {
 // procsUnder lists the processes with an argument naming a path under dir
 // (the hostagent's --pidfile, QEMU's -pidfile and disks, ssh's
 // ControlPath=...): what a Lima instance in dir runs on the host.
-func procsUnder(dir string) []provision.Proc {
-	return provision.FindProcs(argUnder(dir))
+func procsUnder(dir string) []runs.Proc {
+	return runs.FindProcs(argUnder(dir))
 }
 
 func argUnder(dir string) func([]string) bool {
@@ -248,7 +248,7 @@ func argUnder(dir string) func([]string) bool {
 func killUnder(ctx context.Context, dir string) error {
 	var errs []error
 	for _, p := range procsUnder(dir) {
-		if err := provision.Kill(ctx, p, argUnder(dir), provision.ProcessGrace); err != nil {
+		if err := runs.Kill(ctx, p, argUnder(dir), runs.ProcessGrace); err != nil {
 			errs = append(errs, err)
 		}
 	}

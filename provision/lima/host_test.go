@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // TestQEMUWrapperForcesTCG runs the wrapper in front of a stand-in for
@@ -110,7 +110,7 @@ func TestCheckKeyRefusesWhatIsNotOurs(t *testing.T) {
 // still holding it, and no ledger anywhere (the run directory is gone), is
 // what the audit finds and --fix removes, process first.
 func TestFixRemovesAnOrphanedLimaDir(t *testing.T) {
-	id := provision.NewRunID()
+	id := runs.NewRunID()
 	root := filepath.Join(Dir(), id)
 	if err := secureDir(root, 0o711); err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestFixRemovesAnOrphanedLimaDir(t *testing.T) {
 
 	ctx := context.Background()
 	state := t.TempDir()
-	res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: id, Targets: []string{Name}})
+	res, err := runs.Audit(ctx, runs.AuditOptions{StateDir: state, Run: id, Targets: []string{Name}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestFixRemovesAnOrphanedLimaDir(t *testing.T) {
 		!strings.Contains(res.Leftovers[0].Detail, "processes") {
 		t.Fatalf("audit: %v, want the directory %s with its process", res.Leftovers, root)
 	}
-	after, err := provision.Fix(ctx, provision.AuditOptions{StateDir: state, Run: id, Targets: []string{Name}}, t.Logf)
+	after, err := runs.Fix(ctx, runs.AuditOptions{StateDir: state, Run: id, Targets: []string{Name}}, t.Logf)
 	if err != nil {
 		t.Fatalf("fix: %v", err)
 	}

@@ -76,6 +76,7 @@ import (
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
+	"github.com/sealbench/sealbench/runs"
 	"github.com/sealbench/sealbench/vmimages"
 )
 
@@ -95,7 +96,7 @@ const (
 
 // Options configures the lima target.
 type Options struct {
-	Run *provision.Run
+	Run *runs.Run
 	// Bundle is a verified bundle directory and Manifest its verified
 	// manifest: every file copied into the VM is checked against it.
 	Bundle   string
@@ -498,7 +499,7 @@ func (t *Lima) checkEmulation() error {
 	if t.realQEMU == "" {
 		return nil
 	}
-	ps := provision.FindProcs(provision.MarkedBy(t.realQEMU, filepath.Join(t.l.instDir, "qemu.pid")))
+	ps := runs.FindProcs(runs.MarkedBy(t.realQEMU, filepath.Join(t.l.instDir, "qemu.pid")))
 	if len(ps) != 1 {
 		return fmt.Errorf("found %d QEMU processes for %s, want 1", len(ps), t.l.instDir)
 	}
@@ -618,12 +619,12 @@ func (t *Lima) Identity(ctx context.Context) (*engine.Identity, error) {
 // Destroy tears down every ledger entry of the lima target: the Engine's
 // containers and images, the VM, its processes, the run's Lima directory.
 func (t *Lima) Destroy(ctx context.Context) error {
-	_, err := provision.Teardown(ctx, t.o.Run.Dir, provision.TeardownOptions{Targets: []string{Name}, Log: t.o.Log})
+	_, err := runs.Teardown(ctx, t.o.Run.Dir, runs.TeardownOptions{Targets: []string{Name}, Log: t.o.Log})
 	return err
 }
 
 // Inventory lists what of the run the lima target holds.
-func (t *Lima) Inventory(ctx context.Context) ([]provision.Resource, error) {
+func (t *Lima) Inventory(ctx context.Context) ([]runs.Resource, error) {
 	return t.o.Run.Held(ctx, Name)
 }
 

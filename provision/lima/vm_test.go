@@ -17,6 +17,7 @@ import (
 	"github.com/sealbench/sealbench/provision/internal/vmtest"
 	"github.com/sealbench/sealbench/provision/lima"
 	"github.com/sealbench/sealbench/provision/provisiontest"
+	"github.com/sealbench/sealbench/runs"
 	"github.com/sealbench/sealbench/vmimages"
 )
 
@@ -50,7 +51,7 @@ func TestConformance(t *testing.T) {
 	b := provisiontest.GetBundle(t)
 	m := b.Manifest
 	provisiontest.Run(t, &provisiontest.Suite{
-		New: func(t *testing.T, run *provision.Run) provision.Target {
+		New: func(t *testing.T, run *runs.Run) provision.Target {
 			l, err := lima.New(lima.Options{Run: run, Bundle: b.Dir, Manifest: m, VMImage: vmImage, Limactl: limactl, Log: t.Logf})
 			if err != nil {
 				t.Fatal(err)
@@ -70,7 +71,7 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 	vmtest.Twelve{Name: lima.Name, Emulated: true, CPUs: lima.DefaultCPUs, MemoryBytes: lima.DefaultMemoryBytes, Kernel: "cloud",
 		// The Lima directory and instance, hostagent and QEMU, the image.
 		Holds: map[manifests.ResourceKind]int{manifests.ResourceVM: 2, manifests.ResourceProcess: 2, manifests.ResourceImage: 1},
-		New: func(t *testing.T, run *provision.Run, dir string, m *manifests.BundleManifest, _ engine.Image) vmtest.EmulatedTarget {
+		New: func(t *testing.T, run *runs.Run, dir string, m *manifests.BundleManifest, _ engine.Image) vmtest.EmulatedTarget {
 			vm, err := lima.New(lima.Options{Run: run, Bundle: dir, Manifest: m, VMImage: vmImage, Limactl: limactl, Log: t.Logf})
 			if err != nil {
 				t.Fatal(err)

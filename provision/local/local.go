@@ -31,6 +31,7 @@ import (
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // Name is the target's name.
@@ -40,7 +41,7 @@ var _ provision.Target = (*Local)(nil)
 
 // Options configures the local target.
 type Options struct {
-	Run *provision.Run
+	Run *runs.Run
 	// Bundle is a verified bundle directory; Standin is the manifest's
 	// digest of its bin/linux-<arch>/standin. The copy that runs is checked
 	// against it, so the bytes run are the bytes verified.
@@ -83,7 +84,7 @@ func New(o Options) (*Local, error) {
 	l := &Local{o: o, dir: dir, bin: filepath.Join(dir, "bin", "standin"), sock: filepath.Join(dir, "sock", "standin.sock"),
 		state: filepath.Join(dir, "state"), logp: filepath.Join(dir, "standin.log")}
 	if len(l.sock) > 107 {
-		return nil, fmt.Errorf("the stand-in's socket path %s is %d bytes, over the 107 a unix socket allows: set %s to a shorter directory", l.sock, len(l.sock), provision.StateDirEnv)
+		return nil, fmt.Errorf("the stand-in's socket path %s is %d bytes, over the 107 a unix socket allows: set %s to a shorter directory", l.sock, len(l.sock), runs.StateDirEnv)
 	}
 	return l, nil
 }
@@ -97,11 +98,11 @@ func (l *Local) record(kind manifests.ResourceKind, key, detail string) error {
 
 // marker is the argv element that makes our stand-in ours: its state
 // directory, which lies in this run's directory and so is unique.
-func (l *Local) match() func([]string) bool { return provision.MarkedBy(l.bin, l.state) }
+func (l *Local) match() func([]string) bool { return runs.MarkedBy(l.bin, l.state) }
 
 // running reports whether our stand-in is running and answers.
 func (l *Local) running(ctx context.Context) bool {
-	if len(provision.FindProcs(l.match())) == 0 {
+	if len(runs.FindProcs(l.match())) == 0 {
 		return false
 	}
 	cli, err := engine.NewClient(l.Endpoint())
@@ -260,11 +261,11 @@ func (l *Local) Identity(ctx context.Context) (*engine.Identity, error) {
 
 // Destroy tears down every ledger entry of the local target.
 func (l *Local) Destroy(ctx context.Context) error {
-	_, err := provision.Teardown(ctx, l.o.Run.Dir, provision.TeardownOptions{Targets: []string{Name}, Log: l.o.Log})
+	_, err := runs.Teardown(ctx, l.o.Run.Dir, runs.TeardownOptions{Targets: []string{Name}, Log: l.o.Log})
 	return err
 }
 
 // Inventory lists what of the run the local target holds.
-func (l *Local) Inventory(ctx context.Context) ([]provision.Resource, error) {
+func (l *Local) Inventory(ctx context.Context) ([]runs.Resource, error) {
 	return l.o.Run.Held(ctx, Name)
 }

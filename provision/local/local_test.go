@@ -21,6 +21,7 @@ import (
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/local"
 	"github.com/sealbench/sealbench/provision/provisiontest"
+	"github.com/sealbench/sealbench/runs"
 )
 
 func TestMain(m *testing.M) {
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 	provisiontest.Main(m)
 }
 
-func newLocal(t testing.TB, run *provision.Run, b *provisiontest.Bundle) *local.Local {
+func newLocal(t testing.TB, run *runs.Run, b *provisiontest.Bundle) *local.Local {
 	l, err := local.New(local.Options{Run: run, Bundle: b.Dir, Standin: b.Standin, Log: t.Logf})
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +44,7 @@ func TestConformance(t *testing.T) {
 	testenv.NeedRoot(t) // the stand-in makes namespaces
 	b := provisiontest.GetBundle(t)
 	provisiontest.Run(t, &provisiontest.Suite{
-		New:    func(t *testing.T, run *provision.Run) provision.Target { return newLocal(t, run, b) },
+		New:    func(t *testing.T, run *runs.Run) provision.Target { return newLocal(t, run, b) },
 		Image:  b.Image,
 		Engine: manifests.EngineStandin,
 	})
@@ -54,7 +55,7 @@ func TestChangedStandinIsRefused(t *testing.T) {
 	b := provisiontest.GetBundle(t)
 	state, _ := os.MkdirTemp("", "sbt-")
 	defer os.RemoveAll(state)
-	run, err := provision.NewRun(state)
+	run, err := runs.NewRun(state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,10 +68,10 @@ func TestChangedStandinIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "verify it again") {
 		t.Fatalf("Create with a stand-in that differs from the manifest: %v", err)
 	}
-	if ps := provision.FindProcs(func(argv []string) bool { return strings.HasPrefix(argv[0], run.Dir) }); len(ps) > 0 {
+	if ps := runs.FindProcs(func(argv []string) bool { return strings.HasPrefix(argv[0], run.Dir) }); len(ps) > 0 {
 		t.Errorf("a stand-in runs: %v", ps)
 	}
-	if _, err := provision.Teardown(context.Background(), run.Dir, provision.TeardownOptions{}); err != nil {
+	if _, err := runs.Teardown(context.Background(), run.Dir, runs.TeardownOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -90,7 +91,7 @@ func crashChild() {
 		fmt.Println("error", err)
 		os.Exit(2)
 	}
-	run, err := provision.NewRun(cfg.State)
+	run, err := runs.NewRun(cfg.State)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
@@ -185,11 +186,11 @@ func crashTrial(t *testing.T, b *provisiontest.Bundle, point int, delay time.Dur
 	if runID == "" {
 		t.Fatal("the child never said its run id")
 	}
-	runDir := filepath.Join(provision.RunsDir(state), runID)
+	runDir := filepath.Join(runs.RunsDir(state), runID)
 	ctx := context.Background()
 	if point == 7 {
 		// The stand-in outlived its parent: the audit must see it.
-		res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: state, Targets: []string{local.Name}})
+		res, err := runs.Audit(ctx, runs.AuditOptions{StateDir: state, Targets: []string{local.Name}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +203,7 @@ func crashTrial(t *testing.T, b *provisiontest.Bundle, point int, delay time.Dur
 		}
 	}
 	for i := range 2 { // twice: absent is done
-		res, err := provision.Teardown(ctx, runDir, provision.TeardownOptions{Log: t.Logf, Grace: 5 * time.Second})
+		res, err := runs.Teardown(ctx, runDir, runs.TeardownOptions{Log: t.Logf, Grace: 5 * time.Second})
 		if err != nil {
 			t.Fatalf("teardown #%d after the crash: %v", i+1, err)
 		}
@@ -210,7 +211,7 @@ func crashTrial(t *testing.T, b *provisiontest.Bundle, point int, delay time.Dur
 			t.Logf("teardown warning: %s", w)
 		}
 	}
-	res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: state, Targets: []string{local.Name}})
+	res, err := runs.Audit(ctx, runs.AuditOptions{StateDir: state, Targets: []string{local.Name}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,13 +222,13 @@ func crashTrial(t *testing.T, b *provisiontest.Bundle, point int, delay time.Dur
 		}
 		t.Errorf("left after teardown:\n  %s", strings.Join(ls, "\n  "))
 	}
-	if ps := provision.FindProcs(func(argv []string) bool { return strings.Contains(strings.Join(argv, " "), state) }); len(ps) > 0 {
+	if ps := runs.FindProcs(func(argv []string) bool { return strings.Contains(strings.Join(argv, " "), state) }); len(ps) > 0 {
 		t.Errorf("processes left: %v", ps)
 	}
-	if ms, _ := provision.MountsUnder(state); len(ms) > 0 {
+	if ms, _ := runs.MountsUnder(state); len(ms) > 0 {
 		t.Errorf("mounts left: %v", ms)
 	}
-	if ents, _ := os.ReadDir(provision.RunsDir(state)); len(ents) > 0 {
+	if ents, _ := os.ReadDir(runs.RunsDir(state)); len(ents) > 0 {
 		t.Errorf("entries left in runs/: %v", ents)
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sealbench/sealbench/internal/toolexec"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/internal/toolexec"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // sandboxJSON is one entry of `msb ls --format json`: superradcompany/
@@ -153,7 +153,7 @@ func (holder) Exists(ctx context.Context, t *toolexec.Tool, e manifests.LedgerEn
 
 // Audit lists the sandboxes carrying the run label (any run's when run
 // is "": those labelledAnyRun finds).
-func (holder) Audit(ctx context.Context, t *toolexec.Tool, run string) ([]provision.Resource, []string, error) {
+func (holder) Audit(ctx context.Context, t *toolexec.Tool, run string) ([]runs.Resource, []string, error) {
 	byRun := map[string][]sandboxJSON{}
 	var notes []string
 	if run != "" {
@@ -169,13 +169,13 @@ func (holder) Audit(ctx context.Context, t *toolexec.Tool, run string) ([]provis
 		}
 		notes = append(notes, "msb selects labels only by value: a sandbox labelled "+manifests.RunLabel+" under a name sealbench did not make is found only by `audit --run`")
 	}
-	var out []provision.Resource
+	var out []runs.Resource
 	for r, ss := range byRun {
 		for _, s := range ss {
-			out = append(out, provision.Resource{Run: r, Kind: manifests.ResourceVM, Key: s.Name, Detail: "microVM, " + s.Status + ", labelled " + manifests.RunLabel})
+			out = append(out, runs.Resource{Run: r, Kind: manifests.ResourceVM, Key: s.Name, Detail: "microVM, " + s.Status + ", labelled " + manifests.RunLabel})
 		}
 	}
-	slices.SortFunc(out, func(a, b provision.Resource) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b runs.Resource) int { return strings.Compare(a.Key, b.Key) })
 	return out, notes, nil
 }
 

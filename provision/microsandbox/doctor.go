@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sealbench/sealbench/internal/toolexec"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/internal/toolexec"
 )
 
 // What msb needs of its host, from superradcompany/microsandbox's README

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sealbench/sealbench/provision/internal/toolexec"
+	"github.com/sealbench/sealbench/internal/toolexec"
 )
 
 // TestParseGlibcVersion: what getconf and ldd print on real systems (the

@@ -57,7 +57,7 @@
 //
 // The ledger names the microVM as a vm and the Sandbox image in msb's
 // store as an image keyed by its reference, both with msb's path as their
-// exe; the package's provision.Backend removes them wherever it is linked
+// exe; the package's runs.Backend removes them wherever it is linked
 // in.
 package microsandbox
 
@@ -71,10 +71,11 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/toolexec"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/internal/toolexec"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // Name is the target's name.
@@ -181,7 +182,7 @@ func (m *Microsandbox) Proxy() ProxyConfig {
 }
 
 func (m *Microsandbox) proxyRunning() bool {
-	return len(provision.FindProcs(provision.MarkedBy(m.proxy[0], m.vm.Sock))) > 0
+	return len(runs.FindProcs(runs.MarkedBy(m.proxy[0], m.vm.Sock))) > 0
 }
 
 // up reports whether our microVM exists, the proxy runs, and the stand-in
@@ -343,12 +344,12 @@ func (m *Microsandbox) Destroy(ctx context.Context) error {
 
 // Inventory lists what of the run the target holds: ledger entries whose
 // resource still exists, and sandboxes labelled with the run.
-func (m *Microsandbox) Inventory(ctx context.Context) ([]provision.Resource, error) {
-	return m.vm.Inventory(ctx, func(ctx context.Context, t *toolexec.Tool) ([]provision.Resource, error) {
+func (m *Microsandbox) Inventory(ctx context.Context) ([]runs.Resource, error) {
+	return m.vm.Inventory(ctx, func(ctx context.Context, t *toolexec.Tool) ([]runs.Resource, error) {
 		ss, err := listSandboxes(ctx, t, m.vm.C.Run.ID)
-		var out []provision.Resource
+		var out []runs.Resource
 		for _, s := range ss {
-			out = append(out, provision.Resource{Kind: manifests.ResourceVM, Key: s.Name, Detail: s.Status})
+			out = append(out, runs.Resource{Kind: manifests.ResourceVM, Key: s.Name, Detail: s.Status})
 		}
 		return out, err
 	})

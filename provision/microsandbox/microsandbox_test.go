@@ -16,12 +16,13 @@ import (
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/internal/toolexec/faketool"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/internal/toolexec/faketool"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 	"github.com/sealbench/sealbench/provision/internal/vmtest"
 	"github.com/sealbench/sealbench/provision/microsandbox"
 	"github.com/sealbench/sealbench/provision/provisiontest"
+	"github.com/sealbench/sealbench/runs"
 )
 
 func TestMain(m *testing.M) {
@@ -57,7 +58,7 @@ func self(t *testing.T) string {
 	return p
 }
 
-func newMsb(t *testing.T, run *provision.Run, img engine.Image) *microsandbox.Microsandbox {
+func newMsb(t *testing.T, run *runs.Run, img engine.Image) *microsandbox.Microsandbox {
 	t.Helper()
 	m, err := microsandbox.New(microsandbox.Options{Options: vmtarget.Options{Run: run, Image: img, CPUs: 2, MemoryBytes: 1 << 30,
 		ReadyTimeout: 30 * time.Second, Log: t.Logf}, ProxyCommand: []string{self(t), microsandbox.ProxySubcommand}})
@@ -69,7 +70,7 @@ func newMsb(t *testing.T, run *provision.Run, img engine.Image) *microsandbox.Mi
 
 // target is the microsandbox target under test, with the fake msb.
 var target = vmtest.Target{Name: microsandbox.Name, Tool: faketool.Msb,
-	New: func(t *testing.T, run *provision.Run, img engine.Image) provision.Target {
+	New: func(t *testing.T, run *runs.Run, img engine.Image) provision.Target {
 		return newMsb(t, run, img)
 	}}
 
@@ -78,8 +79,8 @@ var target = vmtest.Target{Name: microsandbox.Name, Tool: faketool.Msb,
 func TestConformance(t *testing.T) { target.Conformance(t) }
 
 // proxies lists the Engine proxies of m still running.
-func proxies(t *testing.T, m *microsandbox.Microsandbox) []provision.Proc {
-	return provision.FindProcs(provision.MarkedBy(self(t), m.Proxy().Socket))
+func proxies(t *testing.T, m *microsandbox.Microsandbox) []runs.Proc {
+	return runs.FindProcs(runs.MarkedBy(self(t), m.Proxy().Socket))
 }
 
 // TestCommandLines: what Create and Destroy run, argument for argument,
@@ -144,7 +145,7 @@ func TestAuditFindsLabelledLeftovers(t *testing.T) {
 	}
 	// Stop the proxy as teardown would, then lose the run directory.
 	for _, p := range proxies(t, m) {
-		provision.Kill(ctx, p, provision.MarkedBy(self(t), m.Proxy().Socket), 5*time.Second)
+		runs.Kill(ctx, p, runs.MarkedBy(self(t), m.Proxy().Socket), 5*time.Second)
 	}
 	target.LoseRunThenFix(t, e, m.VMName())
 }
@@ -197,7 +198,7 @@ func TestCheck(t *testing.T) {
 	}) {
 		t.Errorf("no warning naming the range; logged:\n%s", strings.Join(logged, "\n"))
 	}
-	provision.Teardown(ctx, run.Dir, provision.TeardownOptions{})
+	runs.Teardown(ctx, run.Dir, runs.TeardownOptions{})
 }
 
 func TestProxyArgsRoundTrip(t *testing.T) {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 
+	"github.com/sealbench/sealbench/internal/toolexec"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/internal/toolexec"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 )
 

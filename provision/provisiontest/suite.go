@@ -29,12 +29,13 @@ import (
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // Suite says how to make the Target under test.
 type Suite struct {
 	// New returns the Target for run; it must create nothing yet.
-	New func(t *testing.T, run *provision.Run) provision.Target
+	New func(t *testing.T, run *runs.Run) provision.Target
 	// Image is a Sandbox image to install (its Cmd may be anything; the
 	// suite runs `sh -c`).
 	Image engine.Image
@@ -103,7 +104,7 @@ func Run(t *testing.T, s *Suite) {
 // Env is the suite's run and target; ctx is the current test's.
 type Env struct {
 	State  string // the run's state directory
-	Run    *provision.Run
+	Run    *runs.Run
 	Target provision.Target
 	ctx    context.Context
 }
@@ -117,13 +118,13 @@ func newEnv(t *testing.T, s *Suite) *Env {
 // NewRun is a run in a state directory of the test's own (a short path:
 // sockets live under it), which is torn down and removed when the test
 // ends; it returns the run and the state directory.
-func NewRun(t testing.TB) (*provision.Run, string) {
+func NewRun(t testing.TB) (*runs.Run, string) {
 	t.Helper()
 	state, err := os.MkdirTemp("", "sbt-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := provision.NewRun(state)
+	run, err := runs.NewRun(state)
 	if err != nil {
 		os.RemoveAll(state)
 		t.Fatal(err)
@@ -131,7 +132,7 @@ func NewRun(t testing.TB) (*provision.Run, string) {
 	t.Cleanup(func() {
 		defer os.RemoveAll(state)
 		run.Close()
-		if _, err := provision.Teardown(context.Background(), run.Dir, provision.TeardownOptions{}); err != nil {
+		if _, err := runs.Teardown(context.Background(), run.Dir, runs.TeardownOptions{}); err != nil {
 			t.Errorf("cleanup: teardown: %v", err)
 		}
 	})
@@ -343,14 +344,14 @@ func ledgerNamesAll(t *testing.T, e *Env, s *Suite) {
 func teardownRun(t *testing.T, e *Env, s *Suite) {
 	startSandbox(t, e, s, "td", "sleep 600")
 	for i := range 2 {
-		if _, err := provision.Teardown(e.ctx, e.Run.Dir, provision.TeardownOptions{}); err != nil {
+		if _, err := runs.Teardown(e.ctx, e.Run.Dir, runs.TeardownOptions{}); err != nil {
 			t.Fatalf("teardown #%d: %v", i+1, err)
 		}
 	}
 	if _, err := os.Stat(e.Run.Dir); !os.IsNotExist(err) {
 		t.Errorf("the run directory is still there after teardown: %v", err)
 	}
-	res, err := provision.Audit(e.ctx, provision.AuditOptions{StateDir: e.State, Targets: []string{e.Target.Name()}})
+	res, err := runs.Audit(e.ctx, runs.AuditOptions{StateDir: e.State, Targets: []string{e.Target.Name()}})
 	e.must(t, "Audit", err)
 	var mine []string
 	for _, r := range res.Leftovers {

@@ -10,10 +10,10 @@ import (
 	"strings"
 
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runs"
 )
 
-// backend is the qemu target's provision.Backend. It takes the VM's
+// backend is the qemu target's runs.Backend. It takes the VM's
 // entry (kind vm, key <run>/qemu/vm): QEMU, found by its command line
 // (the binary the entry names, with the pid file in that directory as an
 // argument; the pid in the pid file must be one of them), is stopped,
@@ -22,7 +22,7 @@ import (
 // target's directory) is plain and left to the generic code.
 type backend struct{}
 
-var _ provision.Backend = backend{}
+var _ runs.Backend = backend{}
 
 // vmDir checks that e is a VM entry of this target: an absolute, clean
 // path named vm in a directory named qemu.
@@ -40,9 +40,9 @@ func vmDir(e manifests.LedgerEntry) (string, bool, error) {
 // procs are the QEMU processes of the VM directory dir: exe's, with dir's
 // pid file as an argument. A pid file that names another process is an
 // error: it was not this VM's.
-func procs(exe, dir string) ([]provision.Proc, error) {
+func procs(exe, dir string) ([]runs.Proc, error) {
 	pidfile := filepath.Join(dir, "qemu.pid")
-	ps := provision.FindProcs(provision.MarkedBy(exe, pidfile))
+	ps := runs.FindProcs(runs.MarkedBy(exe, pidfile))
 	b, err := os.ReadFile(pidfile)
 	if err != nil || len(ps) == 0 {
 		return ps, nil // no pid file (not written yet, or QEMU is gone): the command line is the proof
@@ -69,9 +69,9 @@ func (backend) Remove(ctx context.Context, _ string, e manifests.LedgerEntry) er
 	if perr != nil {
 		errs = append(errs, perr)
 	}
-	match := provision.MarkedBy(e.Exe, filepath.Join(dir, "qemu.pid"))
+	match := runs.MarkedBy(e.Exe, filepath.Join(dir, "qemu.pid"))
 	for _, p := range ps {
-		if err := provision.Kill(ctx, p, match, provision.ProcessGrace); err != nil {
+		if err := runs.Kill(ctx, p, match, runs.ProcessGrace); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -103,7 +103,7 @@ func (backend) Exists(_ context.Context, _ string, e manifests.LedgerEntry) (boo
 
 // Audit adds nothing: every QEMU and link of a run names paths under the
 // run directory, where the generic audit finds them.
-func (backend) Audit(context.Context, string) ([]provision.Resource, []string, error) {
+func (backend) Audit(context.Context, string) ([]runs.Resource, []string, error) {
 	return nil, nil, nil
 }
 
@@ -111,5 +111,5 @@ func orGeneric(err error) error {
 	if err != nil {
 		return err
 	}
-	return provision.ErrGeneric
+	return runs.ErrGeneric
 }

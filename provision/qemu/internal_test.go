@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runs"
 )
 
 func testMachine(dir string) machine {
@@ -177,12 +177,12 @@ func TestBackendTakesOnlyVMDirectories(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "runs", "r", Name, "vm")
 	for _, key := range []string{"/etc", "relative/qemu/vm", filepath.Join(filepath.Dir(dir), "disk"), "/x/lima/vm", dir + "/../vm"} {
 		e := manifests.LedgerEntry{Target: Name, Kind: manifests.ResourceVM, Key: key, Exe: "/usr/bin/qemu-system-x86_64"}
-		if err := (backend{}).Remove(ctx, "", e); err == nil || errors.Is(err, provision.ErrGeneric) {
+		if err := (backend{}).Remove(ctx, "", e); err == nil || errors.Is(err, runs.ErrGeneric) {
 			t.Errorf("Remove %s: %v, want a refusal", key, err)
 		}
 	}
 	e := manifests.LedgerEntry{Target: Name, Kind: manifests.ResourceSocket, Key: dir}
-	if err := (backend{}).Remove(ctx, "", e); !errors.Is(err, provision.ErrGeneric) {
+	if err := (backend{}).Remove(ctx, "", e); !errors.Is(err, runs.ErrGeneric) {
 		t.Errorf("a socket: %v, want the generic code", err)
 	}
 	// A VM directory: there, then removed; absent, nothing.

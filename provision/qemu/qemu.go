@@ -48,10 +48,11 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/toolexec"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/internal/toolexec"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
+	"github.com/sealbench/sealbench/runs"
 	"github.com/sealbench/sealbench/vmimages"
 )
 
@@ -89,7 +90,7 @@ func qemuArch() string {
 
 // Options configures the qemu target.
 type Options struct {
-	Run *provision.Run
+	Run *runs.Run
 	// Bundle is a verified bundle directory and Manifest its verified
 	// manifest: every file the guest gets is checked against it.
 	Bundle   string
@@ -182,12 +183,12 @@ func (q *QEMU) Dir() string { return q.vm.Dir }
 
 // qemuRunning reports whether the run's QEMU runs.
 func (q *QEMU) qemuRunning() bool {
-	return q.vm.Tool != nil && len(provision.FindProcs(provision.MarkedBy(q.vm.Tool.Path, q.pidfile))) > 0
+	return q.vm.Tool != nil && len(runs.FindProcs(runs.MarkedBy(q.vm.Tool.Path, q.pidfile))) > 0
 }
 
 // linkRunning reports whether the run's link process runs.
 func (q *QEMU) linkRunning() bool {
-	return len(provision.FindProcs(provision.MarkedBy(q.link[0], q.vm.Sock))) > 0
+	return len(runs.FindProcs(runs.MarkedBy(q.link[0], q.vm.Sock))) > 0
 }
 
 // Create boots the VM and waits for the stand-in in it to answer; when
@@ -346,12 +347,12 @@ func (q *QEMU) Identity(ctx context.Context) (*engine.Identity, error) {
 // containers and images (inside the VM), the link, QEMU, the sockets, the
 // VM's disks and the target's directory.
 func (q *QEMU) Destroy(ctx context.Context) error {
-	_, err := provision.Teardown(ctx, q.o.Run.Dir, provision.TeardownOptions{Targets: []string{Name}, Log: q.o.Log})
+	_, err := runs.Teardown(ctx, q.o.Run.Dir, runs.TeardownOptions{Targets: []string{Name}, Log: q.o.Log})
 	return err
 }
 
 // Inventory lists what of the run the target holds.
-func (q *QEMU) Inventory(ctx context.Context) ([]provision.Resource, error) {
+func (q *QEMU) Inventory(ctx context.Context) ([]runs.Resource, error) {
 	return q.o.Run.Held(ctx, Name)
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/provision/qemu"
 	"github.com/sealbench/sealbench/runner/cells"
+	"github.com/sealbench/sealbench/runs"
 	"github.com/sealbench/sealbench/vmimages"
 )
 
@@ -41,7 +42,7 @@ func needQEMU(t *testing.T) string {
 }
 
 // newQEMU is the target of run for the bundle at dir.
-func newQEMU(t *testing.T, run *provision.Run, vmImage, dir string, m *manifests.BundleManifest, img engine.Image) *qemu.QEMU {
+func newQEMU(t *testing.T, run *runs.Run, vmImage, dir string, m *manifests.BundleManifest, img engine.Image) *qemu.QEMU {
 	t.Helper()
 	q, err := qemu.New(qemu.Options{Run: run, Bundle: dir, Manifest: m, Image: img, VMImage: vmImage,
 		LinkCommand: []string{self(t), qemu.LinkSubcommand}, Log: t.Logf})
@@ -57,7 +58,7 @@ func TestConformance(t *testing.T) {
 	b := provisiontest.GetBundle(t)
 	m := b.Manifest
 	provisiontest.Run(t, &provisiontest.Suite{
-		New: func(t *testing.T, run *provision.Run) provision.Target {
+		New: func(t *testing.T, run *runs.Run) provision.Target {
 			return newQEMU(t, run, vmImage, b.Dir, m, b.Image)
 		},
 		Image:   b.Image,
@@ -78,7 +79,7 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 		// link, their two sockets, the image.
 		Holds: map[manifests.ResourceKind]int{manifests.ResourceDir: 1, manifests.ResourceVM: 1, manifests.ResourceProcess: 2,
 			manifests.ResourceSocket: 2, manifests.ResourceImage: 1},
-		New: func(t *testing.T, run *provision.Run, dir string, m *manifests.BundleManifest, img engine.Image) vmtest.EmulatedTarget {
+		New: func(t *testing.T, run *runs.Run, dir string, m *manifests.BundleManifest, img engine.Image) vmtest.EmulatedTarget {
 			return newQEMU(t, run, vmImage, dir, m, img)
 		},
 		Dir:   func(vm vmtest.EmulatedTarget) string { return vm.(*qemu.QEMU).Dir() },

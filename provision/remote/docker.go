@@ -15,7 +15,8 @@ import (
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/sshx"
+	"github.com/sealbench/sealbench/runs"
+	"github.com/sealbench/sealbench/sshx"
 )
 
 // TransportSSH is what a remote target's pins say of how its Engine is
@@ -42,7 +43,7 @@ var _ provision.Target = (*Docker)(nil)
 // The ledger records what the run makes in that dockerd with the host
 // and the Engine as the host sees it, never the forward, which dies with
 // the run; whoever makes the connection records the host in the run's
-// hosts.json first (provision.RecordHost), so that teardown reaches it.
+// hosts.json first (runs.RecordHost), so that teardown reaches it.
 type Docker struct {
 	forwarded
 }
@@ -99,7 +100,7 @@ func (f *forwarded) sock() string { return filepath.Join(f.dir(), "sock", "engin
 func (f *forwarded) checkSock(kind string) error {
 	if len(f.sock()) > maxSocketPath {
 		return fmt.Errorf("the forward's socket %s is longer than a unix socket path may be (%d bytes): give the target a shorter name (NAME=%s@%s), or use a shorter state directory (%s)",
-			f.sock(), maxSocketPath, kind, f.o.Host, provision.StateDirEnv)
+			f.sock(), maxSocketPath, kind, f.o.Host, runs.StateDirEnv)
 	}
 	return nil
 }
@@ -217,7 +218,7 @@ func (d *Docker) Destroy(ctx context.Context) error {
 			errs = multierror.Append(errs, err)
 		}
 	}
-	if _, err := provision.Teardown(ctx, d.o.Run.Dir, provision.TeardownOptions{Targets: []string{d.o.Name}, Log: d.o.Log}); err != nil {
+	if _, err := runs.Teardown(ctx, d.o.Run.Dir, runs.TeardownOptions{Targets: []string{d.o.Name}, Log: d.o.Log}); err != nil {
 		errs = multierror.Append(errs, err)
 	}
 	d.closeForward()
@@ -230,7 +231,7 @@ func (d *Docker) removeLabelled(ctx context.Context) error {
 		return err
 	}
 	defer cli.Close()
-	rs, err := provision.Labelled(ctx, cli, d.o.Name, d.o.Run.ID)
+	rs, err := runs.Labelled(ctx, cli, d.o.Name, d.o.Run.ID)
 	if err != nil {
 		return err
 	}
@@ -251,7 +252,7 @@ func (d *Docker) removeLabelled(ctx context.Context) error {
 // Inventory lists what of the run the target holds: the ledger's entries
 // that still exist (on the host, over SSH), and what carries the run's
 // label in the host's dockerd.
-func (d *Docker) Inventory(ctx context.Context) ([]provision.Resource, error) {
+func (d *Docker) Inventory(ctx context.Context) ([]runs.Resource, error) {
 	out, err := d.o.Run.Held(ctx, d.o.Name)
 	if err != nil || d.fwd == nil {
 		return out, err
@@ -265,7 +266,7 @@ func (d *Docker) Inventory(ctx context.Context) ([]provision.Resource, error) {
 		return nil, err
 	}
 	defer cli.Close()
-	rs, err := provision.Labelled(ctx, cli, d.o.Name, d.o.Run.ID)
+	rs, err := runs.Labelled(ctx, cli, d.o.Name, d.o.Run.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,9 @@ import (
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/provision/remote"
-	"github.com/sealbench/sealbench/provision/sshx"
-	"github.com/sealbench/sealbench/provision/sshx/sshtest"
+	"github.com/sealbench/sealbench/runs"
+	"github.com/sealbench/sealbench/sshx"
+	"github.com/sealbench/sealbench/sshx/sshtest"
 )
 
 func TestMain(m *testing.M) { provisiontest.Main(m) }
@@ -26,8 +27,8 @@ func dockerOnFakeHost(t *testing.T) (*provisiontest.Suite, string) {
 	host := fmt.Sprintf("ssh://%s@%s:%d", h.User, h.Addr, h.Port)
 	b := provisiontest.GetBundle(t)
 	return &provisiontest.Suite{
-		New: func(t *testing.T, run *provision.Run) provision.Target {
-			if err := provision.RecordHost(run.Dir, provision.HostRecord{Host: host, KnownHosts: h.KnownHosts, Identity: h.ClientKey}); err != nil {
+		New: func(t *testing.T, run *runs.Run) provision.Target {
+			if err := runs.RecordHost(run.Dir, runs.HostRecord{Host: host, KnownHosts: h.KnownHosts, Identity: h.ClientKey}); err != nil {
 				t.Fatal(err)
 			}
 			c, err := sshx.Dial(context.Background(), h.Config())

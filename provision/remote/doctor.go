@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/sshx"
+	"github.com/sealbench/sealbench/sshx"
 )
 
 // The doctor's checks of a remote host, by name.

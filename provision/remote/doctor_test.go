@@ -11,8 +11,8 @@ import (
 
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/remote"
-	"github.com/sealbench/sealbench/provision/sshx/sshtest"
 	_ "github.com/sealbench/sealbench/provision/targets"
+	"github.com/sealbench/sealbench/sshx/sshtest"
 )
 
 func specsOn(t *testing.T, h *sshtest.Host, kinds ...string) []remote.Spec {

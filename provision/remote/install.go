@@ -14,7 +14,7 @@ import (
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
-	"github.com/sealbench/sealbench/provision/sshx"
+	"github.com/sealbench/sealbench/sshx"
 )
 
 // Platform asks the host what it runs (`uname -sm`), as the bundle names

@@ -10,8 +10,8 @@ import (
 
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision/remote"
-	"github.com/sealbench/sealbench/provision/sshx"
-	"github.com/sealbench/sealbench/provision/sshx/sshtest"
+	"github.com/sealbench/sealbench/sshx"
+	"github.com/sealbench/sealbench/sshx/sshtest"
 )
 
 // recorder keeps what Install records.

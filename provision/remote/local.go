@@ -14,7 +14,8 @@ import (
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/sshx"
+	"github.com/sealbench/sealbench/runs"
+	"github.com/sealbench/sealbench/sshx"
 )
 
 // DefaultHostStateDir is the state directory on a host whose sessions set
@@ -163,7 +164,7 @@ func (l *Local) paths(ctx context.Context) error {
 	l.logp = path.Join(l.dir, "standin.log")
 	if len(l.socket) > maxSocketPath {
 		return fmt.Errorf("the stand-in's socket %s on %s is longer than a unix socket path may be (%d bytes): give the target a shorter name (NAME=local@%s), or set a shorter %s for the host's sessions",
-			l.socket, l.o.Host, maxSocketPath, l.o.Host, provision.StateDirEnv)
+			l.socket, l.o.Host, maxSocketPath, l.o.Host, runs.StateDirEnv)
 	}
 	return nil
 }
@@ -171,7 +172,7 @@ func (l *Local) paths(ctx context.Context) error {
 // HostStateDir asks the host for its state directory: SEALBENCH_STATE_DIR
 // as its sessions have it, or DefaultHostStateDir.
 func HostStateDir(ctx context.Context, c *sshx.Client) (string, error) {
-	return hostPath(ctx, c, provision.StateDirEnv, DefaultHostStateDir)
+	return hostPath(ctx, c, runs.StateDirEnv, DefaultHostStateDir)
 }
 
 // LockEnv names the host-wide lock of a host, as its sessions have it;
@@ -277,7 +278,7 @@ func (l *Local) ping(ctx context.Context) error {
 // returned. The run's directory on the host goes with the run.
 func (l *Local) Destroy(ctx context.Context) error {
 	var errs *multierror.Error
-	if _, err := provision.Teardown(ctx, l.o.Run.Dir, provision.TeardownOptions{Targets: []string{l.o.Name}, Log: l.o.Log}); err != nil {
+	if _, err := runs.Teardown(ctx, l.o.Run.Dir, runs.TeardownOptions{Targets: []string{l.o.Name}, Log: l.o.Log}); err != nil {
 		errs = multierror.Append(errs, err)
 	}
 	l.closeForward()
@@ -286,6 +287,6 @@ func (l *Local) Destroy(ctx context.Context) error {
 
 // Inventory lists the ledger's entries of the target that still exist,
 // here and on the host.
-func (l *Local) Inventory(ctx context.Context) ([]provision.Resource, error) {
+func (l *Local) Inventory(ctx context.Context) ([]runs.Resource, error) {
 	return l.o.Run.Held(ctx, l.o.Name)
 }

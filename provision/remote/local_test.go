@@ -19,8 +19,9 @@ import (
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/provision/remote"
-	"github.com/sealbench/sealbench/provision/sshx"
-	"github.com/sealbench/sealbench/provision/sshx/sshtest"
+	"github.com/sealbench/sealbench/runs"
+	"github.com/sealbench/sealbench/sshx"
+	"github.com/sealbench/sealbench/sshx/sshtest"
 )
 
 // fakeLocalHost is a fake host whose sessions' SEALBENCH_STATE_DIR is a
@@ -42,15 +43,15 @@ func startLocalHost(t *testing.T, addr string, opts ...sshtest.Option) *fakeLoca
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(state) })
-	h := sshtest.Start(t, addr, append(opts, sshtest.SetEnv(provision.StateDirEnv, state))...)
+	h := sshtest.Start(t, addr, append(opts, sshtest.SetEnv(runs.StateDirEnv, state))...)
 	return &fakeLocalHost{h: h, host: fmt.Sprintf("ssh://%s@%s:%d", h.User, h.Addr, h.Port), state: state, b: b}
 }
 
 // target records the host in run's hosts.json, connects, and returns the
 // run's local@ssh target there.
-func (f *fakeLocalHost) target(t *testing.T, run *provision.Run) *remote.Local {
+func (f *fakeLocalHost) target(t *testing.T, run *runs.Run) *remote.Local {
 	t.Helper()
-	if err := provision.RecordHost(run.Dir, provision.HostRecord{Host: f.host, KnownHosts: f.h.KnownHosts, Identity: f.h.ClientKey}); err != nil {
+	if err := runs.RecordHost(run.Dir, runs.HostRecord{Host: f.host, KnownHosts: f.h.KnownHosts, Identity: f.h.ClientKey}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := sshx.Dial(context.Background(), f.h.Config())
@@ -73,7 +74,7 @@ func (f *fakeLocalHost) target(t *testing.T, run *provision.Run) *remote.Local {
 func TestLocalOverSSHConformance(t *testing.T) {
 	f := startLocalHost(t, "127.0.0.3")
 	provisiontest.Run(t, &provisiontest.Suite{
-		New:    func(t *testing.T, run *provision.Run) provision.Target { return f.target(t, run) },
+		New:    func(t *testing.T, run *runs.Run) provision.Target { return f.target(t, run) },
 		Image:  f.b.Image,
 		Engine: manifests.EngineStandin,
 		Host:   f.host,
@@ -100,7 +101,7 @@ func TestLocalOverSSHWithoutForwarding(t *testing.T) {
 	if err := l.Destroy(ctx); err != nil {
 		t.Errorf("Destroy: %v", err)
 	}
-	if _, err := provision.Teardown(ctx, run.Dir, provision.TeardownOptions{}); err != nil {
+	if _, err := runs.Teardown(ctx, run.Dir, runs.TeardownOptions{}); err != nil {
 		t.Errorf("teardown: %v", err)
 	}
 }
@@ -135,8 +136,8 @@ func TestKilledRemoteStandinTornDownLater(t *testing.T) {
 	hostRun := filepath.Join(f.state, "runs", run.ID)
 	standin := filepath.Join(hostRun, "local-h", "bundle", "bin", "linux-"+arch(), "standin")
 	marker := filepath.Join(hostRun, "local-h", "state")
-	inits := func() []provision.Proc {
-		return provision.FindProcs(func(argv []string) bool {
+	inits := func() []runs.Proc {
+		return runs.FindProcs(func(argv []string) bool {
 			return len(argv) >= 2 && argv[0] == "standin-sandbox-init" && strings.HasPrefix(argv[1], marker+"/")
 		})
 	}
@@ -144,7 +145,7 @@ func TestKilledRemoteStandinTornDownLater(t *testing.T) {
 		t.Fatal("no Sandbox init runs on the host for the Sandbox started")
 	}
 	killed := 0
-	for _, p := range provision.FindProcs(provision.MarkedBy(standin, marker)) {
+	for _, p := range runs.FindProcs(runs.MarkedBy(standin, marker)) {
 		syscall.Kill(p.Pid, syscall.SIGKILL)
 		killed++
 	}
@@ -162,7 +163,7 @@ func TestKilledRemoteStandinTornDownLater(t *testing.T) {
 	go func() { waited <- stuck.Wait() }()
 	defer stuck.Process.Kill()
 	// What a later `sealbench teardown --run ID` does.
-	res, err := provision.Teardown(ctx, run.Dir, provision.TeardownOptions{Grace: time.Second})
+	res, err := runs.Teardown(ctx, run.Dir, runs.TeardownOptions{Grace: time.Second})
 	if err != nil {
 		t.Fatalf("teardown: %v", err)
 	}

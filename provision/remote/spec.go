@@ -1,5 +1,5 @@
 // Package remote is where targets on other hosts, reached over SSH
-// (provision/sshx), come together: the target specs that name them,
+// (sshx), come together: the target specs that name them,
 // `[NAME=]KIND[:PARAM][@ssh://USER@HOST[:PORT]]`, the doctor of a host,
 // docker@ssh and local@ssh, and the verified bundle's files installed and
 // checked on a host (HostBundle: the stand-in, and the runner a host's
@@ -18,7 +18,7 @@ import (
 	"strings"
 
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision/sshx"
+	"github.com/sealbench/sealbench/sshx"
 )
 
 // Spec is one --target: a target kind, on this host or on a remote one.

@@ -12,6 +12,7 @@ import (
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // ExitLeftovers is audit's exit code when something is left.
@@ -51,7 +52,7 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
   sealbench audit --fix            # after a crash: remove what was left`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			opts := provision.AuditOptions{StateDir: provision.DefaultStateDir(), Run: runID, SSH: provision.SSHOptions{Identity: ssh.identity, KnownHosts: ssh.knownHosts}}
+			opts := runs.AuditOptions{StateDir: runs.DefaultStateDir(), Run: runID, SSH: runs.SSHOptions{Identity: ssh.identity, KnownHosts: ssh.knownHosts}}
 			if runID != "" {
 				if err := manifests.ValidateRunID(runID); err != nil {
 					return usageErrorf("run ids look like 20261129T085500-3f9a1c", "--run: %v", err)
@@ -75,15 +76,15 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 			if err := targetOpts.apply(); err != nil {
 				return err
 			}
-			var res *provision.AuditResult
+			var res *runs.AuditResult
 			var fixErr error
 			if fix {
 				p := newProgress(g.stderr, "audit --fix")
-				res, fixErr = provision.Fix(c.Context(), opts, p.Logf)
+				res, fixErr = runs.Fix(c.Context(), opts, p.Logf)
 				p.Close()
 			} else {
 				var err error
-				if res, err = provision.Audit(c.Context(), opts); err != nil {
+				if res, err = runs.Audit(c.Context(), opts); err != nil {
 					return err
 				}
 			}
@@ -91,10 +92,10 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 				return fixErr
 			}
 			if res.Leftovers == nil {
-				res.Leftovers = []provision.Resource{}
+				res.Leftovers = []runs.Resource{}
 			}
-			if runID != "" && len(res.Leftovers) == 0 && fixErr == nil && !provision.RunKnown(opts.StateDir, runID) {
-				return usageErrorf("check the id: provision and run print it, and "+filepath.Join(opts.StateDir, provision.HistoryFile)+" lists every run made here; or run `sealbench audit` for all of them",
+			if runID != "" && len(res.Leftovers) == 0 && fixErr == nil && !runs.RunKnown(opts.StateDir, runID) {
+				return usageErrorf("check the id: provision and run print it, and "+filepath.Join(opts.StateDir, runs.HistoryFile)+" lists every run made here; or run `sealbench audit` for all of them",
 					"run %s is unknown: no run of that id was made in %s, and nothing of it is left", runID, opts.StateDir)
 			}
 			if g.json && len(res.Leftovers) == 0 && fixErr == nil {

@@ -27,7 +27,7 @@ import (
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // badFixture is what the bad-input table works on, all under Root: a key
@@ -153,7 +153,7 @@ func TestBadInput(t *testing.T) {
 	// A run made here and torn down: its directory is gone, the history
 	// names it.
 	const tornDown = "20200101T000000-aaaaaa"
-	if err := os.WriteFile(filepath.Join(fx.State, provision.HistoryFile), []byte(tornDown+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(fx.State, runs.HistoryFile), []byte(tornDown+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	type tc struct {

@@ -18,11 +18,12 @@ import (
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/ledger"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/ledger"
 	"github.com/sealbench/sealbench/provision/provisiontest"
-	"github.com/sealbench/sealbench/provision/sshx/sshtest"
+	"github.com/sealbench/sealbench/runs"
+	"github.com/sealbench/sealbench/sshx/sshtest"
 )
 
 // TestProvisionTeardownAuditCLI drives the real commands end to end on
@@ -37,7 +38,7 @@ func TestProvisionTeardownAuditCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(state)
-	t.Setenv(provision.StateDirEnv, state)
+	t.Setenv(runs.StateDirEnv, state)
 
 	code, stdout, stderr := run(t, "provision", "local", "--bundle", b.Dir, "--key", b.PubKey, "--id", b.Name, "--json")
 	if code != ExitOK {
@@ -84,7 +85,7 @@ func TestProvisionTeardownAuditCLI(t *testing.T) {
 // what to do next, and nothing is provisioned.
 func TestProvisionRefusesBadInput(t *testing.T) {
 	state := t.TempDir()
-	t.Setenv(provision.StateDirEnv, state)
+	t.Setenv(runs.StateDirEnv, state)
 	for _, c := range []struct {
 		args []string
 		code int
@@ -116,7 +117,7 @@ func TestProvisionRefusesBadInput(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d and %q:\n%s%s", c.args, code, c.code, c.want, stdout, stderr)
 		}
 	}
-	if ids, _ := provision.ListRuns(state); len(ids) != 0 {
+	if ids, _ := runs.ListRuns(state); len(ids) != 0 {
 		t.Errorf("runs were started: %v", ids)
 	}
 	// A run that is not there is torn down already.
@@ -176,8 +177,8 @@ func TestProvisionFUSEURing(t *testing.T) {
 		return
 	}
 	testenv.NeedRoot(t)
-	if _, err := os.Stat(provision.FUSEURingParam); err != nil {
-		testenv.Skip(t, "kernel %s has no FUSE over io_uring: %v", provision.HostKernel(), err)
+	if _, err := os.Stat(runs.FUSEURingParam); err != nil {
+		testenv.Skip(t, "kernel %s has no FUSE over io_uring: %v", runs.HostKernel(), err)
 	}
 	b := provisiontest.GetBundle(t)
 	unlock, err := testenv.LockFUSEURing()
@@ -186,14 +187,14 @@ func TestProvisionFUSEURing(t *testing.T) {
 	}
 	defer unlock()
 	param := func() string {
-		v, err := provision.ReadKernelParam(provision.FUSEURingParam)
+		v, err := runs.ReadKernelParam(runs.FUSEURingParam)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return v
 	}
 	setParam := func(v string) {
-		if err := os.WriteFile(provision.FUSEURingParam, []byte(v), 0o644); err != nil {
+		if err := os.WriteFile(runs.FUSEURingParam, []byte(v), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -206,7 +207,7 @@ func TestProvisionFUSEURing(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { os.RemoveAll(state) })
-		t.Setenv(provision.StateDirEnv, state)
+		t.Setenv(runs.StateDirEnv, state)
 		return state
 	}
 	// audit audits the run id (one that still has a run directory), or,
@@ -217,7 +218,7 @@ func TestProvisionFUSEURing(t *testing.T) {
 			args = []string{"audit", "--json", "--run", id}
 		}
 		code, stdout, stderr := run(t, args...)
-		var a struct{ Leftovers []provision.Resource }
+		var a struct{ Leftovers []runs.Resource }
 		if err := json.Unmarshal([]byte(stdout), &a); err != nil {
 			t.Fatalf("audit --json printed %s%s: %v", stdout, stderr, err)
 		}
@@ -244,7 +245,7 @@ func TestProvisionFUSEURing(t *testing.T) {
 		if v := param(); v != "Y" {
 			t.Fatalf("enable_uring reads %s with the target up, want Y", v)
 		}
-		entries, _, err := ledger.Read(filepath.Join(provision.RunsDir(state), p.Run))
+		entries, _, err := ledger.Read(filepath.Join(runs.RunsDir(state), p.Run))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +254,7 @@ func TestProvisionFUSEURing(t *testing.T) {
 			switch {
 			case e.Kind == manifests.ResourceKernelParam:
 				change = i
-				if e.Key != provision.FUSEURingParam || e.Value != "Y" || e.Previous != "N" || e.Target != "" {
+				if e.Key != runs.FUSEURingParam || e.Value != "Y" || e.Previous != "N" || e.Target != "" {
 					t.Errorf("ledger entry: %+v", e)
 				}
 			case e.Target == "local" && first < 0:
@@ -286,7 +287,7 @@ func TestProvisionFUSEURing(t *testing.T) {
 		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			t.Fatalf("the provision was to die of SIGKILL: %v\n%s", err, out)
 		}
-		ids, err := provision.ListRuns(state)
+		ids, err := runs.ListRuns(state)
 		if err != nil || len(ids) != 1 {
 			t.Fatalf("runs: %v %v\n%s", ids, err, out)
 		}
@@ -319,7 +320,7 @@ func provisionAndDie(t *testing.T, spec []string) {
 	}
 	go func() {
 		for {
-			if v, _ := provision.ReadKernelParam(provision.FUSEURingParam); v == "Y" {
+			if v, _ := runs.ReadKernelParam(runs.FUSEURingParam); v == "Y" {
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			}
 			time.Sleep(time.Millisecond)
@@ -336,8 +337,8 @@ func provisionAndDie(t *testing.T, spec []string) {
 // whole run.
 func TestTeardownTarget(t *testing.T) {
 	state := t.TempDir()
-	t.Setenv(provision.StateDirEnv, state)
-	r, err := provision.NewRun(state)
+	t.Setenv(runs.StateDirEnv, state)
+	r, err := runs.NewRun(state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,13 +401,13 @@ func TestDoctorTargetOnARemoteHost(t *testing.T) {
 func TestTeardownReportsAnUnreachableHost(t *testing.T) {
 	h := sshtest.Start(t, "127.0.0.2")
 	state := t.TempDir()
-	t.Setenv(provision.StateDirEnv, state)
-	r, err := provision.NewRun(state)
+	t.Setenv(runs.StateDirEnv, state)
+	r, err := runs.NewRun(state)
 	if err != nil {
 		t.Fatal(err)
 	}
 	host := fmt.Sprintf("ssh://%s@%s:%d", h.User, h.Addr, h.Port)
-	if err := provision.RecordHost(r.Dir, provision.HostRecord{Host: host, KnownHosts: h.KnownHosts, Identity: h.ClientKey}); err != nil {
+	if err := runs.RecordHost(r.Dir, runs.HostRecord{Host: host, KnownHosts: h.KnownHosts, Identity: h.ClientKey}); err != nil {
 		t.Fatal(err)
 	}
 	remoteDir := filepath.Join(t.TempDir(), r.ID)
@@ -429,7 +430,7 @@ func TestTeardownReportsAnUnreachableHost(t *testing.T) {
 	}
 	code, stdout, _ = run(t, "teardown", "--run", r.ID, "--json")
 	var doc struct {
-		Runs []provision.TeardownResult `json:"runs"`
+		Runs []runs.TeardownResult `json:"runs"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || code != ExitFailed || len(doc.Runs) != 1 || len(doc.Runs[0].Unreachable) != 1 ||
 		doc.Runs[0].Unreachable[0].Host != host || len(doc.Runs[0].Unreachable[0].Left) != 1 {
@@ -458,7 +459,7 @@ func TestProvisionOnADockerHostCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(state)
-	t.Setenv(provision.StateDirEnv, state)
+	t.Setenv(runs.StateDirEnv, state)
 	host := fmt.Sprintf("ssh://%s@%s:%d", h.User, h.Addr, h.Port)
 	ssh := []string{"--ssh-identity", h.ClientKey, "--ssh-known-hosts", h.KnownHosts}
 	code, stdout, stderr := run(t, append([]string{"provision", "h=docker@" + host, "--bundle", b.Dir, "--key", b.PubKey, "--id", b.Name}, ssh...)...)
@@ -495,14 +496,14 @@ func TestProvisionOnALocalHostCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(hostState)
-	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(provision.StateDirEnv, hostState))
+	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(runs.StateDirEnv, hostState))
 	b := provisiontest.GetBundle(t)
 	state, err := os.MkdirTemp("", "sbc-") // short: the forward's socket lives under it
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(state)
-	t.Setenv(provision.StateDirEnv, state)
+	t.Setenv(runs.StateDirEnv, state)
 	spec := fmt.Sprintf("h=local@ssh://%s@%s:%d", h.User, h.Addr, h.Port)
 	ssh := []string{"--ssh-identity", h.ClientKey, "--ssh-known-hosts", h.KnownHosts}
 	code, stdout, stderr := run(t, append([]string{"provision", spec, "--bundle", b.Dir, "--key", b.PubKey, "--id", b.Name, "--json"}, ssh...)...)

@@ -13,9 +13,9 @@ import (
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/remote"
-	"github.com/sealbench/sealbench/provision/sshx/sshtest"
+	"github.com/sealbench/sealbench/runs"
+	"github.com/sealbench/sealbench/sshx/sshtest"
 )
 
 // TestRunOnTwoHostsAndLocal is issue 20's main case, end to end through
@@ -42,8 +42,8 @@ func TestRunOnTwoHostsAndLocal(t *testing.T) {
 		return d
 	}
 	s1, s2 := hostState(), hostState()
-	h1 := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(provision.StateDirEnv, s1), sshtest.SetEnv(remote.LockEnv, filepath.Join(s1, "sealbench.lock")))
-	h2 := sshtest.Start(t, "127.0.0.3", sshtest.SetEnv(provision.StateDirEnv, s2), sshtest.SetEnv(remote.LockEnv, filepath.Join(s2, "sealbench.lock")),
+	h1 := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(runs.StateDirEnv, s1), sshtest.SetEnv(remote.LockEnv, filepath.Join(s1, "sealbench.lock")))
+	h2 := sshtest.Start(t, "127.0.0.3", sshtest.SetEnv(runs.StateDirEnv, s2), sshtest.SetEnv(remote.LockEnv, filepath.Join(s2, "sealbench.lock")),
 		sshtest.SetEnv("DOCKER_HOST", endpoint), sshtest.Authorize(h1))
 	knownHosts := filepath.Join(t.TempDir(), "known_hosts")
 	if err := os.WriteFile(knownHosts, []byte(h1.KnownHostsLine()+"\n"+h2.KnownHostsLine()+"\n"), 0o600); err != nil {

@@ -25,10 +25,10 @@ import (
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/docker"
 	"github.com/sealbench/sealbench/runner"
 	"github.com/sealbench/sealbench/runner/cells"
+	"github.com/sealbench/sealbench/runs"
 	"github.com/sealbench/sealbench/vmimages"
 )
 
@@ -101,7 +101,7 @@ func shortStateDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(state) })
-	t.Setenv(provision.StateDirEnv, state)
+	t.Setenv(runs.StateDirEnv, state)
 	return state
 }
 
@@ -207,7 +207,7 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 	if code, stdout, _ := run(t, "audit", "--json"); code != ExitOK {
 		t.Errorf("audit after the run: exit %d\n%s", code, stdout)
 	}
-	if ents, _ := os.ReadDir(provision.RunsDir(state)); len(ents) != 0 {
+	if ents, _ := os.ReadDir(runs.RunsDir(state)); len(ents) != 0 {
 		t.Errorf("runs left in the state directory: %v", ents)
 	}
 }
@@ -321,7 +321,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d with %q\n%s", tc.args, code, ExitUnusable, tc.want, stderr)
 		}
 	}
-	if ents, _ := os.ReadDir(provision.RunsDir(state)); len(ents) != 0 {
+	if ents, _ := os.ReadDir(runs.RunsDir(state)); len(ents) != 0 {
 		t.Errorf("bad input made runs: %v", ents)
 	}
 }
@@ -387,7 +387,7 @@ func TestRunCrashTrials(t *testing.T) {
 			if code, stdout, _ := run(t, "audit", "--json"); code != ExitOK {
 				t.Errorf("audit after teardown: exit %d\n%s", code, stdout)
 			}
-			if ents, _ := os.ReadDir(provision.RunsDir(state)); len(ents) != 0 {
+			if ents, _ := os.ReadDir(runs.RunsDir(state)); len(ents) != 0 {
 				t.Errorf("left in the state directory: %v", ents)
 			}
 			if out, _ := exec.Command(docker, "ps", "-aq", "--filter", "label="+manifests.RunLabel+"="+runID).Output(); len(strings.TrimSpace(string(out))) != 0 {

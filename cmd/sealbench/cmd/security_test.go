@@ -19,8 +19,8 @@ import (
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 
 	"github.com/sealbench/sealbench/internal/testenv"
-	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/provisiontest"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // TestPinnedIDRefusesAnotherBundle: `run` and `provision` with --id refuse
@@ -41,7 +41,7 @@ func TestPinnedIDRefusesAnotherBundle(t *testing.T) {
 			t.Errorf("%s: exit %d, want %d naming the pinned %s and the bundle's %s\n%s%s", strings.Join(args, " "), code, ExitSignature, other, b.Name, stdout, stderr)
 		}
 	}
-	if ents, err := os.ReadDir(provision.RunsDir(state)); len(ents) != 0 {
+	if ents, err := os.ReadDir(runs.RunsDir(state)); len(ents) != 0 {
 		t.Errorf("a refused bundle started runs: %v (%v)", ents, err)
 	}
 	// The control: pinned to its own name, the same bundle verifies.

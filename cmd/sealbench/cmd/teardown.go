@@ -10,6 +10,7 @@ import (
 
 	"github.com/sealbench/sealbench/host"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runs"
 )
 
 func newTeardownCmd(g *global) *cobra.Command {
@@ -94,7 +95,7 @@ teardown of the whole run.`,
 					}
 				}
 				if all && len(results) == 0 {
-					fmt.Fprintf(g.stdout, "no runs in %s\n", provision.RunsDir(provision.DefaultStateDir()))
+					fmt.Fprintf(g.stdout, "no runs in %s\n", runs.RunsDir(runs.DefaultStateDir()))
 				}
 			}
 			if err != nil {

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sealbench/sealbench/internal/toolexec"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/internal/toolexec"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // Holder is what a target's tool holds, as its Backend reaches it. Each
@@ -21,17 +22,17 @@ type Holder interface {
 	Exists(ctx context.Context, t *toolexec.Tool, e manifests.LedgerEntry) (bool, string, error)
 	// Audit lists what carries the run label (any run when run is ""),
 	// with notes on what could not be checked.
-	Audit(ctx context.Context, t *toolexec.Tool, run string) ([]provision.Resource, []string, error)
+	Audit(ctx context.Context, t *toolexec.Tool, run string) ([]runs.Resource, []string, error)
 }
 
-// Backend is the provision.Backend of a target whose tool holds its VMs
+// Backend is the runs.Backend of a target whose tool holds its VMs
 // and, as Kinds says, images, volumes or containers outside any Engine.
 // It takes the entries of those kinds that name no Engine (vm entries
 // always), runs the tool the entry names (its Exe) or, for an entry with
 // none (the audit's --fix of a labelled leftover found without a ledger),
 // the tool on PATH, and leaves everything else (directories, sockets,
 // processes, what lives in an Engine) to the generic code with
-// provision.ErrGeneric.
+// runs.ErrGeneric.
 type Backend struct {
 	Target string
 	Spec   toolexec.Spec
@@ -39,7 +40,7 @@ type Backend struct {
 	Holder Holder
 }
 
-var _ provision.Backend = Backend{}
+var _ runs.Backend = Backend{}
 
 // takes reports whether e is the tool's, and refuses a tool-held entry
 // of a kind this tool does not hold.
@@ -64,7 +65,7 @@ func (b Backend) tool(e manifests.LedgerEntry) (*toolexec.Tool, error) {
 
 func (b Backend) Remove(ctx context.Context, _ string, e manifests.LedgerEntry) error {
 	if ok, err := b.takes(e); !ok {
-		return orElse(err, provision.ErrGeneric)
+		return orElse(err, runs.ErrGeneric)
 	}
 	t, err := b.tool(e)
 	if err != nil {
@@ -75,7 +76,7 @@ func (b Backend) Remove(ctx context.Context, _ string, e manifests.LedgerEntry) 
 
 func (b Backend) Exists(ctx context.Context, _ string, e manifests.LedgerEntry) (bool, string, error) {
 	if ok, err := b.takes(e); !ok {
-		return false, "", orElse(err, provision.ErrGeneric)
+		return false, "", orElse(err, runs.ErrGeneric)
 	}
 	t, err := b.tool(e)
 	if errors.Is(err, b.Spec.ErrMissing) {
@@ -87,7 +88,7 @@ func (b Backend) Exists(ctx context.Context, _ string, e manifests.LedgerEntry) 
 	return b.Holder.Exists(ctx, t, e)
 }
 
-func (b Backend) Audit(ctx context.Context, run string) ([]provision.Resource, []string, error) {
+func (b Backend) Audit(ctx context.Context, run string) ([]runs.Resource, []string, error) {
 	t, err := b.tool(manifests.LedgerEntry{})
 	if errors.Is(err, b.Spec.ErrMissing) {
 		return nil, []string{fmt.Sprintf("no `%s` on PATH: nothing of %s's can be here", b.Spec.Default, b.Target)}, nil

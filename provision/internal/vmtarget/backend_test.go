@@ -9,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sealbench/sealbench/internal/toolexec"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/internal/toolexec"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // recorder is a Holder that records what it was asked, and with which tool.
@@ -31,9 +32,9 @@ func (r recorder) Exists(_ context.Context, t *toolexec.Tool, e manifests.Ledger
 	return true, "there", nil
 }
 
-func (r recorder) Audit(_ context.Context, t *toolexec.Tool, run string) ([]provision.Resource, []string, error) {
+func (r recorder) Audit(_ context.Context, t *toolexec.Tool, run string) ([]runs.Resource, []string, error) {
 	*r.calls = append(*r.calls, "audit "+run+" with "+t.Path)
-	return []provision.Resource{{Run: run, Kind: manifests.ResourceVM, Key: "sealbench-r-vm"}}, nil, nil
+	return []runs.Resource{{Run: run, Kind: manifests.ResourceVM, Key: "sealbench-r-vm"}}, nil, nil
 }
 
 var (
@@ -72,15 +73,15 @@ func TestBackendDispatch(t *testing.T) {
 		{Kind: manifests.ResourceProcess, Key: "/r/vmt/sock/engine.sock", Exe: "/bin/sealbench"},
 		{Kind: manifests.ResourceImage, Key: "sha256:" + strings.Repeat("a", 64), Engine: "unix:///r/vmt/sock/engine.sock"},
 	} {
-		if err := b.Remove(ctx, "/r", e); !errors.Is(err, provision.ErrGeneric) {
+		if err := b.Remove(ctx, "/r", e); !errors.Is(err, runs.ErrGeneric) {
 			t.Errorf("Remove(%s) = %v; want ErrGeneric", e.Name(), err)
 		}
-		if _, _, err := b.Exists(ctx, "/r", e); !errors.Is(err, provision.ErrGeneric) {
+		if _, _, err := b.Exists(ctx, "/r", e); !errors.Is(err, runs.ErrGeneric) {
 			t.Errorf("Exists(%s) = %v; want ErrGeneric", e.Name(), err)
 		}
 	}
 	vol := manifests.LedgerEntry{Kind: manifests.ResourceVolume, Key: "v", Exe: named}
-	if err := b.Remove(ctx, "/r", vol); err == nil || errors.Is(err, provision.ErrGeneric) || !strings.Contains(err.Error(), "faketool holds no volume") {
+	if err := b.Remove(ctx, "/r", vol); err == nil || errors.Is(err, runs.ErrGeneric) || !strings.Contains(err.Error(), "faketool holds no volume") {
 		t.Errorf("Remove of a volume the tool does not hold: %v", err)
 	}
 

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sealbench/sealbench/internal/toolexec"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/internal/toolexec"
 )
 
 // Flags are the VM targets' shared options (lima, qemu, apple,

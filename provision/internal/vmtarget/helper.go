@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sealbench/sealbench/provision/internal/toolexec"
+	"github.com/sealbench/sealbench/internal/toolexec"
 )
 
 // HelperCommand is the command line of a target's background helper (the

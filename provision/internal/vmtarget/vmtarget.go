@@ -3,7 +3,7 @@
 // share: the run's directory for the target and its Engine socket, the
 // ledger entries for the tool's VM and image, loading the Sandbox image
 // into the tool, waiting for the stand-in, the Engine-side methods of a
-// provision.Target, and a provision.Backend (Backend) that dispatches the
+// provision.Target, and a runs.Backend (Backend) that dispatches the
 // tool's resources by kind; and, for those with a background helper (the
 // microsandbox Engine proxy, the qemu link), its command line and its
 // private socket. Each target package keeps only the commands of its own
@@ -21,15 +21,15 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/toolexec"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/internal/toolexec"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // Options are what the VM targets' options share: apple.Options and
 // microsandbox.Options embed them.
 type Options struct {
-	Run *provision.Run
+	Run *runs.Run
 	// Image is the Sandbox image (the bundle at manifests.SandboxBundleDir):
 	// the VM's root filesystem. InstallImage loads an image into the
 	// stand-in inside, as for every target.
@@ -127,7 +127,7 @@ func New(c Config) (*VM, error) {
 	v := &VM{C: c, Dir: dir, Sock: filepath.Join(dir, "sock", "engine.sock"), Logs: filepath.Join(dir, "logs"),
 		Name: engine.SandboxName(c.Run.ID, "vm")}
 	if len(v.Sock) > 103 { // macOS's sun_path is 104 bytes
-		return nil, fmt.Errorf("the %s target's socket path %s is %d bytes, over the 103 a unix socket allows on macOS: set %s to a shorter directory", c.Target, v.Sock, len(v.Sock), provision.StateDirEnv)
+		return nil, fmt.Errorf("the %s target's socket path %s is %d bytes, over the 103 a unix socket allows on macOS: set %s to a shorter directory", c.Target, v.Sock, len(v.Sock), runs.StateDirEnv)
 	}
 	return v, nil
 }
@@ -292,7 +292,7 @@ func (v *VM) created() bool {
 // anything needs no tool.
 func (v *VM) Destroy(ctx context.Context, sweep func(context.Context, *toolexec.Tool) error) error {
 	var errs *multierror.Error
-	if _, err := provision.Teardown(ctx, v.C.Run.Dir, provision.TeardownOptions{Targets: []string{v.C.Target}, Log: v.C.Log}); err != nil {
+	if _, err := runs.Teardown(ctx, v.C.Run.Dir, runs.TeardownOptions{Targets: []string{v.C.Target}, Log: v.C.Log}); err != nil {
 		errs = multierror.Append(errs, err)
 	}
 	if !v.created() {
@@ -310,7 +310,7 @@ func (v *VM) Destroy(ctx context.Context, sweep func(context.Context, *toolexec.
 // Inventory lists what of the run the target holds: the ledger entries
 // whose resource still exists, and what labelled (the tool's resources
 // carrying the run's label, with their Kind, Key and a Detail) adds.
-func (v *VM) Inventory(ctx context.Context, labelled func(context.Context, *toolexec.Tool) ([]provision.Resource, error)) ([]provision.Resource, error) {
+func (v *VM) Inventory(ctx context.Context, labelled func(context.Context, *toolexec.Tool) ([]runs.Resource, error)) ([]runs.Resource, error) {
 	out, err := v.C.Run.Held(ctx, v.C.Target)
 	if err != nil {
 		return nil, err

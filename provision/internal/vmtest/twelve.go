@@ -20,6 +20,7 @@ import (
 	"github.com/sealbench/sealbench/runner"
 	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/runner/report"
+	"github.com/sealbench/sealbench/runs"
 	"github.com/sealbench/sealbench/vmimages"
 )
 
@@ -35,7 +36,7 @@ type Twelve struct {
 	Name string // the target's name
 	// New returns the target of run for the sealed, verified bundle at
 	// dir with manifest m, creating nothing.
-	New func(t *testing.T, run *provision.Run, dir string, m *manifests.BundleManifest, img engine.Image) EmulatedTarget
+	New func(t *testing.T, run *runs.Run, dir string, m *manifests.BundleManifest, img engine.Image) EmulatedTarget
 	// CPUs and MemoryBytes are the VM's size New gives it; Kernel is in
 	// its kernel's release (the VM image's cloud kernel).
 	CPUs        int
@@ -114,7 +115,7 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(state)
-	run, err := provision.NewRun(state)
+	run, err := runs.NewRun(state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 	defer func() {
 		if !torn {
 			run.Close()
-			provision.Teardown(context.Background(), run.Dir, provision.TeardownOptions{Log: t.Logf})
+			runs.Teardown(context.Background(), run.Dir, runs.TeardownOptions{Log: t.Logf})
 		}
 	}()
 	standin, ok := verified.Manifest.File(local.StandinBundlePath())
@@ -212,12 +213,12 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 
 	run.Close()
 	torn = true
-	res, err := provision.Teardown(ctx, run.Dir, provision.TeardownOptions{Log: t.Logf})
+	res, err := runs.Teardown(ctx, run.Dir, runs.TeardownOptions{Log: t.Logf})
 	if err != nil {
 		t.Fatalf("teardown: %v", err)
 	}
 	step("tore down %d resources", len(res.Removed))
-	audit, err := provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{local.Name, tw.Name}})
+	audit, err := runs.Audit(ctx, runs.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{local.Name, tw.Name}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 // it holds what Holds says, the audit sees it while it is up, Destroy
 // removes all of it and its directory, a second Destroy is nil, and the
 // audit of the target then finds nothing of the run.
-func (tw Twelve) lifecycle(ctx context.Context, t *testing.T, run *provision.Run, state string, vm EmulatedTarget) {
+func (tw Twelve) lifecycle(ctx context.Context, t *testing.T, run *runs.Run, state string, vm EmulatedTarget) {
 	t.Helper()
 	inv, err := vm.Inventory(ctx)
 	if err != nil {
@@ -254,7 +255,7 @@ func (tw Twelve) lifecycle(ctx context.Context, t *testing.T, run *provision.Run
 			break
 		}
 	}
-	res, err := provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{tw.Name}})
+	res, err := runs.Audit(ctx, runs.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{tw.Name}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +271,7 @@ func (tw Twelve) lifecycle(ctx context.Context, t *testing.T, run *provision.Run
 	if err := vm.Destroy(ctx); err != nil {
 		t.Errorf("Destroy again: %v", err)
 	}
-	res, err = provision.Audit(ctx, provision.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{tw.Name}})
+	res, err = runs.Audit(ctx, runs.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{tw.Name}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,11 @@ import (
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/internal/toolexec/faketool"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/internal/toolexec/faketool"
 	"github.com/sealbench/sealbench/provision/provisiontest"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // FakeTool puts the fake tool (faketool.Container or faketool.Msb) first
@@ -56,21 +57,21 @@ func ToolPath(t *testing.T, tool string) string {
 // NewRun makes a run in a fresh state directory (short: sockets live
 // under it), and returns both. Whatever a failed test left goes with the
 // run.
-func NewRun(t *testing.T) (string, *provision.Run) {
+func NewRun(t *testing.T) (string, *runs.Run) {
 	t.Helper()
 	state, err := os.MkdirTemp("", "sbt-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(state) })
-	run, err := provision.NewRun(state)
+	run, err := runs.NewRun(state)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Cleanups run last first: this before the state directory goes.
 	t.Cleanup(func() {
 		run.Close()
-		if _, err := provision.Teardown(context.Background(), run.Dir, provision.TeardownOptions{}); err != nil {
+		if _, err := runs.Teardown(context.Background(), run.Dir, runs.TeardownOptions{}); err != nil {
 			t.Errorf("cleanup: teardown: %v", err)
 		}
 	})
@@ -130,7 +131,7 @@ func Entry(e manifests.LedgerEntry) string {
 
 // WantLedger checks that the run's ledger holds, for target, exactly want
 // (as Entry writes them), in order.
-func WantLedger(t *testing.T, run *provision.Run, target string, want ...string) {
+func WantLedger(t *testing.T, run *runs.Run, target string, want ...string) {
 	t.Helper()
 	var got []string
 	for _, e := range run.Ledger.Entries() {
@@ -148,7 +149,7 @@ type Target struct {
 	Name string // the target's name
 	Tool string // the fake to put on PATH: faketool.Container or faketool.Msb
 	// New returns the target of run, creating nothing.
-	New func(t *testing.T, run *provision.Run, img engine.Image) provision.Target
+	New func(t *testing.T, run *runs.Run, img engine.Image) provision.Target
 }
 
 // Env is one test's world: the test bundle, the fake tool, a run and its
@@ -157,7 +158,7 @@ type Env struct {
 	Bundle *provisiontest.Bundle
 	Fake   string // the fake's state directory
 	State  string // the run's state directory
-	Run    *provision.Run
+	Run    *runs.Run
 	Target provision.Target
 }
 
@@ -178,7 +179,7 @@ func (tt Target) Conformance(t *testing.T) {
 	b := provisiontest.GetBundle(t)
 	FakeTool(t, tt.Tool, b.Dir)
 	provisiontest.Run(t, &provisiontest.Suite{
-		New:    func(t *testing.T, run *provision.Run) provision.Target { return tt.New(t, run, b.Image) },
+		New:    func(t *testing.T, run *runs.Run) provision.Target { return tt.New(t, run, b.Image) },
 		Image:  b.Image,
 		Engine: manifests.EngineStandin,
 	})
@@ -204,12 +205,12 @@ func (tt Target) FailedCreateRollsBack(t *testing.T, fail, wantCmd string, remov
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(inv, func(r provision.Resource) bool {
+	if !slices.ContainsFunc(inv, func(r runs.Resource) bool {
 		return r.Target == tt.Name && r.Kind == manifests.ResourceImage && r.Key == e.Bundle.Image.Ref
 	}) {
 		t.Errorf("the Sandbox image the tool holds is not in the inventory: %v", inv)
 	}
-	if _, err := provision.Teardown(ctx, e.Run.Dir, provision.TeardownOptions{Log: t.Logf}); err != nil {
+	if _, err := runs.Teardown(ctx, e.Run.Dir, runs.TeardownOptions{Log: t.Logf}); err != nil {
 		t.Fatal(err)
 	}
 	e.WantClean(t, tt.Name)
@@ -220,7 +221,7 @@ func (tt Target) FailedCreateRollsBack(t *testing.T, fail, wantCmd string, remov
 // WantClean checks that the audit of target finds nothing.
 func (e *Env) WantClean(t *testing.T, target string) {
 	t.Helper()
-	res, err := provision.Audit(context.Background(), provision.AuditOptions{StateDir: e.State, Targets: []string{target}})
+	res, err := runs.Audit(context.Background(), runs.AuditOptions{StateDir: e.State, Targets: []string{target}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,17 +240,17 @@ func (tt Target) LoseRunThenFix(t *testing.T, e *Env, vm string) {
 	if err := os.RemoveAll(e.Run.Dir); err != nil {
 		t.Fatal(err)
 	}
-	opts := provision.AuditOptions{StateDir: e.State, Targets: []string{tt.Name}}
-	res, err := provision.Audit(ctx, opts)
+	opts := runs.AuditOptions{StateDir: e.State, Targets: []string{tt.Name}}
+	res, err := runs.Audit(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(res.Leftovers, func(r provision.Resource) bool {
+	if !slices.ContainsFunc(res.Leftovers, func(r runs.Resource) bool {
 		return r.Kind == manifests.ResourceVM && r.Key == vm && r.Run == e.Run.ID
 	}) {
 		t.Fatalf("audit does not find the labelled VM %s: %+v", vm, res)
 	}
-	after, err := provision.Fix(ctx, opts, t.Logf)
+	after, err := runs.Fix(ctx, opts, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package provision
+package runs
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/ledger"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision/ledger"
 )
 
 func newTestRun(t *testing.T) (state string, run *Run) {

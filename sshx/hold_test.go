@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sealbench/sealbench/provision/sshx"
-	"github.com/sealbench/sealbench/provision/sshx/sshtest"
+	"github.com/sealbench/sealbench/sshx"
+	"github.com/sealbench/sealbench/sshx/sshtest"
 )
 
 // TestHoldKeepsStdinOpenAndStderrComesAsItIs: a command with Hold reads

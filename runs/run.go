@@ -1,4 +1,4 @@
-package provision
+package runs
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sealbench/sealbench/ledger"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision/ledger"
 )
 
 // StateDirEnv names the environment variable that moves the state directory.

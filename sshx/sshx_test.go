@@ -22,8 +22,8 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision/sshx"
-	"github.com/sealbench/sealbench/provision/sshx/sshtest"
+	"github.com/sealbench/sealbench/sshx"
+	"github.com/sealbench/sealbench/sshx/sshtest"
 )
 
 func dial(t *testing.T, cfg sshx.Config) *sshx.Client {

@@ -1,4 +1,4 @@
-package provision
+package runs
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 
 	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision/sshx"
+	"github.com/sealbench/sealbench/sshx"
 )
 
 // HostsFile is the file beside a run's ledger that says how each remote

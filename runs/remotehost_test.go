@@ -1,4 +1,4 @@
-package provision
+package runs
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
+	"github.com/sealbench/sealbench/ledger"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision/ledger"
-	"github.com/sealbench/sealbench/provision/sshx/sshtest"
+	"github.com/sealbench/sealbench/sshx/sshtest"
 )
 
 // remoteRun is a run with resources on a fake host: the host shares this

@@ -30,7 +30,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/sealbench/sealbench/internal/testenv"
-	"github.com/sealbench/sealbench/provision/sshx"
+	"github.com/sealbench/sealbench/sshx"
 )
 
 // SSHD is where Debian's openssh-server puts the daemon.

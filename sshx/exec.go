@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/sealbench/sealbench/provision/internal/toolexec"
+	"github.com/sealbench/sealbench/internal/toolexec"
 )
 
 // Command is one command to run on the host.

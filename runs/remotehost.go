@@ -1,4 +1,4 @@
-package provision
+package runs
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/sealbench/sealbench/internal/mountinfo"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision/sshx"
+	"github.com/sealbench/sealbench/sshx"
 )
 
 // remoteHost is one remote host of a run, as teardown and the audit

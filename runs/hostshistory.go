@@ -1,4 +1,4 @@
-package provision
+package runs
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision/sshx"
+	"github.com/sealbench/sealbench/sshx"
 )
 
 // HostsHistoryFile, in the state directory, lists every remote host a run

@@ -1,4 +1,4 @@
-package provision
+package runs
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sealbench/sealbench/ledger"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision/ledger"
 )
 
 // fakeSys points the kernel parameter code at a directory shaped like
@@ -168,23 +168,5 @@ func TestKernelParamMissing(t *testing.T) {
 	}
 	if es := run.Ledger.Entries(); len(es) != 1 {
 		t.Errorf("recorded %+v", es)
-	}
-}
-
-// TestDoctorFUSEURing: the doctor says how to turn enable_uring on for a
-// run (--fuse-uring) where it is off, and what the kernel lacks where it
-// has no such parameter.
-func TestDoctorFUSEURing(t *testing.T) {
-	fakeSys(t, FUSEURingParam, "N")
-	if c := fuseURing(); c.OK || !strings.Contains(c.Fix, "--fuse-uring") || !strings.Contains(c.Detail, "is off") {
-		t.Errorf("off: %+v", c)
-	}
-	fakeSys(t, FUSEURingParam, "Y")
-	if c := fuseURing(); !c.OK || c.Fix != "" {
-		t.Errorf("on: %+v", c)
-	}
-	fakeSys(t, "/sys/module/other/parameters/x", "0")
-	if c := fuseURing(); c.OK || !strings.Contains(c.Detail, "has no FUSE over io_uring") || !strings.Contains(c.Fix, "CONFIG_FUSE_IO_URING") {
-		t.Errorf("absent: %+v", c)
 	}
 }

@@ -1,4 +1,4 @@
-package provision
+package runs
 
 import (
 	"encoding/json"
@@ -30,9 +30,6 @@ func RecordTargetKind(runDir, name, kind string) error {
 	}
 	if !manifests.ValidTargetName(name) {
 		return fmt.Errorf("recording the kind of target %q: not a target name", name)
-	}
-	if _, ok := Lookup(kind); !ok {
-		return fmt.Errorf("recording the kind of target %s: no target kind %q", name, kind)
 	}
 	kindsMu.Lock()
 	defer kindsMu.Unlock()

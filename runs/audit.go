@@ -1,4 +1,4 @@
-package provision
+package runs
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/ledger"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision/ledger"
 	"github.com/sealbench/sealbench/standin/inventory"
 )
 
