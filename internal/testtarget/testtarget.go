@@ -3,7 +3,7 @@
 // "testtarget", the dockerd DOCKER_HOST names under another name, with an
 // option of its own (--testtarget-label, which it logs when it comes up)
 // and a hidden command of its own (testtarget-echo); nothing in cmd/,
-// host/ or provision/ names it. Only tests import it.
+// orchestrate/ or provision/ names it. Only tests import it.
 package testtarget
 
 import (

@@ -3,7 +3,7 @@
 // `[NAME=]KIND[:PARAM][@ssh://USER@HOST[:PORT]]`, the doctor of a host,
 // docker@ssh and local@ssh, and the verified bundle's files installed and
 // checked on a host (HostBundle: the stand-in, and the runner a host's
-// targets are sampled by; see host/hostrun.go and
+// targets are sampled by; see orchestrate/hostrun.go and
 // docs/design/remote-hosts.md).
 package remote
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/runs"
@@ -59,11 +59,11 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 				}
 			}
 			if target != "" {
-				specs, err := host.ParseTargets(strings.Split(target, ","))
+				specs, err := orchestrate.ParseTargets(strings.Split(target, ","))
 				if err != nil {
 					return err
 				}
-				opts.Targets = host.Names(specs)
+				opts.Targets = orchestrate.Names(specs)
 				for _, s := range specs {
 					if s.Host != nil {
 						opts.Hosts = append(opts.Hosts, s.Host.String())

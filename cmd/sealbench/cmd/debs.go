@@ -5,7 +5,7 @@ package cmd
 import (
 	"github.com/spf13/pflag"
 
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/vmimages"
 )
 
@@ -41,7 +41,7 @@ func (d *debSettings) cacheDir() string {
 	return d.cache
 }
 
-// host is the settings as package host takes them.
-func (d *debSettings) host() host.Debs {
-	return host.Debs{CacheDir: d.cacheDir(), Sources: d.sources, NoRelock: d.noRelock}
+// options are the settings as package orchestrate takes them.
+func (d *debSettings) options() orchestrate.Debs {
+	return orchestrate.Debs{CacheDir: d.cacheDir(), Sources: d.sources, NoRelock: d.noRelock}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision"
 )
 
@@ -50,7 +50,7 @@ docs/targets.md says what each target needs.`,
 			if target != "" {
 				targets = strings.Split(target, ",")
 			}
-			r, err := host.Doctor(c.Context(), host.DoctorOptions{Targets: targets, SSH: ssh.host()})
+			r, err := orchestrate.Doctor(c.Context(), orchestrate.DoctorOptions{Targets: targets, SSH: ssh.options()})
 			if err != nil {
 				return err
 			}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/vmimages"
@@ -101,7 +101,7 @@ bundle is verified or a package fetched.`,
 // lies inside the bundle (the image's files would change the bundle), a
 // --lock that is one of the files the image writes, an unknown --arch.
 func checkImageArgs(bundlePath, out, arch, lockFile string) error {
-	if err := host.CheckBundleArgs(bundlePath, "", "the image holds the bundle's files"); err != nil {
+	if err := orchestrate.CheckBundleArgs(bundlePath, "", "the image holds the bundle's files"); err != nil {
 		return err
 	}
 	if err := checkOutDir("--out", out, "pass a directory (default: the bundle's path + .image)"); err != nil {
@@ -123,7 +123,7 @@ func checkImageArgs(bundlePath, out, arch, lockFile string) error {
 }
 
 // buildImage verifies the bundle, then builds its image from the manifest
-// just verified (host.BuildSandboxImage).
+// just verified (orchestrate.BuildSandboxImage).
 func buildImage(ctx context.Context, p *progress, bundlePath, key, out, arch, lockFile string, debs debSettings) (*vmimages.ImageInfo, error) {
 	v, err := loadVerifier(key)
 	if err != nil {
@@ -134,7 +134,7 @@ func buildImage(ctx context.Context, p *progress, bundlePath, key, out, arch, lo
 		return nil, err
 	}
 	p.Logf("verified %s", res.Name)
-	return host.BuildSandboxImage(ctx, bundlePath, res.Manifest, out, arch, lockFile, debs.host(), p.Logf)
+	return orchestrate.BuildSandboxImage(ctx, bundlePath, res.Manifest, out, arch, lockFile, debs.options(), p.Logf)
 }
 
 func newImageLockCmd(g *global) *cobra.Command {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/internal/testenv"
 	_ "github.com/sealbench/sealbench/internal/testtarget" // a target of a test package's own
 	"github.com/sealbench/sealbench/manifests"
@@ -45,7 +45,7 @@ func TestATargetIsOnePackage(t *testing.T) {
 	out := t.TempDir()
 	code, stdout, stderr = run(t, "run", "--json", "--target", "testtarget", "--testtarget-label", "probe", "--bundle", b.Dir, "--key", b.PubKey,
 		"--id", b.Name, "--cells", "C01", "--samples", "1", "--out", out)
-	var o host.RunOutcome
+	var o orchestrate.RunOutcome
 	if err := json.Unmarshal([]byte(stdout), &o); code != ExitOK || err != nil || o.Samples != 1 || o.Failed != 0 || len(o.Leftovers) != 0 {
 		t.Fatalf("run on the test-only target: exit %d, %v, %+v\n%s", code, err, o, stderr)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/remote"
 )
@@ -46,7 +46,7 @@ over io_uring on until teardown (recorded, then put back). More: docs/targets.md
   sealbench teardown --run <run>`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			specs, err := host.CheckTargets([]string{args[0]})
+			specs, err := orchestrate.CheckTargets([]string{args[0]})
 			if err != nil {
 				return err
 			}
@@ -61,7 +61,7 @@ over io_uring on until teardown (recorded, then put back). More: docs/targets.md
 			if bundlePath == "" {
 				return usageErrorf("pass --bundle out/build-linux-<hash> (the bundle directory)", "--bundle is required")
 			}
-			if err := host.CheckBundleArgs(bundlePath, expect, "provision runs the bundle's binaries"); err != nil {
+			if err := orchestrate.CheckBundleArgs(bundlePath, expect, "provision runs the bundle's binaries"); err != nil {
 				return err
 			}
 			if err := debs.check(); err != nil {
@@ -71,13 +71,13 @@ over io_uring on until teardown (recorded, then put back). More: docs/targets.md
 				return err
 			}
 			if fuseURing {
-				if err := host.CheckFUSEURing([]string{target}, ""); err != nil {
+				if err := orchestrate.CheckFUSEURing([]string{target}, ""); err != nil {
 					return err
 				}
 			}
 			p := newProgress(g.stderr, "provision")
 			defer p.Close()
-			b, err := host.OpenBundle(c.Context(), host.BundleOptions{Dir: bundlePath, Key: key, Expect: expect, Debs: debs.host(), Log: p.Logf})
+			b, err := orchestrate.OpenBundle(c.Context(), orchestrate.BundleOptions{Dir: bundlePath, Key: key, Expect: expect, Debs: debs.options(), Log: p.Logf})
 			var ce *bundle.ContentError
 			if errors.As(err, &ce) {
 				return &problemsError{ce}
@@ -85,7 +85,7 @@ over io_uring on until teardown (recorded, then put back). More: docs/targets.md
 			if err != nil {
 				return err
 			}
-			out, err := host.Provision(c.Context(), host.ProvisionOptions{Target: target, Remote: far, Param: specs[0].Param, Node: specs[0].Node, Kind: specs[0].Kind, SSH: ssh.host(), Bundle: b, Options: targets.set, FUSEURing: fuseURing, Log: p.Logf})
+			out, err := orchestrate.Provision(c.Context(), orchestrate.ProvisionOptions{Target: target, Remote: far, Param: specs[0].Param, Node: specs[0].Node, Kind: specs[0].Kind, SSH: ssh.options(), Bundle: b, Options: targets.set, FUSEURing: fuseURing, Log: p.Logf})
 			p.Close()
 			if err != nil {
 				return err

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision/remote"
@@ -56,7 +56,7 @@ func TestRunOnTwoHostsAndLocal(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var o host.RunOutcome
+	var o orchestrate.RunOutcome
 	if err := json.Unmarshal([]byte(stdout), &o); err != nil {
 		t.Fatalf("run --json: %v\n%s", err, stdout)
 	}

@@ -6,13 +6,13 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sealbench/sealbench/bundle/sign"
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/runner/report"
 )
 
 // reportSigning is how `sealbench report` checks the results attestation
 // (results.sigstore.json) of each run it reads. The check is the host's
-// (host.CheckResults): runner/report, the renderer, links no signing code
+// (orchestrate.CheckResults): runner/report, the renderer, links no signing code
 // and only shows what it is told in Input.Signature.
 type reportSigning struct {
 	key           string
@@ -42,7 +42,7 @@ func (s *reportSigning) check() (*sign.Verifier, error) {
 func (s *reportSigning) apply(inputs []report.Input, v *sign.Verifier) error {
 	for i := range inputs {
 		var err error
-		inputs[i].Signature, err = host.CheckInput(&inputs[i], v)
+		inputs[i].Signature, err = orchestrate.CheckInput(&inputs[i], v)
 		if s.requireSigned && err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sealbench/sealbench/bundle/attest"
 	"github.com/sealbench/sealbench/bundle/sign"
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -32,7 +32,7 @@ func signedRun(t *testing.T, signer *sign.Signer, from, to string) string {
 		}
 	}
 	if signer != nil {
-		if _, err := host.SignResults(dir, signer, manifests.DigestOf([]byte("manifest")), attest.Audit{Verdict: attest.AuditClean}); err != nil {
+		if _, err := orchestrate.SignResults(dir, signer, manifests.DigestOf([]byte("manifest")), attest.Audit{Verdict: attest.AuditClean}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/engine"
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/remote"
@@ -123,11 +123,11 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	case f.engine == "" && f.targets == "":
 		return usageErrorf("sealbench run --target "+strings.Join(provision.Names(), ",")+" (any of them), or --engine unix:///path/to/socket", "--target or --engine is required")
 	case f.targets != "":
-		specs, err := host.CheckTargets(strings.Split(f.targets, ","))
+		specs, err := orchestrate.CheckTargets(strings.Split(f.targets, ","))
 		if err != nil {
 			return err
 		}
-		names = host.Names(specs)
+		names = orchestrate.Names(specs)
 		for _, s := range specs {
 			if s.Host != nil || s.Param != "" || s.Node != "" {
 				far[s.Name] = s
@@ -160,14 +160,14 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 		return usageErrorf(fmt.Sprintf("--samples takes 1 to %d (default %d)", maxSamples, defaultSamples), "--samples %d is out of range", f.samples)
 	}
 	if f.fuseURing {
-		if err := host.CheckFUSEURing(names, f.engine); err != nil {
+		if err := orchestrate.CheckFUSEURing(names, f.engine); err != nil {
 			return err
 		}
 	}
 	if err := f.debs.check(); err != nil {
 		return err
 	}
-	if err := host.CheckBundleArgs(f.bundle, f.expect, "a run executes the bundle's binaries"); err != nil {
+	if err := orchestrate.CheckBundleArgs(f.bundle, f.expect, "a run executes the bundle's binaries"); err != nil {
 		return err
 	}
 	var signer *sign.Signer
@@ -187,12 +187,12 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	}
 	p := newProgress(g.stderr, "run")
 	defer p.Close()
-	b, err := host.OpenBundle(ctx, host.BundleOptions{Dir: f.bundle, Source: f.source, Key: f.key, Expect: f.expect, Debs: f.debs.host(), Log: p.Logf})
+	b, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: f.bundle, Source: f.source, Key: f.key, Expect: f.expect, Debs: f.debs.options(), Log: p.Logf})
 	if err != nil {
 		return err
 	}
-	o, err := host.Run(ctx, host.RunOptions{
-		Bundle: b, Targets: names, Specs: far, SSH: f.ssh.host(), Engine: f.engine, Name: f.name, Options: f.targetFlags.set,
+	o, err := orchestrate.Run(ctx, orchestrate.RunOptions{
+		Bundle: b, Targets: names, Specs: far, SSH: f.ssh.options(), Engine: f.engine, Name: f.name, Options: f.targetFlags.set,
 		Cells: cellList, Samples: f.samples, Seed: f.seed, Native: f.native, Out: f.out, Keep: f.keep, FUSEURing: f.fuseURing,
 		SignKey: signer, Log: p.Logf, Status: p.Status,
 		Report: func(md string) {

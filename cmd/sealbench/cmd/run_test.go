@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/bundle"
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision/docker"
@@ -123,7 +123,7 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var o host.RunOutcome
+	var o orchestrate.RunOutcome
 	if err := json.Unmarshal([]byte(stdout), &o); err != nil {
 		t.Fatalf("run --json: %v\n%s", err, stdout)
 	}
@@ -228,7 +228,7 @@ func TestRunOnGVisor(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var o host.RunOutcome
+	var o orchestrate.RunOutcome
 	if err := json.Unmarshal([]byte(stdout), &o); err != nil {
 		t.Fatalf("run --json: %v\n%s", err, stdout)
 	}

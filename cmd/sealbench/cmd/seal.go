@@ -16,7 +16,7 @@ import (
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/vmimages"
 )
 
@@ -93,14 +93,14 @@ created.`,
 				Attestation string              `json:"attestation"`
 			}{SealResult: res}
 			if !noImage {
-				sealed.Image, err = host.BuildSandboxImage(c.Context(), res.Dir, res.Manifest, res.Dir+".image", imageArch, "", debs.host(), p.Logf)
+				sealed.Image, err = orchestrate.BuildSandboxImage(c.Context(), res.Dir, res.Manifest, res.Dir+".image", imageArch, "", debs.options(), p.Logf)
 				if err != nil {
 					return fmt.Errorf("sealed %s, but building its Sandbox image failed: %w", res.Name, err)
 				}
 			}
 			// The provenance is signed last: it names the image too, and
 			// the build's end.
-			sealed.Attestation, err = host.AttestSeal(res, sealed.Image, signer, start, time.Now())
+			sealed.Attestation, err = orchestrate.AttestSeal(res, sealed.Image, signer, start, time.Now())
 			if err != nil {
 				return fmt.Errorf("sealed %s, but signing its provenance failed: %w", res.Name, err)
 			}
@@ -154,4 +154,4 @@ func checkSealArgs(source, out, imageArch string, noImage bool) error {
 	return nil
 }
 
-func humanBytes(n int64) string { return host.HumanBytes(n) }
+func humanBytes(n int64) string { return orchestrate.HumanBytes(n) }

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision"
 	_ "github.com/sealbench/sealbench/provision/targets" // every target's registration: the one list of them
 )
@@ -144,4 +144,4 @@ func (s sshSettings) check() error {
 	return nil
 }
 
-func (s sshSettings) host() host.SSH { return host.SSH{Identity: s.identity, KnownHosts: s.knownHosts} }
+func (s sshSettings) options() orchestrate.SSH { return orchestrate.SSH{Identity: s.identity, KnownHosts: s.knownHosts} }

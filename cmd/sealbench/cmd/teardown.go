@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/runs"
 )
@@ -51,11 +51,11 @@ teardown of the whole run.`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var targets []string
 			if target != "" {
-				specs, err := host.ParseTargets(strings.Split(target, ","))
+				specs, err := orchestrate.ParseTargets(strings.Split(target, ","))
 				if err != nil {
 					return err
 				}
-				targets = host.Names(specs)
+				targets = orchestrate.Names(specs)
 			}
 			if err := ssh.check(); err != nil {
 				return err
@@ -65,7 +65,7 @@ teardown of the whole run.`,
 			}
 			p := newProgress(g.stderr, "teardown")
 			defer p.Close()
-			results, err := host.Teardown(c.Context(), host.TeardownOptions{Run: runID, All: all, Targets: targets, SSH: ssh.host(), Log: p.Logf})
+			results, err := orchestrate.Teardown(c.Context(), orchestrate.TeardownOptions{Run: runID, All: all, Targets: targets, SSH: ssh.options(), Log: p.Logf})
 			if results == nil {
 				return err
 			}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -57,7 +57,7 @@ not verify with the key exits 2; a subject that differs exits 1.`,
 			if err != nil {
 				return err
 			}
-			if err := host.CheckBundleArgs("", expect, ""); err != nil {
+			if err := orchestrate.CheckBundleArgs("", expect, ""); err != nil {
 				return err
 			}
 			res, err := bundle.Verify(c.Context(), bundlePath, bundle.VerifyOptions{Verifier: v, Expect: expect})
@@ -69,10 +69,10 @@ not verify with the key exits 2; a subject that differs exits 1.`,
 				return err
 			}
 			// Then the Sigstore bundle beside it, when there is one.
-			att, err := host.VerifyAttestation(bundlePath, res, v)
+			att, err := orchestrate.VerifyAttestation(bundlePath, res, v)
 			checked := []string{manifests.SignatureFile}
 			switch {
-			case errors.Is(err, host.ErrNoAttestation):
+			case errors.Is(err, orchestrate.ErrNoAttestation):
 				att = nil
 			case err != nil:
 				var ce *bundle.ContentError
@@ -96,7 +96,7 @@ not verify with the key exits 2; a subject that differs exits 1.`,
 			}
 			fmt.Fprintf(g.stdout, "verified %s: signature by key %s, %d files, %s%s\n", res.Name, v.KeyID(), res.Files, humanBytes(res.Bytes), dirty)
 			if att == nil {
-				fmt.Fprintf(g.stdout, "  checked %s; no %s beside the bundle, so no attestation was checked\n", manifests.SignatureFile, filepath.Base(host.AttestationPath(bundlePath)))
+				fmt.Fprintf(g.stdout, "  checked %s; no %s beside the bundle, so no attestation was checked\n", manifests.SignatureFile, filepath.Base(orchestrate.AttestationPath(bundlePath)))
 				return nil
 			}
 			fmt.Fprintf(g.stdout, "  checked %s and %s: SLSA provenance v1, %d subjects, %d matched here", manifests.SignatureFile, filepath.Base(att.Path), att.Subjects, att.Checked)
@@ -120,5 +120,5 @@ func (e *problemsError) Unwrap() error { return e.ContentError }
 
 func (e *problemsError) JSONDetail() (string, any) { return "problems", e.Problems }
 
-// loadVerifier loads the public key to verify bundles with (host.LoadVerifier).
-func loadVerifier(key string) (*sign.Verifier, error) { return host.LoadVerifier(key) }
+// loadVerifier loads the public key to verify bundles with (orchestrate.LoadVerifier).
+func loadVerifier(key string) (*sign.Verifier, error) { return orchestrate.LoadVerifier(key) }

@@ -1,4 +1,4 @@
-package host_test
+package orchestrate_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/provision/remote"
@@ -35,11 +35,11 @@ func hostLostMidRun(t *testing.T, here ...string) {
 	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(runs.StateDirEnv, hostState), sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
 	b := provisiontest.GetRunnerBundle(t)
 	ctx := context.Background()
-	opened, err := host.OpenBundle(ctx, host.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
+	opened, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs, err := host.CheckTargets(append(here, fmt.Sprintf("far=local@ssh://%s@%s:%d", h.User, h.Addr, h.Port)))
+	specs, err := orchestrate.CheckTargets(append(here, fmt.Sprintf("far=local@ssh://%s@%s:%d", h.User, h.Addr, h.Port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +55,8 @@ func hostLostMidRun(t *testing.T, here ...string) {
 	}
 	state := shortDir(t)
 	const rounds = 3
-	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: host.Names(specs), Specs: map[string]remote.Spec{"far": far},
-		SSH: host.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: rounds, Seed: 1,
+	o, err := orchestrate.Run(ctx, orchestrate.RunOptions{Bundle: opened, Targets: orchestrate.Names(specs), Specs: map[string]remote.Spec{"far": far},
+		SSH: orchestrate.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: rounds, Seed: 1,
 		Out: t.TempDir(), StateDir: state, Log: logf})
 	if err == nil || !strings.Contains(err.Error(), "samples failed") {
 		t.Fatalf("Run: %v, want failed samples reported", err)
@@ -93,7 +93,7 @@ func hostLostMidRun(t *testing.T, here ...string) {
 	}
 	// The host comes back; a later teardown finishes there.
 	h.Restart()
-	if _, err := host.Teardown(ctx, host.TeardownOptions{Run: o.Run, StateDir: state, SSH: host.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Log: t.Logf}); err != nil {
+	if _, err := orchestrate.Teardown(ctx, orchestrate.TeardownOptions{Run: o.Run, StateDir: state, SSH: orchestrate.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Log: t.Logf}); err != nil {
 		t.Fatalf("teardown with the host back: %v", err)
 	}
 	if left, _ := filepath.Glob(filepath.Join(hostState, "runs", "*")); len(left) > 0 {

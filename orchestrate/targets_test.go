@@ -1,4 +1,4 @@
-package host
+package orchestrate
 
 // The targets' registrations, which the sealbench command links and the
 // tests here use.

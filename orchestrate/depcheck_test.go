@@ -1,4 +1,4 @@
-package host_test
+package orchestrate_test
 
 import (
 	"os/exec"
@@ -18,7 +18,7 @@ func TestOnlyTheCommandsImportHost(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	const host = "github.com/sealbench/sealbench/host"
+	const host = "github.com/sealbench/sealbench/orchestrate"
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Fields(line)
 		if len(f) == 0 || f[0] == host || strings.HasPrefix(f[0], "github.com/sealbench/sealbench/cmd/sealbench") {

@@ -1,4 +1,4 @@
-package host_test
+package orchestrate_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/sealbench/sealbench/engine"
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision/provisiontest"
@@ -33,7 +33,7 @@ func TestProvisionOnADockerHostThenAuditAfterTheRunIsGone(t *testing.T) {
 	ctx := context.Background()
 	hostName := specs[0].Host.String()
 	state := shortDir(t)
-	out, err := host.Provision(ctx, host.ProvisionOptions{Target: "h1", Remote: &specs[0], SSH: host.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts},
+	out, err := orchestrate.Provision(ctx, orchestrate.ProvisionOptions{Target: "h1", Remote: &specs[0], SSH: orchestrate.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts},
 		Bundle: opened, StateDir: state, Log: t.Logf})
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func TestProvisionOnADockerHostThenAuditAfterTheRunIsGone(t *testing.T) {
 // dockerHostH1 is a fake host whose sessions' DOCKER_HOST is a dockerd of
 // the test's own, the runner bundle opened, and the spec of a docker@ssh
 // target named h1 there.
-func dockerHostH1(t *testing.T) (*sshtest.Host, string, *host.Bundle, []remote.Spec) {
+func dockerHostH1(t *testing.T) (*sshtest.Host, string, *orchestrate.Bundle, []remote.Spec) {
 	t.Helper()
 	sshtest.Need(t)
 	endpoint := testenv.PrivateDockerd(t)
@@ -117,11 +117,11 @@ func dockerHostH1(t *testing.T) (*sshtest.Host, string, *host.Bundle, []remote.S
 	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv("DOCKER_HOST", endpoint), sshtest.SetEnv(runs.StateDirEnv, hostState),
 		sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
 	b := provisiontest.GetRunnerBundle(t)
-	opened, err := host.OpenBundle(context.Background(), host.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
+	opened, err := orchestrate.OpenBundle(context.Background(), orchestrate.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs, err := host.CheckTargets([]string{fmt.Sprintf("h1=docker@ssh://%s@%s:%d", h.User, h.Addr, h.Port)})
+	specs, err := orchestrate.CheckTargets([]string{fmt.Sprintf("h1=docker@ssh://%s@%s:%d", h.User, h.Addr, h.Port)})
 	if err != nil {
 		t.Fatal(err)
 	}

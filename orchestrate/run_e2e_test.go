@@ -1,4 +1,4 @@
-package host_test
+package orchestrate_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/attest"
 	"github.com/sealbench/sealbench/bundle/sign"
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
@@ -35,7 +35,7 @@ func TestRunOnLocalWithoutCobra(t *testing.T) {
 	testenv.NeedFUSE(t)
 	b := provisiontest.GetRunnerBundle(t)
 	ctx := context.Background()
-	opened, err := host.OpenBundle(ctx, host.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
+	opened, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,11 +52,11 @@ func TestRunOnLocalWithoutCobra(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: []string{"local"}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
+	o, err := orchestrate.Run(ctx, orchestrate.RunOptions{Bundle: opened, Targets: []string{"local"}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
 		Out: out, StateDir: shortDir(t), Log: t.Logf, SignKey: signer})
 	var ue *cliutil.UserError
-	if !errors.As(err, &ue) || ue.Code != host.ExitMismatch || !strings.Contains(err.Error(), "1 of 1 samples failed") {
-		t.Fatalf("Run: %v, want the failed sample reported (exit %d)", err, host.ExitMismatch)
+	if !errors.As(err, &ue) || ue.Code != orchestrate.ExitMismatch || !strings.Contains(err.Error(), "1 of 1 samples failed") {
+		t.Fatalf("Run: %v, want the failed sample reported (exit %d)", err, orchestrate.ExitMismatch)
 	}
 	if o == nil || o.Samples != 1 || o.Failed != 1 || o.Kept || len(o.Leftovers) != 0 || o.Teardown == nil || o.Targets["local"] == nil {
 		t.Fatalf("outcome %+v: want one failed sample, then torn down with nothing left", o)
@@ -81,7 +81,7 @@ func TestRunOnLocalWithoutCobra(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sig, err := host.CheckInput(&inputs[0], v); err != nil || sig.State != report.SignatureVerified {
+	if sig, err := orchestrate.CheckInput(&inputs[0], v); err != nil || sig.State != report.SignatureVerified {
 		t.Errorf("the run's signed results check as %+v: %v", sig, err)
 	}
 }
@@ -102,7 +102,7 @@ func TestRunRefusesARunnerChangedAfterVerification(t *testing.T) {
 		t.Fatalf("copying the image: %v\n%s", err, out)
 	}
 	ctx := context.Background()
-	opened, err := host.OpenBundle(ctx, host.BundleOptions{Dir: dir, Key: shared.PubKey, Expect: shared.Name, Log: t.Logf})
+	opened, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: dir, Key: shared.PubKey, Expect: shared.Name, Log: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,11 +111,11 @@ func TestRunRefusesARunnerChangedAfterVerification(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: []string{"local"}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
+	o, err := orchestrate.Run(ctx, orchestrate.RunOptions{Bundle: opened, Targets: []string{"local"}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
 		Out: out, StateDir: shortDir(t), Log: t.Logf})
 	var ue *cliutil.UserError
-	if !errors.As(err, &ue) || ue.Code != host.ExitMismatch || !strings.Contains(err.Error(), "is not the file that was verified") {
-		t.Fatalf("Run: %v, want the changed runner refused (exit %d)", err, host.ExitMismatch)
+	if !errors.As(err, &ue) || ue.Code != orchestrate.ExitMismatch || !strings.Contains(err.Error(), "is not the file that was verified") {
+		t.Fatalf("Run: %v, want the changed runner refused (exit %d)", err, orchestrate.ExitMismatch)
 	}
 	if o == nil || o.Samples != 0 || len(o.Leftovers) != 0 || o.Teardown == nil {
 		t.Fatalf("outcome %+v: want no sample, torn down, nothing left", o)

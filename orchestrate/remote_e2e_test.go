@@ -1,4 +1,4 @@
-package host_test
+package orchestrate_test
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/sealbench/sealbench/engine"
-	"github.com/sealbench/sealbench/host"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision/provisiontest"
@@ -35,12 +35,12 @@ func TestRunOnADockerHostOverSSH(t *testing.T) {
 	h, endpoint, opened, specs := dockerHostH1(t)
 	ctx := context.Background()
 	state := shortDir(t)
-	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: host.Names(specs), Specs: map[string]remote.Spec{"h1": specs[0]},
-		SSH: host.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
+	o, err := orchestrate.Run(ctx, orchestrate.RunOptions{Bundle: opened, Targets: orchestrate.Names(specs), Specs: map[string]remote.Spec{"h1": specs[0]},
+		SSH: orchestrate.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
 		Out: t.TempDir(), StateDir: state, Log: t.Logf})
 	var ue *cliutil.UserError
-	if !errors.As(err, &ue) || ue.Code != host.ExitMismatch || !strings.Contains(err.Error(), "1 of 1 samples failed") {
-		t.Fatalf("Run: %v, want the failed sample reported (exit %d)", err, host.ExitMismatch)
+	if !errors.As(err, &ue) || ue.Code != orchestrate.ExitMismatch || !strings.Contains(err.Error(), "1 of 1 samples failed") {
+		t.Fatalf("Run: %v, want the failed sample reported (exit %d)", err, orchestrate.ExitMismatch)
 	}
 	id := o.Targets["h1"]
 	if id == nil || id.Transport != remote.TransportSSH || id.Host != specs[0].Host.String() || id.Engine != "dockerd" || o.Samples != 1 || len(o.Leftovers) != 0 || o.Kept {
@@ -89,11 +89,11 @@ func TestRunOnLocalAndALocalHostOverSSH(t *testing.T) {
 	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(runs.StateDirEnv, hostState), sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
 	b := provisiontest.GetRunnerBundle(t)
 	ctx := context.Background()
-	opened, err := host.OpenBundle(ctx, host.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
+	opened, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs, err := host.CheckTargets([]string{"local", fmt.Sprintf("local@ssh://%s@%s:%d", h.User, h.Addr, h.Port)})
+	specs, err := orchestrate.CheckTargets([]string{"local", fmt.Sprintf("local@ssh://%s@%s:%d", h.User, h.Addr, h.Port)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,12 +101,12 @@ func TestRunOnLocalAndALocalHostOverSSH(t *testing.T) {
 	if want := fmt.Sprintf("local-127-0-0-2-%d", h.Port); far.Name != want {
 		t.Fatalf("the remote target is named %q, want %q", far.Name, want)
 	}
-	o, err := host.Run(ctx, host.RunOptions{Bundle: opened, Targets: host.Names(specs), Specs: map[string]remote.Spec{far.Name: far},
-		SSH: host.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
+	o, err := orchestrate.Run(ctx, orchestrate.RunOptions{Bundle: opened, Targets: orchestrate.Names(specs), Specs: map[string]remote.Spec{far.Name: far},
+		SSH: orchestrate.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
 		Out: t.TempDir(), StateDir: shortDir(t), Log: t.Logf})
 	var ue *cliutil.UserError
-	if !errors.As(err, &ue) || ue.Code != host.ExitMismatch || !strings.Contains(err.Error(), "2 of 2 samples failed") {
-		t.Fatalf("Run: %v, want both failed samples reported (exit %d)", err, host.ExitMismatch)
+	if !errors.As(err, &ue) || ue.Code != orchestrate.ExitMismatch || !strings.Contains(err.Error(), "2 of 2 samples failed") {
+		t.Fatalf("Run: %v, want both failed samples reported (exit %d)", err, orchestrate.ExitMismatch)
 	}
 	id := o.Targets[far.Name]
 	if id == nil || id.Transport != remote.TransportSSH || id.Engine != manifests.EngineStandin || o.Samples != 2 || len(o.Leftovers) != 0 || o.Kept {
