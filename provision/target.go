@@ -8,7 +8,7 @@
 // commands build their flags, help and hidden commands from the registry
 // (Flags, Subcommands), and the orchestration library reaches targets
 // only through Target and the optional interfaces beside it (LeftUp).
-// docs/targets.md says how to add one; internal/testtarget is one that
+// docs/targets.md says how to add one; provision/provisiontest/testtarget is one that
 // only a test links.
 //
 // What a run made, and taking it down again, is package runs'; every

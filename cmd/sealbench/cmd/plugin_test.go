@@ -11,12 +11,12 @@ import (
 
 	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/internal/testenv"
-	_ "github.com/sealbench/sealbench/internal/testtarget" // a target of a test package's own
+	_ "github.com/sealbench/sealbench/provision/provisiontest/testtarget" // a target of a test package's own
 	"github.com/sealbench/sealbench/manifests"
 )
 
 // TestATargetIsOnePackage: a target registered by a package of its own
-// (internal/testtarget), which nothing but this test imports, gets
+// (provision/provisiontest/testtarget), which nothing but this test imports, gets
 // everything a target gets: its place in the help and its flag on run
 // and provision, its flag checked before anything is made, its hidden
 // command, and a whole run, report, teardown and audit under its name.
