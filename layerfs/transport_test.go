@@ -212,7 +212,7 @@ func testKillDaemon(t *testing.T, tr uring.Transport, busy bool) {
 			} else {
 				t.Logf("the write in flight: %v", err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testenv.Patience):
 			t.Fatal("a write on the killed daemon's mount hangs")
 		}
 	} else {

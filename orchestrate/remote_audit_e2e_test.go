@@ -11,9 +11,9 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/sealbench/sealbench/engine"
-	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/provision/remote"
 	"github.com/sealbench/sealbench/runs"

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/provision/remote"
 	"github.com/sealbench/sealbench/runs"

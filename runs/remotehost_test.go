@@ -337,7 +337,7 @@ func TestTheLedgerOnTheHostIsTornDownFirst(t *testing.T) {
 	}
 	select {
 	case <-exited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Errorf("the process the host's ledger names is still running")
 	}
 	r.gone(t, true)

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/sshx"
 	"github.com/sealbench/sealbench/sshx/sshtest"
@@ -219,12 +220,7 @@ func TestCommandDeadlineKillsTheRemoteCommand(t *testing.T) {
 		t.Fatalf("want a *CommandError past its deadline, got %T: %v", err, err)
 	}
 	// The command is killed on the host, not left running.
-	for i := 0; running(marker); i++ {
-		if i == 200 {
-			t.Fatalf("sleep %s still runs on the host after its deadline; sshd said:\n%s", marker, h.Log())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, "sleep "+marker+" killed on the host after its deadline (sshd said:\n"+h.Log()+")", 50*time.Millisecond, func() bool { return !running(marker) })
 	// The connection is still good for the next command.
 	if out, err := c.Run(context.Background(), "echo", "after"); err != nil || string(out) != "after\n" {
 		t.Fatalf("after a deadline: %q, %v", out, err)
@@ -388,12 +384,7 @@ func TestForwardCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn.Close()
-	for i := 0; running(marker); i++ {
-		if i == 200 {
-			t.Fatalf("sleep %s still runs on the host after its connection closed", marker)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, "sleep "+marker+" gone from the host after its connection closed", 50*time.Millisecond, func() bool { return !running(marker) })
 
 	dir := filepath.Join(t.TempDir(), "sock")
 	os.Mkdir(dir, 0o700)
@@ -504,12 +495,7 @@ func TestHostCutOffEndsItsCommands(t *testing.T) {
 		errc <- err
 	}()
 	// Wait until the command runs on the host, then cut the host off.
-	for i := 0; !running(marker); i++ {
-		if i == 400 {
-			t.Fatalf("sleep %s never started", marker)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	testenv.Eventually(t, "sleep "+marker+" running on the host", 25*time.Millisecond, func() bool { return running(marker) })
 	h.Stop()
 	select {
 	case err := <-errc:

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sealbench/sealbench/internal/mountinfo"
+	"github.com/sealbench/sealbench/internal/testenv"
 )
 
 // TestMain stops the one cluster every test here shares, and fails the
@@ -75,8 +76,8 @@ func TestNodeRegisters(t *testing.T) {
 			t.Logf("node Ready since %s after its registration", ready.LastTransitionTime.Sub(n.CreationTimestamp.Time))
 			break
 		}
-		if time.Since(n.CreationTimestamp.Time) > time.Minute {
-			t.Errorf("node not Ready a minute after its registration: %+v", ready)
+		if time.Since(n.CreationTimestamp.Time) > testenv.Patience {
+			t.Errorf("node not Ready %v after its registration: %+v", testenv.Patience, ready)
 			break
 		}
 		time.Sleep(500 * time.Millisecond)

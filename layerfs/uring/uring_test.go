@@ -236,7 +236,7 @@ func testFailedQueue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Fatal("requests hang after the fallback (the kernel still waits for the rings?)")
 	}
 	if st := s.Stats(); st.DevRequests == 0 || st.RingRequests != 0 {
@@ -375,7 +375,7 @@ func testNoPoll(t *testing.T) {
 		if r != "ok" {
 			t.Errorf("daemon: %q", r)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Errorf("opening files on the mount from its own daemon hangs (FUSE_POLL against a stop-the-world?); aborting connection %d", unix.Minor(st.Dev))
 		os.WriteFile(fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", unix.Minor(st.Dev)), []byte("1"), 0)
 	}
@@ -493,8 +493,8 @@ func testKill(t *testing.T) {
 				}
 				t.Logf("blocked stat: %v", err)
 				blockedErr[tr] = err.(*os.PathError)
-			case <-time.After(10 * time.Second):
-				t.Fatal("the blocked stat still hangs 10s after the daemon was killed")
+			case <-time.After(testenv.Patience):
+				t.Fatal("the blocked stat still hangs after the daemon was killed")
 			}
 			if _, err := os.Stat(filepath.Join(mnt, "other")); !errors.Is(err, unix.ENOTCONN) {
 				t.Errorf("stat on the dead mount: %v, want ENOTCONN", err)
@@ -549,7 +549,7 @@ func (f *intrFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, o
 	case <-cancel:
 		f.interrupted <- struct{}{}
 		return fuse.EINTR
-	case <-time.After(10 * time.Second):
+	case <-time.After(testenv.Patience):
 		return fuse.ENOENT
 	}
 }
@@ -580,13 +580,13 @@ func testInterrupt(t *testing.T) {
 			defer cmd.Process.Kill()
 			select {
 			case <-f.blocked:
-			case <-time.After(10 * time.Second):
+			case <-time.After(testenv.Patience):
 				t.Fatal("LOOKUP never came")
 			}
 			cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-f.interrupted:
-			case <-time.After(5 * time.Second):
+			case <-time.After(testenv.Patience):
 				t.Fatal("the request was not interrupted")
 			}
 			cmd.Wait()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/runs"
 )
@@ -132,12 +133,7 @@ func TestFixRemovesAnOrphanedLimaDir(t *testing.T) {
 	defer tail.Process.Kill()
 	// Until /proc shows tail's own argv, no scan can tell it holds the
 	// directory.
-	for deadline := time.Now().Add(10 * time.Second); len(procsUnder(root)) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("tail -f %s does not show in /proc", marker)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, "tail -f "+marker+" in /proc", 20*time.Millisecond, func() bool { return len(procsUnder(root)) > 0 })
 
 	ctx := context.Background()
 	state := t.TempDir()
@@ -158,7 +154,7 @@ func TestFixRemovesAnOrphanedLimaDir(t *testing.T) {
 	}
 	select {
 	case <-exited:
-	case <-time.After(20 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Error("the process holding the directory still runs")
 	}
 	if exists(root) {

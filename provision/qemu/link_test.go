@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"github.com/sealbench/sealbench/internal/muxlink"
+	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/provision/qemu"
 )
 
@@ -90,13 +91,7 @@ func TestLinkCarriesHalfClosedConnections(t *testing.T) {
 	go func() {
 		served <- qemu.ServeLink(context.Background(), qemu.LinkConfig{Socket: engineSock, Serial: serial}, t.Logf)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(engineSock); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, "the link's Engine socket", 20*time.Millisecond, func() bool { _, err := os.Stat(engineSock); return err == nil })
 	if fi, err := os.Stat(engineSock); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the Engine socket: %v %v, want mode 0600", fi, err)
 	}
@@ -133,7 +128,7 @@ func TestLinkCarriesHalfClosedConnections(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "closed") {
 			t.Errorf("ServeLink after the VM's end went: %v", err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Fatal("ServeLink goes on after the VM's end went")
 	}
 	if _, err := os.Stat(engineSock); !os.IsNotExist(err) {

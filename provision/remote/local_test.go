@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/provisiontest"
@@ -175,10 +176,10 @@ func TestKilledRemoteStandinTornDownLater(t *testing.T) {
 	}
 	select {
 	case <-waited:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testenv.Patience):
 		t.Errorf("the Sandbox init left on the host is still running after teardown")
 	}
-	for deadline := time.Now().Add(5 * time.Second); len(inits()) > 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(testenv.Patience); len(inits()) > 0 && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if ps := inits(); len(ps) > 0 {

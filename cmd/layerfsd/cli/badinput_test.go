@@ -202,9 +202,12 @@ func TestDaemonLogsEIOOncePerCause(t *testing.T) {
 		}
 	}
 	run(t, daemonapi.ExitOK, "unmount", "--control", e.ctl)
-	time.Sleep(100 * time.Millisecond) // the daemon's last lines
-	b, _ := os.ReadFile(filepath.Join(e.store, "daemon.log"))
-	log := string(b)
+	var log string
+	testenv.Eventually(t, "daemon.log naming the damaged directory", 20*time.Millisecond, func() bool { // the daemon's last lines
+		b, _ := os.ReadFile(filepath.Join(e.store, "daemon.log"))
+		log = string(b)
+		return strings.Contains(log, "times: EIO: tree object")
+	})
 	if n := strings.Count(log, "answered the kernel EIO: loading directory inode"); n != 1 {
 		t.Errorf("daemon.log names the cause %d times, want once:\n%s", n, log)
 	}

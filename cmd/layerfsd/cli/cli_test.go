@@ -20,10 +20,11 @@ import (
 	"testing"
 	"time"
 
+	_ "modernc.org/sqlite"
+
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/layerfs"
 	"github.com/sealbench/sealbench/layerfs/daemonapi"
-	_ "modernc.org/sqlite"
 )
 
 // The test binary doubles as layerfsd, with the same main: the tests run it
@@ -177,13 +178,14 @@ func (e *env) mount(t *testing.T) *daemonapi.ReadyInfo {
 	return info
 }
 
+// processGone waits, up to testenv.Patience, for pid to be gone: a zombie
+// until its parent reaps it; the daemon's parent has exited, so init
+// reaps it.
 func processGone(pid int) bool {
-	for i := 0; i < 500; i++ {
+	for deadline := time.Now().Add(testenv.Patience); time.Now().Before(deadline); {
 		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
 			return true
 		}
-		// A zombie until its parent reaps it; the daemon's parent has
-		// exited, so init reaps it.
 		time.Sleep(10 * time.Millisecond)
 	}
 	return false

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/internal/testenv"
-	_ "github.com/sealbench/sealbench/provision/provisiontest/testtarget" // a target of a test package's own
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/orchestrate"
+	_ "github.com/sealbench/sealbench/provision/provisiontest/testtarget" // a target of a test package's own
 )
 
 // TestATargetIsOnePackage: a target registered by a package of its own

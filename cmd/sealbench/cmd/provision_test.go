@@ -528,17 +528,10 @@ func TestProvisionOnALocalHostCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(t, "the stand-in on "+out.Host+" answering through the printed forward", 200*time.Millisecond, func() bool {
 		_, err := cli.ImageInspect(context.Background(), b.Image.ID.String())
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stand-in on %s through the printed forward: %v", out.Host, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err == nil
+	})
 	fwd.Process.Kill()
 	fwd.Wait()
 	if code, stdout, stderr = run(t, "teardown", "--run", out.Run); code != ExitOK {

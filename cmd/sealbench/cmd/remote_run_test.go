@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision/remote"
 	"github.com/sealbench/sealbench/runs"
 	"github.com/sealbench/sealbench/sshx/sshtest"

@@ -12,8 +12,8 @@ import (
 
 	"github.com/sealbench/sealbench/bundle/attest"
 	"github.com/sealbench/sealbench/bundle/sign"
-	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/orchestrate"
 )
 
 // signedRun copies the report package's fixed run into a new directory,

@@ -13,8 +13,8 @@ import (
 
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/engine"
-	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/remote"
 	"github.com/sealbench/sealbench/runner/cells"

@@ -22,9 +22,9 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/bundle"
-	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision/docker"
 	"github.com/sealbench/sealbench/runner"
 	"github.com/sealbench/sealbench/runner/cells"

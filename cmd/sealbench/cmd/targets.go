@@ -144,4 +144,6 @@ func (s sshSettings) check() error {
 	return nil
 }
 
-func (s sshSettings) options() orchestrate.SSH { return orchestrate.SSH{Identity: s.identity, KnownHosts: s.knownHosts} }
+func (s sshSettings) options() orchestrate.SSH {
+	return orchestrate.SSH{Identity: s.identity, KnownHosts: s.knownHosts}
+}

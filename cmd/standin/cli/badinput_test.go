@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sealbench/sealbench/internal/testenv"
 )
@@ -101,7 +100,7 @@ func TestBadInput(t *testing.T) {
 				tc.setup(t, dir)
 			}
 			before := testenv.Snapshot(t, dir)
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 			defer cancel()
 			var out, errb strings.Builder
 			code := Main(ctx, tc.args(dir), &out, &errb)
