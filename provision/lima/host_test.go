@@ -30,11 +30,11 @@ func TestQEMUWrapperForcesTCG(t *testing.T) {
 	for _, tc := range []struct{ in, want []string }{
 		{
 			[]string{"-m", "2048", "-cpu", "host", "-machine", "q35,accel=kvm", "-smp", "2"},
-			[]string{"-m", "2048", "-cpu", "max", "-machine", "q35,accel=tcg", "-smp", "2"},
+			[]string{"-m", "2048", "-cpu", "qemu64", "-machine", "q35,accel=tcg", "-smp", "2"},
 		},
 		{
 			[]string{"-cpu", "host,-pdpe1gb", "-accel", "kvm", "-enable-kvm", "-name", "a b  c"},
-			[]string{"-cpu", "max,-pdpe1gb", "-accel", "tcg", "-name", "a b  c"},
+			[]string{"-cpu", "qemu64,-pdpe1gb", "-accel", "tcg", "-name", "a b  c"},
 		},
 		{
 			[]string{"-accel", "kvm,kernel-irqchip=on", "-drive", "file=/x/y's disk,if=virtio", "-cpu", "max"},

@@ -35,7 +35,7 @@ func TestMachineArgs(t *testing.T) {
 	}
 	args := m.args()
 	all := strings.Join(args, " ")
-	for flag, want := range map[string]string{"-M": "microvm,rtc=on,pit=on,pic=on", "-accel": "tcg", "-cpu": "max", "-smp": "2", "-m": "2048",
+	for flag, want := range map[string]string{"-M": "microvm,rtc=on,pit=on,pic=on", "-accel": "tcg", "-cpu": "qemu64", "-smp": "2", "-m": "2048",
 		"-kernel": m.Kernel, "-initrd": m.Initrd, "-append": m.Cmdline, "-serial": "file:" + m.Console, "-pidfile": m.Pidfile} {
 		if got := argAfter(args, flag); got != want {
 			t.Errorf("%s %q, want %q", flag, got, want)

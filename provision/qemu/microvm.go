@@ -72,8 +72,15 @@ func (m machine) validate() error {
 // virtio-serial port joined to a unix socket QEMU listens on; the serial
 // console to a file; and QEMU's seccomp sandbox on, refusing it new
 // processes, new privileges and obsolete system calls.
+// TCGCPUModel is the CPU model a VM gets under TCG (lima's too).
+const TCGCPUModel = "qemu64"
+
 func (m machine) args() []string {
-	cpu := "max"
+	// Under TCG, qemu64 (x86-64's baseline, all Debian asks for): a
+	// fork-heavy cell (C04, 1,100 processes) took 33.1 s on it against
+	// 41.7 s on "max", whose every extension QEMU emulates instruction by
+	// instruction.
+	cpu := TCGCPUModel
 	if m.Accel == AccelKVM {
 		cpu = "host"
 	}
