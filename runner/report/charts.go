@@ -15,11 +15,16 @@ import (
 // readable there: a chart prints its values at one short width, and
 // its full text (with the interval) in each bar's tooltip.
 
-// palette colours targets in order; opPalette colours FUSE opcodes.
+// palette colours targets in order: Okabe and Ito's eight colours, which
+// readers with any common colour vision deficiency tell apart. opPalette
+// colours FUSE opcodes (a real run's cells send about 20): Okabe-Ito's
+// seven hues, then Paul Tol's muted scheme, then their light tints, so
+// that neighbours in a stack never share a hue.
 var (
-	palette   = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f"}
-	opPalette = []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
-		"#a0cbe8", "#ffbe7d", "#8cd17d", "#b6992d", "#499894", "#86bcb6", "#d37295", "#fabfd2", "#79706e", "#d4a6c8"} // a real run's cells send about 20 opcodes
+	palette   = []string{"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"}
+	opPalette = []string{"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+		"#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255", "#AA4499",
+		"#7FB8D8", "#F2CF7F", "#7FCEB9", "#E5BCD3"}
 )
 
 // The chart's geometry, in viewBox units.
@@ -75,6 +80,9 @@ type valueChart struct {
 type scale struct {
 	log      bool
 	min, max float64 // the domain
+	// ratio marks a log scale of ratios centred on 1 (min is 1/max):
+	// 0.5x and 2x stand as far from 1x on either side.
+	ratio bool
 }
 
 func (s scale) x(v float64) float64 {
@@ -88,9 +96,20 @@ func (s scale) x(v float64) float64 {
 	return plotLeft + (plotRight-plotLeft)*math.Min(math.Max(t, 0), 1)
 }
 
-// ticks are the scale's round values: 1, 2, 5 times a power of ten.
+// ticks are the scale's round values: 1, 2, 5 times a power of ten; for a
+// ratio scale, 1 and the powers of two on either side (the bounds where
+// the range is narrower).
 func (s scale) ticks() []float64 {
 	var out []float64
+	if s.ratio {
+		if s.max < 2 {
+			return []float64{s.min, 1, s.max}
+		}
+		for e := -math.Log2(s.max); e <= math.Log2(s.max)+1e-9; e++ {
+			out = append(out, math.Pow(2, math.Round(e)))
+		}
+		return out
+	}
 	if s.log {
 		decades := math.Log10(s.max) - math.Log10(s.min)
 		for d := math.Floor(math.Log10(s.min)); d <= math.Log10(s.max)+1e-9; d++ {
@@ -145,8 +164,31 @@ func makeScale(values []float64) scale {
 	return scale{min: 0, max: math.Ceil(hi/step-1e-9) * step}
 }
 
-// tickText writes a tick's value: "0.5", "20", "1000".
-func tickText(v float64) string {
+// ratioScale fits ratios on a log scale centred on 1: as far out on
+// either side as the farthest value, rounded up to 1.25, 1.5 or a power
+// of two.
+func ratioScale(values []float64) scale {
+	k := 1.0
+	for _, v := range values {
+		if v > 0 {
+			k = math.Max(k, math.Max(v, 1/v))
+		}
+	}
+	for _, nice := range []float64{1.25, 1.5} {
+		if k <= nice {
+			return scale{log: true, ratio: true, min: 1 / nice, max: nice}
+		}
+	}
+	m := math.Pow(2, math.Ceil(math.Log2(k)-1e-9))
+	return scale{log: true, ratio: true, min: 1 / m, max: m}
+}
+
+// tickText writes a tick's value: "0.5", "20", "1000"; on a ratio scale
+// with two significant digits and an x ("0.67x", "2x").
+func (s scale) tickText(v float64) string {
+	if s.ratio {
+		return strconv.FormatFloat(v, 'g', 2, 64) + "x"
+	}
 	return strconv.FormatFloat(v, 'g', 6, 64)
 }
 
@@ -175,10 +217,13 @@ func (w *svgWriter) axis(s scale, top, bottom float64, unit string) {
 	for _, t := range s.ticks() {
 		x := f1(s.x(t))
 		w.p(`<line x1="%s" y1="%s" x2="%s" y2="%s" class="grid"/><text x="%s" y="%s" text-anchor="middle" class="tick">%s</text>`+"\n",
-			x, f1(top), x, f1(bottom), x, f1(bottom+12), tickText(t))
+			x, f1(top), x, f1(bottom), x, f1(bottom+12), s.tickText(t))
 	}
 	scaleName := ""
-	if s.log {
+	switch {
+	case s.ratio:
+		scaleName = ", log scale centred on 1x"
+	case s.log:
 		scaleName = ", log scale"
 	}
 	w.p(`<text x="%s" y="%s" text-anchor="end" class="tick">%s%s</text>`+"\n", f1(plotRight), f1(bottom+25), esc(unit), scaleName)
@@ -201,7 +246,7 @@ func (c valueChart) svg() template.HTML {
 	s := makeScale(all)
 	origin := s.min
 	if c.ref > 0 {
-		origin = c.ref
+		s, origin = ratioScale(all), c.ref
 	}
 	var w svgWriter
 	var body svgWriter

@@ -17,6 +17,7 @@ type matrix struct {
 
 type matrixRow struct {
 	Cell   string
+	Label  string        // the cell's code and title, for tables
 	Values []matrixValue // as Columns
 }
 
@@ -79,7 +80,7 @@ func (r *Report) countMatrix(rows []CountRow, keys []string) matrix {
 		if !ok {
 			continue
 		}
-		row := matrixRow{Cell: cell.Name}
+		row := matrixRow{Cell: cell.Name, Label: CellLabel(cell.Name)}
 		for _, k := range keys {
 			c, ok := counts[k]
 			var v matrixValue

@@ -144,7 +144,11 @@ func (tm Timing) MedianText(v TimingValue) string {
 	if v.MedianNs == nil {
 		return "—"
 	}
-	return tm.Format(*v.MedianNs) + intervalText(v.MedianCI, tm.bound) + marks(v.MedianNoDifference, markIf(v.Suspect, cmp.Or(tm.Mark, markSuspect)))
+	text := tm.Format(*v.MedianNs) + intervalText(v.MedianCI, tm.bound) + marks(v.MedianNoDifference, markIf(v.Suspect, cmp.Or(tm.Mark, markSuspect)))
+	if tm.n > 0 && v.N != tm.n {
+		text += fmt.Sprintf(" (n=%d)", v.N) // fewer samples than the table's others: one failed, say
+	}
+	return text
 }
 
 // SummaryText writes a median over cells, or a dash.
@@ -163,11 +167,46 @@ func summaryText(s Summary, f func(float64) string) string {
 
 // headline says what the timings' values are.
 func (r *Report) headline() string {
-	if r.Multi() {
-		return fmt.Sprintf("Values are medians, each with its bootstrap %s%% interval in brackets (seed %d); %s marks a ratio whose interval includes 1.0: %s.",
-			strconv.FormatFloat(r.Level*100, 'f', -1, 64), r.Seed, markTilde, markNoDifference)
+	if !r.Multi() {
+		return "One sample per cell and target: values stand bare, without intervals (see the notes)."
 	}
-	return "One sample per cell and target: values stand bare, without intervals (see the notes)."
+	n := r.samplesPerValue()
+	level := strconv.FormatFloat(r.Level*100, 'f', -1, 64) + "%"
+	claim := fmt.Sprintf("its bootstrap %s interval", level)
+	if n < FullCoverageN {
+		claim = fmt.Sprintf("its bootstrap percentile interval at a nominal %s (from %d samples a percentile interval covers less than %s: read it as the spread the samples show, not a guarantee)", level, n, level)
+	}
+	return fmt.Sprintf("Values are medians of %s, each with %s in brackets (seed %d); %s marks a ratio whose interval includes 1.0: %s.",
+		plural(n, "sample"), claim, r.Seed, markTilde, markNoDifference)
+}
+
+// FullCoverageN is the fewest samples from which the report calls a
+// bootstrap percentile interval of a median a 95% interval: with fewer,
+// the percentile interval covers less than its nominal level (benchstat
+// gives none below 6), and the legend says so.
+const FullCoverageN = 10
+
+// samplesPerValue is how many samples most values are medians of: the
+// command time's most common n.
+func (r *Report) samplesPerValue() int {
+	count := map[int]int{}
+	best := 0
+	for _, tm := range r.Timings {
+		if tm.Metric != metrics[0].name {
+			continue
+		}
+		for _, row := range tm.Rows {
+			for _, v := range row.Values {
+				if v.N > 0 {
+					count[v.N]++
+					if count[v.N] > count[best] || count[v.N] == count[best] && v.N > best {
+						best = v.N
+					}
+				}
+			}
+		}
+	}
+	return best
 }
 
 // grouped writes an integer count with thousands separators; other values
@@ -294,7 +333,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 		row(append([]string{"cell"}, m.Columns...)...)
 		sep(len(m.Columns) + 1)
 		for _, mr := range m.Rows {
-			cells := []string{mr.Cell}
+			cells := []string{mr.Label}
 			for _, v := range mr.Values {
 				cells = append(cells, v.Marked())
 			}
@@ -347,7 +386,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 		row(head...)
 		sep(len(head))
 		for _, tr := range tm.Rows {
-			cells := []string{tr.Cell}
+			cells := []string{CellLabel(tr.Cell)}
 			for i, n := range names {
 				cells = append(cells, tm.MedianText(tr.Values[i]))
 				if n != r.Baseline {

@@ -43,8 +43,10 @@ import (
 	"github.com/sealbench/sealbench/runner/stats"
 )
 
-// FormatVersion is the version of the JSON and CSV reports.
-const FormatVersion = 1
+// FormatVersion is the version of the JSON and CSV reports: 2 since every
+// key is lower camel case (an interval's low and high were Low and High)
+// and rows carry their cell's title.
+const FormatVersion = 2
 
 // Input is one run's results.
 type Input struct {
@@ -197,9 +199,19 @@ type CellInfo struct {
 	Title string `json:"title"`
 }
 
+// CellLabel is how a table names a cell: its code and its title ("C01
+// create 1,000 files"), or the code alone for a cell the registry lacks.
+func CellLabel(name string) string {
+	if c, ok := cells.All[name]; ok {
+		return c.Name + " " + c.Title
+	}
+	return name
+}
+
 // CountRow is one exact count of one cell on every target.
 type CountRow struct {
 	Cell   string   `json:"cell"`
+	Title  string   `json:"title"`  // the cell's, as CellInfo says it
 	Count  string   `json:"count"`  // "result", "fuseRequests", "statements", ...
 	Values []string `json:"values"` // per target; "a / b" where samples disagree, "" where none
 	// Differs is true when the targets do not all show one same value.
@@ -254,6 +266,10 @@ type Timing struct {
 	// Mark is what a value that fails the timing's check is marked with
 	// ("suspect reference", "unstable"); empty for a timing without one.
 	Mark string `json:"mark,omitempty"`
+
+	// n is how many samples most of the report's values are medians of;
+	// a value of another n says its own.
+	n int
 	// GeoMean is, per target, the geometric mean over cells of the ratio to
 	// the baseline, over the cells where both have a value.
 	GeoMean []Summary `json:"geoMean"`
@@ -270,6 +286,7 @@ type Timing struct {
 // TimingRow is one cell's values of one Timing, per target.
 type TimingRow struct {
 	Cell   string        `json:"cell"`
+	Title  string        `json:"title"` // the cell's, as CellInfo says it
 	Values []TimingValue `json:"values"`
 }
 
@@ -672,6 +689,11 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 			r.Timings = append(r.Timings, tm)
 		}
 	}
+	if n := r.samplesPerValue(); n > 1 {
+		for i := range r.Timings {
+			r.Timings[i].n = n
+		}
+	}
 	r.buildHosts()
 	r.noteExecTransports()
 	r.noteTransports(byTarget)
@@ -749,7 +771,7 @@ func (r *Report) buildCounts(idx map[string]map[string][]*manifests.Sample, name
 			}
 			// Opcodes are rows of their own: the detail of the FUSE
 			// requests, which a table folds away.
-			row := CountRow{Cell: c.Name, Count: key, Values: values, Differs: differs}
+			row := CountRow{Cell: c.Name, Title: c.Title, Count: key, Values: values, Differs: differs}
 			if strings.HasPrefix(key, "fuseRequests.") {
 				r.Opcodes = append(r.Opcodes, row)
 			} else {
@@ -856,7 +878,7 @@ func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, name
 	headMedians, headStrata, leftOut := make([][]float64, len(names)), make([]strata, len(names)), make([][]LeftOut, len(names))
 	var suspects []suspect
 	for _, c := range r.Cells {
-		row := TimingRow{Cell: c.Name, Values: make([]TimingValue, len(names))}
+		row := TimingRow{Cell: c.Name, Title: c.Title, Values: make([]TimingValue, len(names))}
 		byRound := make([]map[int]obs, len(names))
 		for i, t := range names {
 			byRound[i] = map[int]obs{}

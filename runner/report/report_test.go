@@ -382,10 +382,10 @@ func TestSanityChecks(t *testing.T) {
 	want := map[string][]string{
 		"md": {
 			"| local | run-20261130T100000Z | standin | 6.1.0-40-amd64 | 2 | 8 GiB | false | uring / dev | 36 |",
-			"| C07 | 0.94x [0.94, 1.01] ~ | 0.24x [0.21, 0.25], suspect reference | 0.26x [0.21, 0.27], suspect reference |",
+			"| C07 write 64 MiB, copy it | 0.94x [0.94, 1.01] ~ | 0.24x [0.21, 0.25], suspect reference | 0.26x [0.21, 0.27], suspect reference |",
 			"- local: suspect reference in C07 0.24x [0.21, 0.25] (a native run first in 2 of 3 samples; 1 timed window undrained).",
 			"Checked in every cell: LayerFS over native below 0.67 is physically implausible",
-			"| C06 | 1.30x [1.30, 1.30], unstable | 0.96x [0.96, 0.96] |  | 0.96x [0.96, 0.96] |  |",
+			"| C06 write 64 MiB | 1.30x [1.30, 1.30], unstable | 0.96x [0.96, 0.96] |  | 0.96x [0.96, 0.96] |  |",
 			"- docker: unstable in C06 1.30x [1.30, 1.30]",
 			"The targets did not all use the same FUSE transport (docker uring, local uring / dev, lima dev)",
 			"local's samples were served by both FUSE transports (35 samples over uring, 1 sample over dev)",
@@ -449,7 +449,7 @@ func TestOneSampleGolden(t *testing.T) {
 	for _, w := range []string{
 		"a single sample has no interval",
 		"Run with --samples 5 or more.",
-		"| C07 | 0.94x | 0.24x, suspect reference | 0.26x, suspect reference |",
+		"| C07 write 64 MiB, copy it | 0.94x | 0.24x, suspect reference | 0.26x, suspect reference |",
 	} {
 		if !strings.Contains(md, w) {
 			t.Errorf("the Markdown lacks %q", w)
@@ -669,7 +669,7 @@ func TestGVisorFUSEAndUnsupportedCells(t *testing.T) {
 	for _, want := range []string{
 		"- C09 FUSE READ: docker 0, local 0, lima 256 (different FUSE implementation: docker 6.1.0-40-amd64, local 6.1.0-40-amd64, lima gVisor's FUSE (runsc v0.0.0-20260905035102-160fafc42237)",
 		"- lima C12 round 0: not supported by this backend: " + why + "\n",
-		"| C12 | pass (lima: not supported) | 3,012 | 4,012 |",
+		"| C12 git init, 100 files, add, commit | pass (lima: not supported) | 3,012 | 4,012 |",
 		"(3 not supported by this backend)",
 		"between targets with different FUSE implementations",
 		", under gVisor (runsc v0.0.0-20260905035102-160fafc42237, systrap)",

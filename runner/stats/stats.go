@@ -64,7 +64,8 @@ const DefaultResamples = 10000
 
 // Interval is a confidence interval.
 type Interval struct {
-	Low, High float64
+	Low  float64 `json:"low"`
+	High float64 `json:"high"`
 }
 
 // Contains reports whether x lies in the interval, ends included.

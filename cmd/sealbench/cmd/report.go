@@ -18,6 +18,7 @@ import (
 	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/runner/report"
+	"github.com/sealbench/sealbench/runner/report/benchstat"
 )
 
 // reportFlags are report's flags.
@@ -139,7 +140,13 @@ layerfsOverNative, nativeRepeatOverNative (the A/A check).`,
 				return inputError(err)
 			}
 			var b bytes.Buffer
-			if err := report.Write(&b, r, f.format); err != nil {
+			if f.format == formatBenchstat {
+				for _, in := range inputs {
+					if err := benchstat.Write(&b, in.Samples); err != nil {
+						return err
+					}
+				}
+			} else if err := report.Write(&b, r, f.format); err != nil {
 				return err
 			}
 			if len(f.bounds) > 0 {
@@ -153,7 +160,7 @@ layerfsOverNative, nativeRepeatOverNative (the A/A check).`,
 				fmt.Sprintf("baseline %s; %d difference(s) in counts", r.Baseline, len(r.Differences)))
 		},
 	}
-	c.Flags().StringVar(&f.format, "format", "md", "report format: "+strings.Join(report.Formats, ", "))
+	c.Flags().StringVar(&f.format, "format", "md", "report format: "+strings.Join(reportFormats(), ", ")+" (default: the --out file's extension's, else md; --json is --format json)")
 	c.Flags().StringVar(&f.baseline, "baseline", "", "the target ratios are to (default: the first target of the first run)")
 	c.Flags().StringVar(&f.out, "out", "", "write the report to this file (atomically) instead of stdout")
 	c.Flags().Uint64Var(&f.seed, "seed", 0, "bootstrap seed (default: the run's own seed; with --compare, the new run's)")
@@ -185,14 +192,11 @@ func (f *reportFlags) check(c *cobra.Command, g *global, args []string) error {
 			return usageErrorf("--bounds takes METRIC=LOW:HIGH, e.g. --bounds layerfsOverNative=0.8:1.5", "--bounds: %v", err)
 		}
 	}
-	if g.json && !c.Flags().Changed("format") && f.out == "" {
-		f.format = "json"
+	if err := f.pickFormat(c.Flags().Changed("format"), g.json); err != nil {
+		return err
 	}
-	if !slices.Contains(report.Formats, f.format) {
-		return usageErrorf("--format is one of "+strings.Join(report.Formats, ", "), "unknown format %q", f.format)
-	}
-	if g.json && f.out == "" && f.format != "json" {
-		return usageErrorf("drop --json, or use --out to write the "+f.format+" report to a file", "--json prints JSON, but --format is %s", f.format)
+	if f.compare && f.format == formatBenchstat {
+		return usageErrorf("benchstat compares two runs itself: sealbench report --format benchstat OLD > old.txt, the same for NEW, then benchstat old.txt new.txt", "--format benchstat does not apply to --compare")
 	}
 	if f.out != "" {
 		if err := checkOutFile("--out", f.out, "write the report beside the results instead, e.g. --out RUN/report."+f.format, reportInputs(args)...); err != nil {
@@ -202,6 +206,52 @@ func (f *reportFlags) check(c *cobra.Command, g *global, args []string) error {
 	var err error
 	f.verifier, err = f.signing.check()
 	return err
+}
+
+// formatBenchstat is the Go benchmark format (package
+// runner/report/benchstat), which benchstat reads.
+const formatBenchstat = "benchstat"
+
+// reportFormats are the formats report writes.
+func reportFormats() []string { return append(slices.Clone(report.Formats), formatBenchstat) }
+
+// formatOfExt is the format a file name's extension says, or "".
+func formatOfExt(name string) string {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".md", ".markdown":
+		return "md"
+	case ".html", ".htm":
+		return "html"
+	case ".json":
+		return "json"
+	case ".csv":
+		return "csv"
+	}
+	return ""
+}
+
+// pickFormat settles the format by one rule: --format when given; --json
+// is --format json; otherwise the --out file's extension's, else md. A
+// --json, a --format and an --out extension that say different things are
+// refused, before anything is read.
+func (f *reportFlags) pickFormat(formatGiven, json bool) error {
+	ext := formatOfExt(f.out)
+	switch {
+	case json && formatGiven && f.format != "json":
+		return usageErrorf("--json is --format json: drop one of them", "--json and --format %s say different things", f.format)
+	case json:
+		f.format = "json"
+	case !formatGiven && ext != "":
+		f.format = ext
+	}
+	if !slices.Contains(reportFormats(), f.format) {
+		return usageErrorf("--format is one of "+strings.Join(reportFormats(), ", "), "unknown format %q", f.format)
+	}
+	if ext != "" && ext != f.format {
+		return usageErrorf("name the file for its format (--out report."+f.format+"), or choose the format its name says (--format "+ext+")",
+			"--out %s is a .%s file, but the format is %s", f.out, ext, f.format)
+	}
+	return nil
 }
 
 // loadResults reads the results args name and checks their signed results

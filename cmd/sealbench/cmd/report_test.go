@@ -59,13 +59,24 @@ func TestReportCLI(t *testing.T) {
 			t.Errorf("--out %s: %v", out, err)
 		}
 	}
-	code, stdout, _ = run(t, "report", "--json", reportRun, "--format", "html", "--out", filepath.Join(dir, "r.html"))
+	// --json is --format json: the file is JSON, and stdout says what was
+	// written, as JSON.
+	jsonOut := filepath.Join(dir, "r.json")
+	code, stdout, _ = run(t, "report", "--json", reportRun, "--out", jsonOut)
 	var sum struct {
-		Out                                string
+		Out, Format                        string
 		Differences, Problems, Unsupported int
 	}
-	if err := json.Unmarshal([]byte(stdout), &sum); code != ExitOK || err != nil || sum.Differences != 3 || sum.Problems != 1 || sum.Unsupported != 1 {
+	if err := json.Unmarshal([]byte(stdout), &sum); code != ExitOK || err != nil || sum.Format != "json" || sum.Differences != 3 || sum.Problems != 1 || sum.Unsupported != 1 {
 		t.Errorf("--json --out: exit %d, %q", code, stdout)
+	}
+	if b, err := os.ReadFile(jsonOut); err != nil || !json.Valid(b) {
+		t.Errorf("--json --out r.json did not write JSON: %v\n%.200s", err, b)
+	}
+	// With no --format, the --out file's extension says it.
+	code, stdout, _ = run(t, "report", reportRun, "--out", filepath.Join(dir, "by-name.html"))
+	if b, err := os.ReadFile(filepath.Join(dir, "by-name.html")); code != ExitOK || err != nil || !strings.HasPrefix(string(b), "<!DOCTYPE html>") || !strings.Contains(stdout, "(html;") {
+		t.Errorf("--out by-name.html: exit %d, %v, %q", code, err, stdout)
 	}
 
 	// Exit 3: unusable input, each with what is wrong.
@@ -82,7 +93,10 @@ func TestReportCLI(t *testing.T) {
 		{[]string{"report", cut}, "line 108: the last line is cut off"},
 		{[]string{"report", reportRun, "--baseline", "apple"}, `baseline "apple" is not among the targets`},
 		{[]string{"report", reportRun, "--format", "pdf"}, `unknown format "pdf"`},
-		{[]string{"report", "--json", reportRun, "--format", "csv"}, "--json prints JSON"},
+		{[]string{"report", "--json", reportRun, "--format", "csv"}, "--json and --format csv say different things"},
+		{[]string{"report", reportRun, "--format", "md", "--out", filepath.Join(dir, "r2.json")}, "is a .json file, but the format is md"},
+		{[]string{"report", "--json", reportRun, "--out", filepath.Join(dir, "r.html")}, "is a .html file, but the format is json"},
+		{[]string{"report", "--compare", reportRun, reportRun, "--format", "benchstat"}, "--format benchstat does not apply to --compare"},
 		{[]string{"report", reportRun, reportRun}, "is in two runs"},
 		{[]string{"report", "--compare", reportRun}, "--compare takes two runs, got 1"},
 		{[]string{"report", reportRun, "--match", "local=lima"}, "--match and --cells need --compare"},
@@ -133,7 +147,7 @@ func TestReportBoundsCLI(t *testing.T) {
 		!strings.Contains(stdout, "1 of 36 medians outside their bounds") || !strings.Contains(stderr, "1 of 36 medians outside their bounds") {
 		t.Errorf("an A/A outside: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	out := filepath.Join(t.TempDir(), "report.md")
+	out := filepath.Join(t.TempDir(), "report.json")
 	code, stdout, stderr = run(t, "report", reportRun, "--out", out, "--bounds", "commandNs=1:1000", "--json")
 	var j struct {
 		Outside int
@@ -142,7 +156,7 @@ func TestReportBoundsCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &j); code != ExitOK || err != nil || j.Outside != 0 || len(j.Checks) != 36 {
 		t.Errorf("every command time within 1-1000 ms: exit %d, %v, %+v\n%s", code, err, j, stderr)
 	}
-	if b, err := os.ReadFile(out); err != nil || !strings.HasPrefix(string(b), "# sealbench report") {
+	if b, err := os.ReadFile(out); err != nil || !json.Valid(b) {
 		t.Errorf("--out with --bounds: the report was not written: %v", err)
 	}
 	for _, bad := range []string{"layerfsOverNative", "speed=1:2", "commandNs=2:1"} {
