@@ -1,5 +1,5 @@
 // Package engineapi is what the Engine API servers of sealbench share
-// (the stand-in, standin/, and kube-engine, provision/kubernetes/kubeengine):
+// (the stand-in, standin/, and kube-engine, kubeengine/):
 // the version prefix, the error shape, the paths that are the API's, the
 // hijacked stream and its stdcopy frames. The standard library only: the
 // stand-in is one of the bundle's binaries.

@@ -5,8 +5,8 @@ package cmd
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/sealbench/sealbench/kubeengine"
 	"github.com/sealbench/sealbench/provision/kubernetes"
-	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
 )
 
 // newKubeEngineCmd is the kubernetes target's kube-engine: a background

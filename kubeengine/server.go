@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sealbench/sealbench/internal/engineapi"
+	"github.com/sealbench/sealbench/internal/sockpath"
 	"github.com/sealbench/sealbench/internal/version"
-	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 )
 
 // Server answers the Engine API with pods on one node.
@@ -90,7 +90,7 @@ func Serve(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	ln, err := vmtarget.ListenPrivate("kube-engine", c.Socket)
+	ln, err := sockpath.ListenPrivate("kube-engine", c.Socket)
 	if err != nil {
 		return err
 	}
