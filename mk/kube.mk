@@ -30,7 +30,7 @@ KUBE_PACKAGES := etcd-server containerd runc iptables containernetworking-plugin
 KUBE_TEST_TIMEOUT ?= 15m
 # The packages whose tests run on the cluster (each binary starts its own,
 # one at a time: the cluster takes a machine-wide lock).
-KUBE_TEST_PACKAGES := ./internal/kubetest/ ./provision/kubernetes/kubeengine/ ./provision/kubernetes/
+KUBE_TEST_PACKAGES := ./internal/kubetest/ ./kubeengine/ ./provision/kubernetes/
 
 .PHONY: kube-tools
 kube-tools: $(KUBE_APISERVER) $(KUBELET) ## Build kube-apiserver and the kubelet (v1.34.12) into ~/.cache/sealbench/tools, from the Go module proxy; install etcd, containerd, runc and the CNI plugins
@@ -43,7 +43,7 @@ test-kube: kube-tools ## The Kubernetes suite on a real one-node cluster (intern
 .PHONY: bench-kube
 bench-kube: kube-tools ## The kubernetes target's exec round trip beside dockerd's, alternating, on the test cluster (root; dockerd at DOCKER_HOST or scripts/dockerd's)
 	DOCKER_HOST=$${DOCKER_HOST:-unix:///run/sealbench-dockerd/docker.sock} \
-		$(GO) test -count=1 -tags kubetest -run '^$$' -bench ExecKubeVsDockerd -benchtime 200x ./provision/kubernetes/kubeengine/
+		$(GO) test -count=1 -tags kubetest -run '^$$' -bench ExecKubeVsDockerd -benchtime 200x ./kubeengine/
 
 $(KUBE_BUILD)/go.mod:
 	@mkdir -p $(KUBE_BUILD)

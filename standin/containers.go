@@ -4,6 +4,7 @@ package standin
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,18 +102,18 @@ func (s *Server) lookupLocked(ref string) (*containerRec, error) {
 	return found, nil
 }
 
-func (s *Server) containerCreate(w http.ResponseWriter, r *http.Request) {
+// ContainerCreate makes a container of the create request in body: its
+// Sandbox's spec and files, nothing running.
+func (s *Server) ContainerCreate(_ context.Context, name string, body io.Reader) (any, error) {
 	var req container.CreateRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		s.fail(w, fmt.Errorf("%w: decoding the container config: %v", ErrBadInput, err))
-		return
+	if err := engineapi.DecodeJSON(body, &req); err != nil {
+		return nil, fmt.Errorf("decoding the container config: %w", err)
 	}
-	c, err := s.createContainer(r.URL.Query().Get("name"), &req)
+	c, err := s.createContainer(name, &req)
 	if err != nil {
-		s.fail(w, err)
-		return
+		return nil, err
 	}
-	engineapi.WriteJSON(w, http.StatusCreated, container.CreateResponse{ID: c.ID, Warnings: []string{}})
+	return container.CreateResponse{ID: c.ID, Warnings: []string{}}, nil
 }
 
 func (s *Server) createContainer(name string, req *container.CreateRequest) (*containerRec, error) {
@@ -488,22 +489,14 @@ func sandboxMounts(h *container.HostConfig) ([]sandbox.Mount, error) {
 	return out, nil
 }
 
-func (s *Server) containerStart(w http.ResponseWriter, id string) {
+// ContainerStart starts the container's Sandbox; false when it was
+// running already.
+func (s *Server) ContainerStart(_ context.Context, id string) (bool, error) {
 	c, err := s.lookupContainer(id)
 	if err != nil {
-		s.fail(w, err)
-		return
+		return false, err
 	}
-	started, err := s.startContainer(c)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	if !started {
-		w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	return s.startContainer(c)
 }
 
 // startContainer starts c's Sandbox; false when it was running already.
@@ -576,20 +569,17 @@ func (s *Server) startContainer(c *containerRec) (bool, error) {
 	return true, nil
 }
 
-func (s *Server) containerStop(w http.ResponseWriter, r *http.Request, id string) {
+// ContainerStop signals the container's Sandbox (SIGTERM, or its stop
+// signal) and kills it when it has not exited after the timeout (10 s);
+// false when it was not running.
+func (s *Server) ContainerStop(_ context.Context, id string, opts engineapi.StopOptions) (bool, error) {
 	c, err := s.lookupContainer(id)
 	if err != nil {
-		s.fail(w, err)
-		return
+		return false, err
 	}
 	timeout := 10 * time.Second
-	if t := r.URL.Query().Get("t"); t != "" {
-		n, err := strconv.Atoi(t)
-		if err != nil {
-			s.fail(w, fmt.Errorf("%w: t=%q is not a number of seconds", ErrBadInput, t))
-			return
-		}
-		timeout = time.Duration(n) * time.Second
+	if opts.Timeout != nil {
+		timeout = *opts.Timeout
 	}
 	sig := syscall.SIGTERM
 	if c.config.StopSignal != "" {
@@ -597,20 +587,16 @@ func (s *Server) containerStop(w http.ResponseWriter, r *http.Request, id string
 			sig = sg
 		}
 	}
-	if q := r.URL.Query().Get("signal"); q != "" {
-		sg, err := parseSignal(q)
-		if err != nil {
-			s.fail(w, err)
-			return
+	if opts.Signal != "" {
+		if sig, err = parseSignal(opts.Signal); err != nil {
+			return false, err
 		}
-		sig = sg
 	}
 	s.mu.Lock()
 	sb, running, exitCh := c.sb, c.state == stateRunning, c.exitCh
 	s.mu.Unlock()
 	if !running || sb == nil {
-		w.WriteHeader(http.StatusNotModified)
-		return
+		return false, nil
 	}
 	if timeout < 0 {
 		timeout = 0
@@ -622,39 +608,31 @@ func (s *Server) containerStop(w http.ResponseWriter, r *http.Request, id string
 		sb.Kill()
 		<-exitCh
 	}
-	w.WriteHeader(http.StatusNoContent)
+	return true, nil
 }
 
-func (s *Server) containerKill(w http.ResponseWriter, r *http.Request, id string) {
+// ContainerKill sends the container's Sandbox signal (SIGKILL for "").
+func (s *Server) ContainerKill(_ context.Context, id, signal string) error {
 	c, err := s.lookupContainer(id)
 	if err != nil {
-		s.fail(w, err)
-		return
+		return err
 	}
 	sig := syscall.SIGKILL
-	if q := r.URL.Query().Get("signal"); q != "" {
-		if sig, err = parseSignal(q); err != nil {
-			s.fail(w, err)
-			return
+	if signal != "" {
+		if sig, err = parseSignal(signal); err != nil {
+			return err
 		}
 	}
 	s.mu.Lock()
 	sb, running := c.sb, c.state == stateRunning
 	s.mu.Unlock()
 	if !running || sb == nil {
-		s.fail(w, fmt.Errorf("%w: container %s is not running", ErrConflict, c.ID))
-		return
+		return fmt.Errorf("%w: container %s is not running", ErrConflict, c.ID)
 	}
 	if sig == syscall.SIGKILL {
-		err = sb.Kill()
-	} else {
-		err = sb.Signal(sig)
+		return sb.Kill()
 	}
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	return sb.Signal(sig)
 }
 
 func parseSignal(s string) (syscall.Signal, error) {
@@ -668,10 +646,12 @@ func parseSignal(s string) (syscall.Signal, error) {
 	return 0, fmt.Errorf("%w: invalid signal: %s", ErrBadInput, s)
 }
 
-func (s *Server) containerWait(w http.ResponseWriter, r *http.Request, id string) {
+// ContainerWait waits for the container's condition: not-running (the
+// default), next-exit or removed.
+func (s *Server) ContainerWait(w http.ResponseWriter, r *http.Request, id string) {
 	c, err := s.lookupContainer(id)
 	if err != nil {
-		s.fail(w, err)
+		engineapi.Fail(w, err)
 		return
 	}
 	cond := r.URL.Query().Get("condition")
@@ -688,7 +668,7 @@ func (s *Server) containerWait(w http.ResponseWriter, r *http.Request, id string
 		ch = c.removedCh
 	default:
 		s.mu.Unlock()
-		s.fail(w, fmt.Errorf("%w: invalid condition: %q", ErrBadInput, cond))
+		engineapi.Fail(w, fmt.Errorf("%w: invalid condition: %q", ErrBadInput, cond))
 		return
 	}
 	s.mu.Unlock()
@@ -715,18 +695,14 @@ func (s *Server) containerWait(w http.ResponseWriter, r *http.Request, id string
 	json.NewEncoder(w).Encode(resp)
 }
 
-func (s *Server) containerDelete(w http.ResponseWriter, r *http.Request, id string) {
+// ContainerDelete removes the container (removeContainer).
+func (s *Server) ContainerDelete(_ context.Context, id string, force bool) error {
 	c, err := s.lookupContainer(id)
 	if err != nil {
-		s.fail(w, err)
-		return
+		return err
 	}
 	// v=1 (remove anonymous volumes) needs nothing: the stand-in makes none.
-	if err := s.removeContainer(c, boolParam(r, "force")); err != nil {
-		s.fail(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	return s.removeContainer(c, force)
 }
 
 // removeContainer removes c, killing its Sandbox first when force is set,
@@ -786,11 +762,11 @@ func (s *Server) removeContainer(c *containerRec, force bool) error {
 	return nil
 }
 
-func (s *Server) containerInspect(w http.ResponseWriter, id string) {
+// ContainerInspect is the container as dockerd describes one.
+func (s *Server) ContainerInspect(_ context.Context, id string) (any, error) {
 	c, err := s.lookupContainer(id)
 	if err != nil {
-		s.fail(w, err)
-		return
+		return nil, err
 	}
 	s.mu.Lock()
 	st := &container.State{
@@ -819,7 +795,7 @@ func (s *Server) containerInspect(w http.ResponseWriter, id string) {
 		Config:          &cfg,
 		NetworkSettings: &container.NetworkSettings{},
 	}
-	engineapi.WriteJSON(w, http.StatusOK, resp)
+	return resp, nil
 }
 
 func timeOrZero(t time.Time) string {
@@ -839,17 +815,16 @@ func mountPoints(c *containerRec) []container.MountPoint {
 	return out
 }
 
-func (s *Server) containerList(w http.ResponseWriter, r *http.Request) {
-	args, err := filters.FromJSON(r.URL.Query().Get("filters"))
+// ContainerList lists the running containers, or all of them, newest
+// first, filtered by label, id, name, status or ancestor.
+func (s *Server) ContainerList(_ context.Context, all bool, filter string) (any, error) {
+	args, err := filters.FromJSON(filter)
 	if err != nil {
-		s.fail(w, fmt.Errorf("%w: %v", ErrBadInput, err))
-		return
+		return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
 	}
 	if err := args.Validate(map[string]bool{"label": true, "id": true, "name": true, "status": true, "ancestor": true}); err != nil {
-		s.fail(w, fmt.Errorf("%w: %v", ErrBadInput, err))
-		return
+		return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
 	}
-	all := boolParam(r, "all")
 	s.mu.Lock()
 	var cs []*containerRec
 	for _, c := range s.containers {
@@ -886,7 +861,7 @@ func (s *Server) containerList(w http.ResponseWriter, r *http.Request) {
 		out = append(out, sum)
 	}
 	s.mu.Unlock()
-	engineapi.WriteJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // statusText is the human status `docker ps` shows; s.mu is held.
@@ -902,26 +877,28 @@ func statusText(c *containerRec) string {
 	return "Created"
 }
 
-func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request, id string) {
+// ContainerLogs streams the container's output as it was kept, and with
+// follow what comes until its run ends.
+func (s *Server) ContainerLogs(w http.ResponseWriter, r *http.Request, id string) {
 	c, err := s.lookupContainer(id)
 	if err != nil {
-		s.fail(w, err)
+		engineapi.Fail(w, err)
 		return
 	}
-	if boolParam(r, "timestamps") {
-		s.fail(w, fmt.Errorf("%w: logs with timestamps", errNotImplemented))
+	if engineapi.BoolParam(r, "timestamps") {
+		engineapi.Fail(w, fmt.Errorf("%w: logs with timestamps", engineapi.ErrNotImplemented))
 		return
 	}
 	if t := r.URL.Query().Get("tail"); t != "" && t != "all" {
-		s.fail(w, fmt.Errorf("%w: logs with tail=%s", errNotImplemented, t))
+		engineapi.Fail(w, fmt.Errorf("%w: logs with tail=%s", engineapi.ErrNotImplemented, t))
 		return
 	}
-	stdout, stderr := boolParam(r, "stdout"), boolParam(r, "stderr")
+	stdout, stderr := engineapi.BoolParam(r, "stdout"), engineapi.BoolParam(r, "stderr")
 	if !stdout && !stderr {
-		s.fail(w, fmt.Errorf("%w: you must choose at least one stream", ErrBadInput))
+		engineapi.Fail(w, fmt.Errorf("%w: you must choose at least one stream", ErrBadInput))
 		return
 	}
-	follow := boolParam(r, "follow")
+	follow := engineapi.BoolParam(r, "follow")
 	w.Header().Set("Content-Type", "application/vnd.docker.multiplexed-stream")
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
@@ -951,19 +928,19 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request, id string
 	}
 }
 
-// containerAttach streams the container's output (stdin is not
+// ContainerAttach streams the container's output (stdin is not
 // supported: containers never have OpenStdin) until its next run ends.
-func (s *Server) containerAttach(w http.ResponseWriter, r *http.Request, id string) {
+func (s *Server) ContainerAttach(w http.ResponseWriter, r *http.Request, id string) {
 	c, err := s.lookupContainer(id)
 	if err != nil {
-		s.fail(w, err)
+		engineapi.Fail(w, err)
 		return
 	}
-	if boolParam(r, "logs") {
-		s.fail(w, fmt.Errorf("%w: attach with logs=1", errNotImplemented))
+	if engineapi.BoolParam(r, "logs") {
+		engineapi.Fail(w, fmt.Errorf("%w: attach with logs=1", engineapi.ErrNotImplemented))
 		return
 	}
-	stdout, stderr := boolParam(r, "stdout"), boolParam(r, "stderr")
+	stdout, stderr := engineapi.BoolParam(r, "stdout"), engineapi.BoolParam(r, "stderr")
 	// Subscribe before answering: the CLI starts the container as soon
 	// as the attach is answered, and output may come at once.
 	s.mu.Lock()

@@ -8,9 +8,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -341,6 +344,46 @@ func TestContainerCreateRefusals(t *testing.T) {
 	if _, err := s.cli.ContainerCreate(ctx, &container.Config{Image: testImage, Cmd: []string{"true"}}, &container.HostConfig{NetworkMode: "none"}, nil, nil, "same"); !cerrdefs.IsConflict(err) {
 		t.Errorf("create with a taken name: %v, want conflict", err)
 	}
+}
+
+// TestCreateBodyIsBounded sends the stand-in a 300 MB container create,
+// chunked and made as it is read, as a client that does not stop could:
+// it is refused with 413 in the Engine API's error shape, without the
+// stand-in holding it (what this process allocates meanwhile stays far
+// below its size), and a normal create still works after it.
+func TestCreateBodyIsBounded(t *testing.T) {
+	testenv.NeedRoot(t)
+	s := newTestServer(t)
+	withBusybox(t, s, false)
+	const size = 300 << 20
+	const head, tail = `{"Image":"` + testImage + `","HostConfig":{"NetworkMode":"none"},"Labels":{"a":"`, `"}}`
+	body := io.MultiReader(strings.NewReader(head), io.LimitReader(repeatByte('a'), size-int64(len(head)+len(tail))), strings.NewReader(tail))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	resp, b := s.raw(t, http.MethodPost, "/v1.51/containers/create?name=big", body)
+	runtime.ReadMemStats(&after)
+	var e struct{ Message string }
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || json.Unmarshal(b, &e) != nil || !strings.Contains(e.Message, "request body too large") {
+		t.Errorf("a %d MiB create: %d %s, want 413 in the error shape", size>>20, resp.StatusCode, b)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Errorf("%d MiB allocated while refusing a %d MiB create", grew>>20, size>>20)
+	}
+	if _, err := s.cli.ContainerInspect(context.Background(), "big"); !cerrdefs.IsNotFound(err) {
+		t.Errorf("the refused create made a container: %v", err)
+	}
+	s.create(t, &container.Config{Cmd: []string{"true"}}, nil, "small")
+}
+
+// repeatByte reads as an endless run of its byte.
+type repeatByte byte
+
+func (b repeatByte) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
 }
 
 // probe runs testdata/probe in the container and returns its report.

@@ -6,7 +6,8 @@
 //
 // # Endpoints
 //
-// Served, with or without a /vX.Y prefix (1.24 to 1.51; clients negotiate):
+// Served through engineapi.Router, the kube-engine's too, with or without
+// a /vX.Y prefix (1.24 to 1.51; clients negotiate):
 //
 //	GET|HEAD /_ping, GET /version, GET /info
 //	POST /images/load (docker save tars and OCI layout tars), GET /images/json,
@@ -19,7 +20,8 @@
 //	stream; stdin when attached), GET /exec/{id}/json
 //
 // Anything else answers in the Engine API's error shape ({"message": ...}):
-// 501 naming the endpoint for the rest of the Engine API, 404 otherwise.
+// 501 naming the endpoint for the rest of the Engine API, 404 otherwise. A
+// request's body is at most 4 MiB (413 beyond), but an image load's.
 // Create refuses, with a 400 saying so, what the stand-in would otherwise
 // run differently from dockerd: networks other than none, published ports,
 // host namespaces, resource limits (there are no cgroups), volumes, TTYs.

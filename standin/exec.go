@@ -3,7 +3,7 @@
 package standin
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -59,37 +59,33 @@ type execJSON struct {
 	StandinCommandNanoseconds int64 `json:",omitempty"`
 }
 
-func (s *Server) execCreate(w http.ResponseWriter, r *http.Request, id string) {
+// ContainerExec keeps an exec of the running container, to run at
+// ExecStart.
+func (s *Server) ContainerExec(_ context.Context, id string, body io.Reader) (any, error) {
 	c, err := s.lookupContainer(id)
 	if err != nil {
-		s.fail(w, err)
-		return
+		return nil, err
 	}
 	var opts container.ExecOptions
-	if err := json.NewDecoder(r.Body).Decode(&opts); err != nil {
-		s.fail(w, fmt.Errorf("%w: decoding exec config: %v", ErrBadInput, err))
-		return
+	if err := engineapi.DecodeJSON(body, &opts); err != nil {
+		return nil, fmt.Errorf("decoding exec config: %w", err)
 	}
 	if len(opts.Cmd) == 0 {
-		s.fail(w, fmt.Errorf("%w: No exec command specified", ErrBadInput))
-		return
+		return nil, fmt.Errorf("%w: No exec command specified", ErrBadInput)
 	}
 	if opts.Tty {
-		s.fail(w, fmt.Errorf("%w: exec with a TTY", errNotImplemented))
-		return
+		return nil, fmt.Errorf("%w: exec with a TTY", engineapi.ErrNotImplemented)
 	}
 	e := &execRec{ID: randomHex(32), c: c, opts: opts}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if c.state != stateRunning {
-		s.mu.Unlock()
-		s.fail(w, fmt.Errorf("%w: container %s is not running", ErrConflict, c.ID))
-		return
+		return nil, fmt.Errorf("%w: container %s is not running", ErrConflict, c.ID)
 	}
 	s.execs[e.ID] = e
 	c.execIDs = append(c.execIDs, e.ID)
 	s.pruneExecsLocked(c)
-	s.mu.Unlock()
-	engineapi.WriteJSON(w, http.StatusCreated, container.ExecCreateResponse{ID: e.ID})
+	return container.ExecCreateResponse{ID: e.ID}, nil
 }
 
 // maxExecRecords bounds the exec records kept per container: a runner may
@@ -115,13 +111,14 @@ func (s *Server) pruneExecsLocked(c *containerRec) {
 	c.execIDs = kept
 }
 
-func (s *Server) execInspect(w http.ResponseWriter, id string) {
+// ExecInspect is the exec as dockerd describes one, with the time its
+// process ran inside the Sandbox.
+func (s *Server) ExecInspect(_ context.Context, id string) (any, error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	e, ok := s.execs[id]
 	if !ok {
-		s.mu.Unlock()
-		s.fail(w, fmt.Errorf("%w: No such exec instance: %s", ErrNotFound, id))
-		return
+		return nil, fmt.Errorf("%w: No such exec instance: %s", ErrNotFound, id)
 	}
 	var out execJSON
 	out.ID, out.Running, out.ExitCode, out.Pid = e.ID, e.running, e.exitCode, e.pid
@@ -130,8 +127,7 @@ func (s *Server) execInspect(w http.ResponseWriter, id string) {
 	out.OpenStdin, out.OpenStdout, out.OpenStderr = e.opts.AttachStdin, e.opts.AttachStdout, e.opts.AttachStderr
 	out.ContainerID, out.DetachKeys = e.c.ID, e.opts.DetachKeys
 	out.StandinCommandNanoseconds = e.commandNanos
-	s.mu.Unlock()
-	engineapi.WriteJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // process is what the exec runs: the container's environment and working
@@ -150,34 +146,36 @@ func (e *execRec) process() *sandbox.Process {
 	return &sandbox.Process{Args: e.opts.Cmd, Env: env, Cwd: cwd, User: user, Privileged: e.opts.Privileged}
 }
 
-func (s *Server) execStart(w http.ResponseWriter, r *http.Request, id string) {
+// ExecStart runs the exec in the container's Sandbox: detached, or with
+// its stdio on the hijacked connection.
+func (s *Server) ExecStart(w http.ResponseWriter, r *http.Request, id string) {
 	var opts container.ExecStartOptions
 	if r.ContentLength != 0 {
-		if err := json.NewDecoder(r.Body).Decode(&opts); err != nil && !errors.Is(err, io.EOF) {
-			s.fail(w, fmt.Errorf("%w: decoding exec start: %v", ErrBadInput, err))
+		if err := engineapi.DecodeJSON(r.Body, &opts); err != nil && !errors.Is(err, io.EOF) {
+			engineapi.Fail(w, fmt.Errorf("decoding exec start: %w", err))
 			return
 		}
 	}
 	if opts.Tty {
-		s.fail(w, fmt.Errorf("%w: exec with a TTY", errNotImplemented))
+		engineapi.Fail(w, fmt.Errorf("%w: exec with a TTY", engineapi.ErrNotImplemented))
 		return
 	}
 	s.mu.Lock()
 	e, ok := s.execs[id]
 	if !ok {
 		s.mu.Unlock()
-		s.fail(w, fmt.Errorf("%w: No such exec instance: %s", ErrNotFound, id))
+		engineapi.Fail(w, fmt.Errorf("%w: No such exec instance: %s", ErrNotFound, id))
 		return
 	}
 	if e.started {
 		s.mu.Unlock()
-		s.fail(w, fmt.Errorf("%w: exec %s has already been started", ErrConflict, id))
+		engineapi.Fail(w, fmt.Errorf("%w: exec %s has already been started", ErrConflict, id))
 		return
 	}
 	sb := e.c.sb
 	if e.c.state != stateRunning || sb == nil {
 		s.mu.Unlock()
-		s.fail(w, fmt.Errorf("%w: container %s is not running", ErrConflict, e.c.ID))
+		engineapi.Fail(w, fmt.Errorf("%w: container %s is not running", ErrConflict, e.c.ID))
 		return
 	}
 	e.started, e.running = true, true
@@ -190,7 +188,7 @@ func (s *Server) execStart(w http.ResponseWriter, r *http.Request, id string) {
 	or, ow, err := os.Pipe()
 	if err != nil {
 		s.execFailed(e, 126)
-		s.fail(w, err)
+		engineapi.Fail(w, err)
 		return
 	}
 	er, ew, err := os.Pipe()
@@ -198,7 +196,7 @@ func (s *Server) execStart(w http.ResponseWriter, r *http.Request, id string) {
 		or.Close()
 		ow.Close()
 		s.execFailed(e, 126)
-		s.fail(w, err)
+		engineapi.Fail(w, err)
 		return
 	}
 	var inR, inW *os.File
@@ -209,7 +207,7 @@ func (s *Server) execStart(w http.ResponseWriter, r *http.Request, id string) {
 			er.Close()
 			ew.Close()
 			s.execFailed(e, 126)
-			s.fail(w, err)
+			engineapi.Fail(w, err)
 			return
 		}
 	}
@@ -296,14 +294,14 @@ func (s *Server) execDetached(w http.ResponseWriter, e *execRec, sb *sandbox.San
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
 		s.execFailed(e, 126)
-		s.fail(w, fmt.Errorf("opening %s for a detached exec: %w", os.DevNull, err))
+		engineapi.Fail(w, fmt.Errorf("opening %s for a detached exec: %w", os.DevNull, err))
 		return
 	}
 	proc, err := sb.Exec(e.process(), nil, null, null)
 	null.Close()
 	if err != nil {
 		s.execFailed(e, execStatus(err))
-		s.fail(w, fmt.Errorf("starting exec %s: %w", e.ID[:12], err))
+		engineapi.Fail(w, fmt.Errorf("starting exec %s: %w", e.ID[:12], err))
 		return
 	}
 	s.setPid(e, proc)

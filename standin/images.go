@@ -27,14 +27,17 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/internal/engineapi"
 	"github.com/sealbench/sealbench/manifests"
 )
 
-// Errors the HTTP layer maps to status codes.
+// Errors the stand-in wraps to say what went wrong: the Engine API's
+// sentinels, which choose an answer's status (engineapi.Fail), and the
+// command line's exit code.
 var (
-	ErrNotFound = errors.New("not found")
-	ErrConflict = errors.New("conflict")
-	ErrBadInput = errors.New("bad input")
+	ErrNotFound = engineapi.ErrNotFound
+	ErrConflict = engineapi.ErrConflict
+	ErrBadInput = engineapi.ErrBadInput
 )
 
 // imageStore holds images under a state directory:

@@ -3,6 +3,7 @@
 package standin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +20,8 @@ import (
 	"github.com/sealbench/sealbench/manifests"
 )
 
-func (s *Server) imageLoad(w http.ResponseWriter, r *http.Request) {
+// ImageLoad stores the images of a `docker save` or OCI layout tar.
+func (s *Server) ImageLoad(w http.ResponseWriter, r *http.Request) {
 	loaded, err := s.images.load(r.Body)
 	if errors.Is(err, ErrInvalidTag) {
 		// As dockerd: 200, and the error as the stream's last line
@@ -29,8 +31,11 @@ func (s *Server) imageLoad(w http.ResponseWriter, r *http.Request) {
 		engineapi.WriteJSON(w, http.StatusOK, map[string]any{"errorDetail": map[string]string{"message": msg}, "error": msg})
 		return
 	}
+	if errors.Is(err, ErrUnsafeLayer) {
+		err = fmt.Errorf("%w: %w", ErrBadInput, err) // the tar's fault: 400
+	}
 	if err != nil {
-		s.fail(w, fmt.Errorf("loading image: %w", err))
+		engineapi.Fail(w, fmt.Errorf("loading image: %w", err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -53,15 +58,14 @@ func created(rec *imageRecord) time.Time {
 	return rec.Loaded
 }
 
-func (s *Server) imageList(w http.ResponseWriter, r *http.Request) {
-	args, err := filters.FromJSON(r.URL.Query().Get("filters"))
+// ImageList lists the images, filtered by reference, label or dangling.
+func (s *Server) ImageList(_ context.Context, filter string) (any, error) {
+	args, err := filters.FromJSON(filter)
 	if err != nil {
-		s.fail(w, fmt.Errorf("%w: %v", ErrBadInput, err))
-		return
+		return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
 	}
 	if err := args.Validate(map[string]bool{"reference": true, "label": true, "dangling": true}); err != nil {
-		s.fail(w, fmt.Errorf("%w: %v", ErrBadInput, err))
-		return
+		return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
 	}
 	users := s.imageUsers()
 	out := []image.Summary{}
@@ -92,7 +96,7 @@ func (s *Server) imageList(w http.ResponseWriter, r *http.Request) {
 			Size: rec.Size, Labels: rec.config.Config.Labels, Containers: int64(users[rec.ID]),
 		})
 	}
-	engineapi.WriteJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // imageUsers counts the containers using each image.
@@ -106,11 +110,12 @@ func (s *Server) imageUsers() map[manifests.Digest]int {
 	return n
 }
 
-func (s *Server) imageInspect(w http.ResponseWriter, name string) {
+// ImageInspect is the image name names: a tag, or an id or a unique
+// prefix of one.
+func (s *Server) ImageInspect(_ context.Context, name string) (any, error) {
 	rec, err := s.images.resolve(name)
 	if err != nil {
-		s.fail(w, err)
-		return
+		return nil, err
 	}
 	cfg := rec.config
 	layers := make([]string, len(rec.DiffIDs))
@@ -129,30 +134,22 @@ func (s *Server) imageInspect(w http.ResponseWriter, name string) {
 		RootFS:      image.RootFS{Type: "layers", Layers: layers},
 		Metadata:    image.Metadata{LastTagTime: rec.Loaded},
 	}
-	engineapi.WriteJSON(w, http.StatusOK, resp)
+	return resp, nil
 }
 
-func (s *Server) imageDelete(w http.ResponseWriter, r *http.Request, name string) {
-	force := boolParam(r, "force")
+// ImageDelete untags name; when name is an id, or its last tag goes, the
+// image is deleted, unless a container uses it and force is not set.
+func (s *Server) ImageDelete(_ context.Context, name string, force bool) (any, error) {
 	used := s.imageUsers()
 	res, err := s.images.remove(name, force, func(d manifests.Digest) bool { return used[d] > 0 })
 	if err != nil {
-		s.fail(w, fmt.Errorf("removing image %s: %w", name, err))
-		return
+		return nil, fmt.Errorf("removing image %s: %w", name, err)
 	}
 	out := make([]image.DeleteResponse, 0, len(res))
 	for _, d := range res {
 		out = append(out, image.DeleteResponse{Untagged: d.Untagged, Deleted: d.Deleted})
 	}
-	engineapi.WriteJSON(w, http.StatusOK, out)
-}
-
-func boolParam(r *http.Request, k string) bool {
-	switch r.URL.Query().Get(k) {
-	case "1", "true", "True", "TRUE", "yes":
-		return true
-	}
-	return false
+	return out, nil
 }
 
 // imageConfig is the container config an image carries.

@@ -4,6 +4,7 @@ package standin
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -53,6 +54,8 @@ type Server struct {
 	start  time.Time
 	lock   *os.File // flock on state/lock: one stand-in per state directory
 
+	api *engineapi.Router // the Engine API, routed to the methods the Backend interfaces name
+
 	mu         sync.Mutex
 	closed     bool
 	containers map[string]*containerRec // by full ID
@@ -60,7 +63,14 @@ type Server struct {
 	hijacked   map[net.Conn]struct{}
 }
 
-var _ http.Handler = (*Server)(nil)
+var (
+	_ http.Handler                = (*Server)(nil)
+	_ engineapi.Backend           = (*Server)(nil)
+	_ engineapi.ImageLister       = (*Server)(nil)
+	_ engineapi.ContainerLister   = (*Server)(nil)
+	_ engineapi.ContainerStopper  = (*Server)(nil)
+	_ engineapi.ContainerAttacher = (*Server)(nil)
+)
 
 // New opens (creating it if needed) the state directory and returns a
 // Server. Containers are not kept across restarts: whatever a previous
@@ -105,10 +115,16 @@ func New(opts Options) (*Server, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	return &Server{
+	s := &Server{
 		state: dir, logf: logf, images: images, id: stateID(dir), start: time.Now(), lock: lock,
 		containers: map[string]*containerRec{}, execs: map[string]*execRec{}, hijacked: map[net.Conn]struct{}{},
-	}, nil
+	}
+	s.api = engineapi.NewRouter(s, engineapi.Identity{
+		Name:   "the sealbench stand-in",
+		Server: "sealbench-standin/" + version.Version + " (" + runtime.GOOS + ")",
+		OS:     runtime.GOOS,
+	})
+	return s, nil
 }
 
 // CheckStateDir says whether New can use dir as the state directory,
@@ -190,126 +206,9 @@ func (s *Server) Close() error {
 	return errors.Join(errs...)
 }
 
-// ServeHTTP routes an Engine API request.
+// ServeHTTP answers an Engine API request (engineapi.Router).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p, err := engineapi.Unversioned(r.URL.Path)
-	if err != nil {
-		engineapi.WriteError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	w.Header().Set("Api-Version", APIVersion)
-	w.Header().Set("Server", "sealbench-standin/"+version.Version+" ("+runtime.GOOS+")")
-	w.Header().Set("Ostype", runtime.GOOS)
-	w.Header().Set("Docker-Experimental", "false")
-	s.route(w, r, p)
-}
-
-func (s *Server) route(w http.ResponseWriter, r *http.Request, p string) {
-	m := r.Method
-	seg := strings.Split(strings.Trim(p, "/"), "/")
-	switch {
-	case p == "/_ping" && (m == http.MethodGet || m == http.MethodHead):
-		s.ping(w, r)
-		return
-	case p == "/version" && m == http.MethodGet:
-		s.version(w)
-		return
-	case p == "/info" && m == http.MethodGet:
-		s.info(w)
-		return
-	case p == "/images/load" && m == http.MethodPost:
-		s.imageLoad(w, r)
-		return
-	case p == "/images/json" && m == http.MethodGet:
-		s.imageList(w, r)
-		return
-	case seg[0] == "images" && len(seg) >= 3 && seg[len(seg)-1] == "json" && m == http.MethodGet:
-		s.imageInspect(w, strings.Join(seg[1:len(seg)-1], "/"))
-		return
-	case seg[0] == "images" && len(seg) >= 2 && m == http.MethodDelete:
-		s.imageDelete(w, r, strings.Join(seg[1:], "/"))
-		return
-	case p == "/containers/create" && m == http.MethodPost:
-		s.containerCreate(w, r)
-		return
-	case p == "/containers/json" && m == http.MethodGet:
-		s.containerList(w, r)
-		return
-	case seg[0] == "containers" && len(seg) == 2 && m == http.MethodDelete:
-		s.containerDelete(w, r, seg[1])
-		return
-	case seg[0] == "containers" && len(seg) == 3:
-		id, op := seg[1], seg[2]
-		switch {
-		case op == "json" && m == http.MethodGet:
-			s.containerInspect(w, id)
-			return
-		case op == "start" && m == http.MethodPost:
-			s.containerStart(w, id)
-			return
-		case op == "stop" && m == http.MethodPost:
-			s.containerStop(w, r, id)
-			return
-		case op == "kill" && m == http.MethodPost:
-			s.containerKill(w, r, id)
-			return
-		case op == "wait" && m == http.MethodPost:
-			s.containerWait(w, r, id)
-			return
-		case op == "attach" && m == http.MethodPost:
-			s.containerAttach(w, r, id)
-			return
-		case op == "logs" && m == http.MethodGet:
-			s.containerLogs(w, r, id)
-			return
-		case op == "exec" && m == http.MethodPost:
-			s.execCreate(w, r, id)
-			return
-		}
-	case seg[0] == "exec" && len(seg) == 3:
-		id, op := seg[1], seg[2]
-		switch {
-		case op == "start" && m == http.MethodPost:
-			s.execStart(w, r, id)
-			return
-		case op == "json" && m == http.MethodGet:
-			s.execInspect(w, id)
-			return
-		}
-	}
-	engineapi.Unserved(w, r, p, "the sealbench stand-in")
-}
-
-// fail maps an error to its status code.
-func (s *Server) fail(w http.ResponseWriter, err error) {
-	code := http.StatusInternalServerError
-	switch {
-	case errors.Is(err, ErrNotFound):
-		code = http.StatusNotFound
-	case errors.Is(err, ErrConflict):
-		code = http.StatusConflict
-	case errors.Is(err, ErrBadInput), errors.Is(err, ErrUnsafeLayer):
-		code = http.StatusBadRequest
-	case errors.Is(err, errNotImplemented):
-		code = http.StatusNotImplemented
-	}
-	msg := err.Error()
-	for _, e := range []error{ErrNotFound, ErrConflict, ErrBadInput, errNotImplemented} {
-		msg = strings.ReplaceAll(msg, e.Error()+": ", "")
-	}
-	engineapi.WriteError(w, code, msg)
-}
-
-var errNotImplemented = errors.New("not implemented")
-
-func (s *Server) ping(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-cache, no-store, must-revalidate")
-	w.Header().Set("Pragma", "no-cache")
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodGet {
-		w.Write([]byte("OK"))
-	}
+	s.api.ServeHTTP(w, r)
 }
 
 func uname() (kernel, machine string) {
@@ -320,7 +219,8 @@ func uname() (kernel, machine string) {
 	return unix.ByteSliceToString(u.Release[:]), unix.ByteSliceToString(u.Machine[:])
 }
 
-func (s *Server) version(w http.ResponseWriter) {
+// SystemVersion is the stand-in's version and this kernel's.
+func (s *Server) SystemVersion(context.Context) (any, error) {
 	kernel, _ := uname()
 	v := types.Version{
 		Version: version.Version, APIVersion: APIVersion, MinAPIVersion: MinAPIVersion,
@@ -335,7 +235,7 @@ func (s *Server) version(w http.ResponseWriter) {
 			"GoVersion": runtime.Version(), "Os": runtime.GOOS, "Arch": runtime.GOARCH, "KernelVersion": kernel,
 		},
 	}}
-	engineapi.WriteJSON(w, http.StatusOK, v)
+	return v, nil
 }
 
 func osRelease() string {
@@ -352,7 +252,8 @@ func osRelease() string {
 	return "Linux"
 }
 
-func (s *Server) info(w http.ResponseWriter) {
+// SystemInfo is this machine's, with the stand-in's containers and images.
+func (s *Server) SystemInfo(context.Context) (any, error) {
 	kernel, machine := uname()
 	var si syscall.Sysinfo_t
 	syscall.Sysinfo(&si)
@@ -378,7 +279,7 @@ func (s *Server) info(w http.ResponseWriter) {
 		Labels:          []string{"org.sealbench.standin=true"},
 	}
 	info.Swarm.LocalNodeState = swarm.LocalNodeStateInactive
-	engineapi.WriteJSON(w, http.StatusOK, info)
+	return info, nil
 }
 
 // hijack takes over the connection for a raw stream, answering 101 when

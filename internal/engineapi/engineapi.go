@@ -1,8 +1,10 @@
 // Package engineapi is what the Engine API servers of sealbench share
-// (the stand-in, standin/, and kube-engine, provision/kubernetes/kubeengine):
-// the version prefix, the error shape, the paths that are the API's, the
-// hijacked stream and its stdcopy frames. The standard library only: the
-// stand-in is one of the bundle's binaries.
+// (the stand-in, standin/, and kube-engine, kubeengine/): the Router,
+// which routes every call to a Backend (each server is one), with the
+// version prefix, the bound on request bodies and the error shape handled
+// once; the errors a Backend returns to choose a status; the hijacked
+// stream and its stdcopy frames. The standard library only: the stand-in
+// is one of the bundle's binaries.
 package engineapi
 
 import (
@@ -10,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"regexp"
@@ -77,6 +80,58 @@ func Unserved(w http.ResponseWriter, r *http.Request, path, server string) {
 		return
 	}
 	WriteError(w, http.StatusNotFound, fmt.Sprintf("page not found: %s %s", r.Method, path))
+}
+
+// The errors a Backend wraps to choose the status of its answer (Fail).
+var (
+	ErrNotFound       = errors.New("not found")       // 404
+	ErrConflict       = errors.New("conflict")        // 409
+	ErrBadInput       = errors.New("bad input")       // 400
+	ErrNotImplemented = errors.New("not implemented") // 501
+	// ErrTooLarge says a request's body is longer than MaxJSONBody (413).
+	ErrTooLarge = errors.New("request body too large")
+)
+
+// Fail answers err in the Engine API's error shape, with the status of
+// the first of ErrTooLarge (or an *http.MaxBytesError), ErrNotFound,
+// ErrConflict, ErrBadInput and ErrNotImplemented it wraps, 500 for none.
+// The message is err's, without those sentinels' own words, as dockerd
+// words it ("No such container: x", not "not found: No such container: x").
+func Fail(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.Is(err, ErrTooLarge), errors.As(err, &tooLarge):
+		code = http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, ErrConflict):
+		code = http.StatusConflict
+	case errors.Is(err, ErrBadInput):
+		code = http.StatusBadRequest
+	case errors.Is(err, ErrNotImplemented):
+		code = http.StatusNotImplemented
+	}
+	msg := err.Error()
+	for _, e := range []error{ErrNotFound, ErrConflict, ErrBadInput, ErrNotImplemented} {
+		msg = strings.ReplaceAll(msg, e.Error()+": ", "")
+	}
+	WriteError(w, code, msg)
+}
+
+// DecodeJSON decodes a request's JSON body into v. A body that is not
+// JSON of v's shape wraps ErrBadInput (and the decoder's error, io.EOF
+// for an empty one); one longer than the Router lets through, ErrTooLarge.
+func DecodeJSON(body io.Reader, v any) error {
+	err := json.NewDecoder(body).Decode(v)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tooLarge):
+		return fmt.Errorf("%w: more than %d MiB of JSON", ErrTooLarge, tooLarge.Limit>>20)
+	}
+	return fmt.Errorf("%w: %w", ErrBadInput, err)
 }
 
 // WriteError answers in the Engine API's error shape.

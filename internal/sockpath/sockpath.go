@@ -1,12 +1,16 @@
 // Package sockpath checks a unix socket's path against the kernel's limit
 // before anything binds or dials it, so that a path too long is refused
-// with its length and the limit instead of bind(2)'s "invalid argument".
+// with its length and the limit instead of bind(2)'s "invalid argument";
+// and listens on a socket only its user may reach (ListenPrivate), as the
+// host's helpers do (the kube-engine, the msb proxy, the qemu link).
 // Standard library only.
 package sockpath
 
 import (
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"path/filepath"
 )
 
@@ -29,4 +33,23 @@ func Check(what, path string) error {
 			what, abs, ErrTooLong, len(abs), Max)
 	}
 	return nil
+}
+
+// ListenPrivate listens on the unix socket path, replacing a stale socket
+// a helper that died left there, readable and writable by this user only.
+// The caller closes the listener and removes path.
+func ListenPrivate(what, path string) (net.Listener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("removing the stale socket %s: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	return ln, nil
 }

@@ -3,6 +3,7 @@ package sockpath
 import (
 	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,4 +35,28 @@ func TestCheckMatchesTheKernel(t *testing.T) {
 			t.Errorf("%d bytes: %v", n, err)
 		}
 	}
+}
+
+func TestListenPrivateReplacesAStaleSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	stale, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.(*net.UnixListener).SetUnlinkOnClose(false)
+	stale.Close() // the socket file stays, as a dead helper leaves it
+	ln, err := ListenPrivate("test", path)
+	if err != nil {
+		t.Fatalf("ListenPrivate over a stale socket: %v", err)
+	}
+	defer ln.Close()
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket %v, %v: want mode 0600", fi, err)
+	}
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatalf("dialling the new socket: %v", err)
+	}
+	c.Close()
 }

@@ -10,9 +10,9 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sealbench/sealbench/internal/sockpath"
+	"github.com/sealbench/sealbench/kubeengine"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision/internal/vmtarget"
-	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
 	"github.com/sealbench/sealbench/runs"
 )
 
@@ -119,7 +119,7 @@ func onEngine(ctx context.Context, runDir string, e manifests.LedgerEntry, f fun
 	if err != nil {
 		return err
 	}
-	ln, err := vmtarget.ListenPrivate("the teardown's kube-engine", cfg.Socket)
+	ln, err := sockpath.ListenPrivate("the teardown's kube-engine", cfg.Socket)
 	if err != nil {
 		return err
 	}

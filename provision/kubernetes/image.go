@@ -12,9 +12,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/kubeengine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
 )
 
 // ImageRef is the reference --kube-image names: image itself when it

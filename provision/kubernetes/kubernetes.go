@@ -47,10 +47,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/kubeengine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
-	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
 	"github.com/sealbench/sealbench/runs"
 )
 

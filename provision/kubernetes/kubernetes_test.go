@@ -20,11 +20,11 @@ import (
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/kubetest"
+	"github.com/sealbench/sealbench/kubeengine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/vmtest"
 	"github.com/sealbench/sealbench/provision/kubernetes"
-	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/runs"
 )

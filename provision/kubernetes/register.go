@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sealbench/sealbench/kubeengine"
 	"github.com/sealbench/sealbench/provision"
-	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
 )
 
 // CheckName is the doctor's check of the cluster.

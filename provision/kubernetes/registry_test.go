@@ -28,10 +28,10 @@ import (
 	"github.com/sealbench/sealbench/internal/kubetest"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/internal/testimage"
+	"github.com/sealbench/sealbench/kubeengine"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/kubernetes"
-	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/runs"
 )

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sealbench/sealbench/provision/internal/vmtarget"
+	"github.com/sealbench/sealbench/internal/sockpath"
 )
 
 // ProxyConfig says what the Engine proxy serves and how it reaches the
@@ -76,7 +76,7 @@ func ServeProxy(ctx context.Context, c ProxyConfig, logf func(string, ...any)) e
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	ln, err := vmtarget.ListenPrivate("msb proxy", c.Socket)
+	ln, err := sockpath.ListenPrivate("msb proxy", c.Socket)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"github.com/sealbench/sealbench/internal/muxlink"
-	"github.com/sealbench/sealbench/provision/internal/vmtarget"
+	"github.com/sealbench/sealbench/internal/sockpath"
 )
 
 // The guest link: QEMU joins the VM's virtio-serial port GuestPort to the
@@ -77,7 +77,7 @@ func ServeLink(ctx context.Context, c LinkConfig, logf func(string, ...any)) err
 		return err
 	}
 	defer sess.Close()
-	ln, err := vmtarget.ListenPrivate("qemu link", c.Socket)
+	ln, err := sockpath.ListenPrivate("qemu link", c.Socket)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,7 @@
 package vmtarget
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,25 +28,6 @@ func HelperCommand(target, what string, cmd []string, subcommand string) ([]stri
 		return nil, fmt.Errorf("%s target: the %s command %q is not an absolute path", target, what, cmd[0])
 	}
 	return cmd, nil
-}
-
-// ListenPrivate listens on the unix socket path, replacing a stale socket
-// a helper that died left there, readable and writable by this user only.
-// The caller closes the listener and removes path.
-func ListenPrivate(what, path string) (net.Listener, error) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("removing the stale socket %s: %w", path, err)
-	}
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		os.Remove(path)
-		return nil, err
-	}
-	return ln, nil
 }
 
 // StartBackground starts argv in the background in a session of its own

@@ -1,36 +1,10 @@
 package vmtarget
 
 import (
-	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
-
-func TestListenPrivateReplacesAStaleSocket(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.sock")
-	stale, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stale.(*net.UnixListener).SetUnlinkOnClose(false)
-	stale.Close() // the socket file stays, as a dead helper leaves it
-	ln, err := ListenPrivate("test", path)
-	if err != nil {
-		t.Fatalf("ListenPrivate over a stale socket: %v", err)
-	}
-	defer ln.Close()
-	fi, err := os.Stat(path)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("socket %v, %v: want mode 0600", fi, err)
-	}
-	c, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatalf("dialling the new socket: %v", err)
-	}
-	c.Close()
-}
 
 func TestHelperCommand(t *testing.T) {
 	exe, _ := os.Executable()

@@ -25,7 +25,7 @@ import (
 // one's median and p95 and the ratio of the medians: what the kubernetes
 // target's transport adds to every step of a cell, against docker's.
 //
-//	make bench-kube   # go test -tags kubetest -run '^$' -bench ExecKubeVsDockerd -benchtime 200x ./provision/kubernetes/kubeengine/
+//	make bench-kube   # go test -tags kubetest -run '^$' -bench ExecKubeVsDockerd -benchtime 200x ./kubeengine/
 func BenchmarkExecKubeVsDockerd(b *testing.B) {
 	ctx := context.Background()
 	dcli := testenv.DockerClient(b)

@@ -16,6 +16,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/sealbench/sealbench/internal/engineapi"
 )
 
 // Resolved is an image as a registry holds it: the manifest pods name it
@@ -98,7 +100,7 @@ func (s *Server) pulledImage(ref string) *Resolved {
 	return nil
 }
 
-// imagePull is the Engine's POST /images/create?fromImage=REPO&tag=TAG
+// ImageCreate is the Engine's POST /images/create?fromImage=REPO&tag=TAG
 // (a tag, or a digest): the image is resolved in its registry for the
 // platform asked (default the node's), pulled into the node's containerd
 // through CRI when this kube-engine reaches it, and from then on a
@@ -107,11 +109,11 @@ func (s *Server) pulledImage(ref string) *Resolved {
 // it when the first pod starts. Credentials come from this host's docker
 // config (authn.DefaultKeychain), not X-Registry-Auth; the node pulls
 // with its own.
-func (s *Server) imagePull(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ImageCreate(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	if q.Get("fromSrc") != "" {
-		fail(w, fmt.Errorf("%w: kube-engine pulls images from registries (fromImage); it does not import (fromSrc)", errNotImplemented))
+		engineapi.Fail(w, fmt.Errorf("%w: kube-engine pulls images from registries (fromImage); it does not import (fromSrc)", errNotImplemented))
 		return
 	}
 	refStr := q.Get("fromImage")
@@ -124,21 +126,21 @@ func (s *Server) imagePull(w http.ResponseWriter, r *http.Request) {
 	}
 	ref, err := name.ParseReference(refStr)
 	if err != nil {
-		fail(w, fmt.Errorf("%w: invalid reference format: %v", errBadInput, err))
+		engineapi.Fail(w, fmt.Errorf("%w: invalid reference format: %v", errBadInput, err))
 		return
 	}
 	var platform v1.Platform
 	if p := q.Get("platform"); p != "" {
 		pp, err := v1.ParsePlatform(p)
 		if err != nil {
-			fail(w, fmt.Errorf("%w: platform %q: %v", errBadInput, p, err))
+			engineapi.Fail(w, fmt.Errorf("%w: platform %q: %v", errBadInput, p, err))
 			return
 		}
 		platform = *pp
 	} else {
 		n, err := s.node(ctx)
 		if err != nil {
-			fail(w, err)
+			engineapi.Fail(w, err)
 			return
 		}
 		platform = v1.Platform{OS: n.Status.NodeInfo.OperatingSystem, Architecture: n.Status.NodeInfo.Architecture}
@@ -148,12 +150,12 @@ func (s *Server) imagePull(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("%w: %v", errNotFound, err)
 	}
 	if err != nil {
-		fail(w, err)
+		engineapi.Fail(w, err)
 		return
 	}
 	if s.c.Containerd != "" {
 		if err := s.criPull(ctx, res); err != nil {
-			fail(w, err)
+			engineapi.Fail(w, err)
 			return
 		}
 	}

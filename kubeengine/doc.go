@@ -16,7 +16,7 @@
 // what the subresource lacks (user, working directory, environment, the
 // pid); its stream is spliced to the hijacked Engine connection in
 // stdcopy frames. Images are loaded into the node's containerd with ctr,
-// and inspected and removed (for teardown) through CRI. Every other
-// Engine call answers 501 naming
-// it, so a runner that needs more fails loudly.
+// and inspected and removed (for teardown) through CRI. The calls are
+// routed by engineapi.Router, the stand-in's too; every other Engine call
+// answers 501 naming it, so a runner that needs more fails loudly.
 package kubeengine

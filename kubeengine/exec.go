@@ -3,7 +3,6 @@ package kubeengine
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,14 +42,16 @@ var chrootPaths = []string{"/usr/sbin/chroot", "/usr/bin/chroot", "/sbin/chroot"
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-func (s *Server) execCreate(r *http.Request, ref string) (any, error) {
-	c, pod, err := s.lookup(r.Context(), ref)
+// ContainerExec keeps an exec of the running container's pod, to run at
+// ExecStart.
+func (s *Server) ContainerExec(ctx context.Context, ref string, body io.Reader) (any, error) {
+	c, pod, err := s.lookup(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	var opts container.ExecOptions
-	if err := json.NewDecoder(r.Body).Decode(&opts); err != nil {
-		return nil, fmt.Errorf("%w: decoding the exec config: %v", errBadInput, err)
+	if err := engineapi.DecodeJSON(body, &opts); err != nil {
+		return nil, fmt.Errorf("decoding the exec config: %w", err)
 	}
 	switch {
 	case len(opts.Cmd) == 0:
@@ -77,7 +78,8 @@ func (s *Server) execCreate(r *http.Request, ref string) (any, error) {
 	return container.ExecCreateResponse{ID: e.ID}, nil
 }
 
-func (s *Server) execInspect(id string) (any, error) {
+// ExecInspect is the exec's state, exit code and pid.
+func (s *Server) ExecInspect(_ context.Context, id string) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.execs[id]
@@ -133,28 +135,30 @@ func (e *execRec) wrapper() string {
 	return b.String()
 }
 
-func (s *Server) execStart(w http.ResponseWriter, r *http.Request, id string) {
+// ExecStart runs the exec through the pod's exec subresource: detached,
+// or spliced to the hijacked connection.
+func (s *Server) ExecStart(w http.ResponseWriter, r *http.Request, id string) {
 	var opts container.ExecStartOptions
 	if r.ContentLength != 0 {
-		if err := json.NewDecoder(r.Body).Decode(&opts); err != nil && !errors.Is(err, io.EOF) {
-			fail(w, fmt.Errorf("%w: decoding exec start: %v", errBadInput, err))
+		if err := engineapi.DecodeJSON(r.Body, &opts); err != nil && !errors.Is(err, io.EOF) {
+			engineapi.Fail(w, fmt.Errorf("decoding exec start: %w", err))
 			return
 		}
 	}
 	if opts.Tty {
-		fail(w, fmt.Errorf("%w: kube-engine runs no exec with a TTY", errBadInput))
+		engineapi.Fail(w, fmt.Errorf("%w: kube-engine runs no exec with a TTY", errBadInput))
 		return
 	}
 	s.mu.Lock()
 	e, ok := s.execs[id]
 	if !ok {
 		s.mu.Unlock()
-		fail(w, fmt.Errorf("%w: No such exec instance: %s", errNotFound, id))
+		engineapi.Fail(w, fmt.Errorf("%w: No such exec instance: %s", errNotFound, id))
 		return
 	}
 	if e.started {
 		s.mu.Unlock()
-		fail(w, fmt.Errorf("%w: exec %s has already been started", errConflict, id))
+		engineapi.Fail(w, fmt.Errorf("%w: exec %s has already been started", errConflict, id))
 		return
 	}
 	e.started, e.running = true, true

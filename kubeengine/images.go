@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/sealbench/sealbench/internal/engineapi"
 )
 
 // criLimit bounds a CRI image call other than a pull.
@@ -53,10 +55,11 @@ func (s *Server) imageStatus(ctx context.Context, ref string) (im *runtimeapi.Im
 	return im, err
 }
 
-// imageRemove removes the image ref names from the node's runtime, every
+// ImageDelete removes the image ref names from the node's runtime, every
 // name it has with it (CRI RemoveImage), as `docker rmi` of an id does:
-// teardown removes what the run loaded.
-func (s *Server) imageRemove(ctx context.Context, ref string) (any, error) {
+// teardown removes what the run loaded. force changes nothing: the image
+// goes with every name it has.
+func (s *Server) ImageDelete(ctx context.Context, ref string, _ bool) (any, error) {
 	id, err := s.imageID(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -85,7 +88,10 @@ func (s *Server) imageID(ctx context.Context, ref string) (string, error) {
 	return im.Id, nil
 }
 
-func (s *Server) imageInspect(ctx context.Context, ref string) (any, error) {
+// ImageInspect is the image as the node's runtime has it (CRI), or as its
+// registry has it when it was pulled through a kube-engine that reaches
+// no containerd.
+func (s *Server) ImageInspect(ctx context.Context, ref string) (any, error) {
 	if p := s.pulledImage(ref); p != nil && s.c.Containerd == "" {
 		return inspectPulled(p), nil
 	}
@@ -110,18 +116,18 @@ func nonNil(s []string) []string {
 // ctrImported is a line of `ctr images import`'s output.
 var ctrImported = regexp.MustCompile(`(?m)^unpacking (\S+) \(sha256:[0-9a-f]{64}\)`)
 
-// imageLoad imports a `docker save` tar into the node's containerd, in
+// ImageLoad imports a `docker save` tar into the node's containerd, in
 // the namespace the kubelet uses, and answers as dockerd does.
-func (s *Server) imageLoad(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ImageLoad(w http.ResponseWriter, r *http.Request) {
 	if s.c.Containerd == "" {
-		fail(w, errNoContainerd)
+		engineapi.Fail(w, errNoContainerd)
 		return
 	}
 	cmd := exec.CommandContext(r.Context(), s.ctr, "--address", s.c.Containerd, "--namespace", "k8s.io", "images", "import", "-")
 	cmd.Stdin = r.Body
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		fail(w, fmt.Errorf("%w: loading the image into the node's containerd (ctr images import): %v: %s", errBadInput, err, bytes.TrimSpace(out)))
+		engineapi.Fail(w, fmt.Errorf("%w: loading the image into the node's containerd (ctr images import): %v: %s", errBadInput, err, bytes.TrimSpace(out)))
 		return
 	}
 	var lines []string
@@ -136,7 +142,7 @@ func (s *Server) imageLoad(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		fail(w, fmt.Errorf("after loading: %w", err))
+		engineapi.Fail(w, fmt.Errorf("after loading: %w", err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sealbench/sealbench/internal/engineapi"
+	"github.com/sealbench/sealbench/internal/sockpath"
 	"github.com/sealbench/sealbench/internal/version"
-	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 )
 
 // Server answers the Engine API with pods on one node.
@@ -40,9 +40,15 @@ type Server struct {
 	// pulled are the images pulled through this kube-engine, by id:
 	// a container of one runs as a pod naming its pinned reference.
 	pulled map[string]*Resolved
+
+	api *engineapi.Router // the Engine API, routed to the methods the Backend interfaces name
 }
 
-var _ http.Handler = (*Server)(nil)
+var (
+	_ http.Handler          = (*Server)(nil)
+	_ engineapi.Backend     = (*Server)(nil)
+	_ engineapi.ImagePuller = (*Server)(nil)
+)
 
 // New checks c and builds the clients; it creates nothing.
 func New(c Config) (*Server, error) {
@@ -57,7 +63,7 @@ func New(c Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube-engine: a client for %s: %w", rc.Host, err)
 	}
-	s := &Server{c: c, rest: rc, client: cl, containers: map[string]*containerRec{}, execs: map[string]*execRec{}, pulled: map[string]*Resolved{}}
+	s := newServer(c, rc, cl)
 	if c.Containerd != "" {
 		s.ctr = c.Ctr
 		if s.ctr == "" {
@@ -67,6 +73,17 @@ func New(c Config) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// newServer is a Server of c that reaches the cluster through cl.
+func newServer(c Config, rc *rest.Config, cl kubernetes.Interface) *Server {
+	s := &Server{c: c, rest: rc, client: cl, containers: map[string]*containerRec{}, execs: map[string]*execRec{}, pulled: map[string]*Resolved{}}
+	s.api = engineapi.NewRouter(s, engineapi.Identity{
+		Name:   "sealbench kube-engine",
+		Server: "sealbench-kube-engine/" + version.Version + " (linux)",
+		OS:     "linux",
+	})
+	return s
 }
 
 // RESTConfig is the client configuration of the cluster c names: its
@@ -90,7 +107,7 @@ func Serve(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	ln, err := vmtarget.ListenPrivate("kube-engine", c.Socket)
+	ln, err := sockpath.ListenPrivate("kube-engine", c.Socket)
 	if err != nil {
 		return err
 	}
@@ -107,136 +124,18 @@ func Serve(ctx context.Context, c Config) error {
 	return nil
 }
 
-// Errors the handlers return, mapped to status codes by fail.
+// The Engine API's errors, which the handlers wrap to choose the status
+// of their answer (engineapi.Fail).
 var (
-	errNotFound       = errors.New("not found")
-	errConflict       = errors.New("conflict")
-	errBadInput       = errors.New("bad input")
-	errNotImplemented = errors.New("not implemented")
+	errNotFound       = engineapi.ErrNotFound
+	errConflict       = engineapi.ErrConflict
+	errBadInput       = engineapi.ErrBadInput
+	errNotImplemented = engineapi.ErrNotImplemented
 )
 
-// ServeHTTP routes an Engine API request.
+// ServeHTTP answers an Engine API request (engineapi.Router).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p, err := engineapi.Unversioned(r.URL.Path)
-	if err != nil {
-		engineapi.WriteError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	w.Header().Set("Api-Version", engineapi.APIVersion)
-	w.Header().Set("Server", "sealbench-kube-engine/"+version.Version+" (linux)")
-	w.Header().Set("Ostype", "linux")
-	w.Header().Set("Docker-Experimental", "false")
-	s.route(w, r, p)
-}
-
-func (s *Server) route(w http.ResponseWriter, r *http.Request, p string) {
-	m := r.Method
-	ctx := r.Context()
-	seg := strings.Split(strings.Trim(p, "/"), "/")
-	switch {
-	case p == "/_ping" && (m == http.MethodGet || m == http.MethodHead):
-		w.Header().Set("Cache-Control", "no-cache, no-store, must-revalidate")
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusOK)
-		if m == http.MethodGet {
-			w.Write([]byte("OK"))
-		}
-		return
-	case p == "/version" && m == http.MethodGet:
-		s.answer(w, http.StatusOK)(s.version(ctx))
-		return
-	case p == "/info" && m == http.MethodGet:
-		s.answer(w, http.StatusOK)(s.info(ctx))
-		return
-	case p == "/images/create" && m == http.MethodPost:
-		s.imagePull(w, r)
-		return
-	case p == "/images/load" && m == http.MethodPost:
-		s.imageLoad(w, r)
-		return
-	case seg[0] == "images" && len(seg) >= 3 && seg[len(seg)-1] == "json" && m == http.MethodGet:
-		s.answer(w, http.StatusOK)(s.imageInspect(ctx, strings.Join(seg[1:len(seg)-1], "/")))
-		return
-	case seg[0] == "images" && len(seg) >= 2 && m == http.MethodDelete:
-		s.answer(w, http.StatusOK)(s.imageRemove(ctx, strings.Join(seg[1:], "/")))
-		return
-	case p == "/containers/create" && m == http.MethodPost:
-		s.answer(w, http.StatusCreated)(s.containerCreate(r))
-		return
-	case seg[0] == "containers" && len(seg) == 2 && m == http.MethodDelete:
-		s.answer(w, http.StatusNoContent)(nil, s.containerRemove(ctx, seg[1], boolParam(r, "force")))
-		return
-	case seg[0] == "containers" && len(seg) == 3:
-		id, op := seg[1], seg[2]
-		switch {
-		case op == "json" && m == http.MethodGet:
-			s.answer(w, http.StatusOK)(s.containerInspect(ctx, id))
-			return
-		case op == "start" && m == http.MethodPost:
-			s.answer(w, http.StatusNoContent)(nil, s.containerStart(ctx, id))
-			return
-		case op == "wait" && m == http.MethodPost:
-			s.containerWait(w, r, id)
-			return
-		case op == "logs" && m == http.MethodGet:
-			s.containerLogs(w, r, id)
-			return
-		case op == "exec" && m == http.MethodPost:
-			s.answer(w, http.StatusCreated)(s.execCreate(r, id))
-			return
-		}
-	case seg[0] == "exec" && len(seg) == 3:
-		id, op := seg[1], seg[2]
-		switch {
-		case op == "start" && m == http.MethodPost:
-			s.execStart(w, r, id)
-			return
-		case op == "json" && m == http.MethodGet:
-			s.answer(w, http.StatusOK)(s.execInspect(id))
-			return
-		}
-	}
-	engineapi.Unserved(w, r, p, "sealbench kube-engine")
-}
-
-func boolParam(r *http.Request, name string) bool {
-	v := r.URL.Query().Get(name)
-	return v == "1" || strings.EqualFold(v, "true")
-}
-
-// answer returns a function that writes a handler's result: v as JSON
-// with code (nothing for 204), or err in the Engine API's error shape.
-func (s *Server) answer(w http.ResponseWriter, code int) func(v any, err error) {
-	return func(v any, err error) {
-		if err != nil {
-			fail(w, err)
-			return
-		}
-		if code == http.StatusNoContent {
-			w.WriteHeader(code)
-			return
-		}
-		engineapi.WriteJSON(w, code, v)
-	}
-}
-
-// fail maps an error to its status code.
-func fail(w http.ResponseWriter, err error) {
-	code := http.StatusInternalServerError
-	for _, c := range []struct {
-		err  error
-		code int
-	}{{errNotFound, http.StatusNotFound}, {errConflict, http.StatusConflict}, {errBadInput, http.StatusBadRequest},
-		{errNotImplemented, http.StatusNotImplemented}} {
-		if errors.Is(err, c.err) {
-			code = c.code
-		}
-	}
-	msg := err.Error()
-	for _, e := range []error{errNotFound, errConflict, errBadInput, errNotImplemented} {
-		msg = strings.ReplaceAll(msg, e.Error()+": ", "")
-	}
-	engineapi.WriteError(w, code, msg)
+	s.api.ServeHTTP(w, r)
 }
 
 // node is the node the pods go to.
@@ -261,7 +160,9 @@ func machine(arch string) string {
 	return arch
 }
 
-func (s *Server) version(ctx context.Context) (any, error) {
+// SystemVersion is kube-engine's version, with the node's kernel and
+// runtime and the cluster's version.
+func (s *Server) SystemVersion(ctx context.Context) (any, error) {
 	n, err := s.node(ctx)
 	if err != nil {
 		return nil, err
@@ -286,7 +187,8 @@ func (s *Server) version(ctx context.Context) (any, error) {
 	return v, nil
 }
 
-func (s *Server) info(ctx context.Context) (any, error) {
+// SystemInfo is the node's, with its RuntimeClass or its runtime.
+func (s *Server) SystemInfo(ctx context.Context) (any, error) {
 	n, err := s.node(ctx)
 	if err != nil {
 		return nil, err

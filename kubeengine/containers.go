@@ -73,8 +73,10 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-func (s *Server) containerCreate(r *http.Request) (any, error) {
-	name := strings.TrimPrefix(r.URL.Query().Get("name"), "/")
+// ContainerCreate keeps the create request in memory, once a pod could
+// be made of it and none has the name: the pod is made at start.
+func (s *Server) ContainerCreate(ctx context.Context, name string, body io.Reader) (any, error) {
+	name = strings.TrimPrefix(name, "/")
 	if name == "" {
 		return nil, fmt.Errorf("%w: kube-engine needs a container name (?name=): the pod is named after it", errBadInput)
 	}
@@ -82,8 +84,8 @@ func (s *Server) containerCreate(r *http.Request) (any, error) {
 		return nil, fmt.Errorf("%w: Invalid container name (%s), only [a-zA-Z0-9][a-zA-Z0-9_.-] are allowed", errBadInput, name)
 	}
 	var req container.CreateRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		return nil, fmt.Errorf("%w: decoding the container config: %v", errBadInput, err)
+	if err := engineapi.DecodeJSON(body, &req); err != nil {
+		return nil, fmt.Errorf("decoding the container config: %w", err)
 	}
 	if req.Config == nil || req.Config.Image == "" {
 		return nil, fmt.Errorf("%w: No image specified", errBadInput)
@@ -107,7 +109,7 @@ func (s *Server) containerCreate(r *http.Request) (any, error) {
 	c := &containerRec{containerRecord: rec}
 	s.containers[rec.ID] = c
 	s.mu.Unlock()
-	if _, err := s.client.CoreV1().Pods(s.c.Namespace).Get(r.Context(), PodName(name), metav1.GetOptions{}); err == nil {
+	if _, err := s.client.CoreV1().Pods(s.c.Namespace).Get(ctx, PodName(name), metav1.GetOptions{}); err == nil {
 		s.forget(rec.ID)
 		return nil, fmt.Errorf("%w: Conflict. The container name \"/%s\" is already in use: pod %s/%s exists", errConflict, name, s.c.Namespace, PodName(name))
 	} else if !apierrors.IsNotFound(err) {
@@ -399,7 +401,14 @@ func sandboxStatus(pod *corev1.Pod) *corev1.ContainerStatus {
 	return nil
 }
 
-func (s *Server) containerStart(ctx context.Context, ref string) error {
+// ContainerStart takes the node's Lease, creates the pod and waits until
+// its container has started. A container started already answers 204,
+// as kube-engine always has (dockerd answers 304; clients take both).
+func (s *Server) ContainerStart(ctx context.Context, ref string) (bool, error) {
+	return true, s.startContainer(ctx, ref)
+}
+
+func (s *Server) startContainer(ctx context.Context, ref string) error {
 	c, pod, err := s.lookup(ctx, ref)
 	if err != nil {
 		return err
@@ -408,7 +417,7 @@ func (s *Server) containerStart(ctx context.Context, ref string) error {
 	if c.started || c.starting {
 		s.mu.Unlock()
 		if pod != nil && pod.DeletionTimestamp == nil && (pod.Status.Phase == corev1.PodRunning || pod.Status.Phase == corev1.PodPending) {
-			return nil // dockerd: 304, already started
+			return nil // already started
 		}
 		return fmt.Errorf("%w: container %s has already run: kube-engine starts a container once", errConflict, c.Name)
 	}
@@ -615,7 +624,9 @@ func (s *Server) deletePod(ctx context.Context, name string) error {
 	}
 }
 
-func (s *Server) containerRemove(ctx context.Context, ref string, force bool) error {
+// ContainerDelete deletes the container's pod, waits until it is gone,
+// and releases the node's Lease with the run's last pod.
+func (s *Server) ContainerDelete(ctx context.Context, ref string, force bool) error {
 	c, pod, err := s.lookup(ctx, ref)
 	if err != nil {
 		return err
@@ -641,7 +652,8 @@ func (s *Server) containerRemove(ctx context.Context, ref string, force bool) er
 	return nil
 }
 
-func (s *Server) containerInspect(ctx context.Context, ref string) (any, error) {
+// ContainerInspect is the container as its pod's status says.
+func (s *Server) ContainerInspect(ctx context.Context, ref string) (any, error) {
 	c, pod, err := s.lookup(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -693,11 +705,12 @@ func imageIDOf(cs *corev1.ContainerStatus, asked string) string {
 	return asked
 }
 
-func (s *Server) containerWait(w http.ResponseWriter, r *http.Request, ref string) {
+// ContainerWait polls the container's pod until the condition holds.
+func (s *Server) ContainerWait(w http.ResponseWriter, r *http.Request, ref string) {
 	ctx := r.Context()
 	c, _, err := s.lookup(ctx, ref)
 	if err != nil {
-		fail(w, err)
+		engineapi.Fail(w, err)
 		return
 	}
 	cond := container.WaitCondition(r.URL.Query().Get("condition"))
@@ -737,20 +750,21 @@ wait:
 	json.NewEncoder(w).Encode(resp)
 }
 
-func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request, ref string) {
+// ContainerLogs streams the pod's log, as stdout.
+func (s *Server) ContainerLogs(w http.ResponseWriter, r *http.Request, ref string) {
 	ctx := r.Context()
 	q := r.URL.Query()
-	stdout, stderr := boolParam(r, "stdout"), boolParam(r, "stderr")
+	stdout, stderr := engineapi.BoolParam(r, "stdout"), engineapi.BoolParam(r, "stderr")
 	if !stdout && !stderr {
 		engineapi.WriteError(w, http.StatusBadRequest, "Bad parameters: you must choose at least one stream")
 		return
 	}
 	c, pod, err := s.lookup(ctx, ref)
 	if err != nil {
-		fail(w, err)
+		engineapi.Fail(w, err)
 		return
 	}
-	opts := &corev1.PodLogOptions{Container: containerName, Follow: boolParam(r, "follow"), Timestamps: boolParam(r, "timestamps")}
+	opts := &corev1.PodLogOptions{Container: containerName, Follow: engineapi.BoolParam(r, "follow"), Timestamps: engineapi.BoolParam(r, "timestamps")}
 	if t := q.Get("tail"); t != "" && t != "all" {
 		n, err := strconv.ParseInt(t, 10, 64)
 		if err != nil {
@@ -763,7 +777,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request, ref strin
 	if pod != nil && sandboxStatus(pod) != nil && sandboxStatus(pod).State.Waiting == nil {
 		body, err = s.client.CoreV1().Pods(s.c.Namespace).GetLogs(pod.Name, opts).Stream(ctx)
 		if err != nil {
-			fail(w, fmt.Errorf("reading the logs of pod %s (container %s): %w", pod.Name, c.Name, err))
+			engineapi.Fail(w, fmt.Errorf("reading the logs of pod %s (container %s): %w", pod.Name, c.Name, err))
 			return
 		}
 		defer body.Close()

@@ -63,8 +63,7 @@ func TestPullFromARegistry(t *testing.T) {
 	wantDigest, _ := ib.Digest()
 	wantID, _ := ib.ConfigName()
 
-	s := &Server{c: Config{Namespace: "ns", Node: "n1", FUSEResource: "sealbench.dev/fuse", RunID: "run1"},
-		containers: map[string]*containerRec{}, execs: map[string]*execRec{}, pulled: map[string]*Resolved{}}
+	s := newServer(Config{Namespace: "ns", Node: "n1", FUSEResource: "sealbench.dev/fuse", RunID: "run1"}, nil, nil)
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	cli, err := engine.NewClient("tcp://" + strings.TrimPrefix(srv.URL, "http://"))

@@ -29,8 +29,8 @@ import (
 	"github.com/sealbench/sealbench/internal/kubetest"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/internal/testimage"
+	"github.com/sealbench/sealbench/kubeengine"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision/kubernetes/kubeengine"
 )
 
 func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
