@@ -140,7 +140,7 @@ func Golden(t testing.TB, name string, got []byte, update bool) {
 
 // Deps lists the packages outside the standard library that pkg links
 // (`go list -deps`), itself included, as built for goos with CGO_ENABLED=0.
-// It is how the dependency tests hold the import rules the README's Layout
+// It is how the dependency tests hold the import rules docs/architecture.md
 // states.
 func Deps(t testing.TB, goos, pkg string) []string {
 	t.Helper()

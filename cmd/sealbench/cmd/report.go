@@ -81,10 +81,14 @@ and --cells the cells to compare.
 Formats: md (Markdown, the default), html (one self-contained page with
 inline SVG charts, no script, that fits a phone's width; the same input gives
 the same bytes), json, csv (one tidy row per summary figure, count and timing
-value). --json writes the JSON report to stdout, or, with --out, a JSON
-summary. --out is written atomically, and never over the files the report
-reads (samples.jsonl, pins.json, results.sigstore.json): that is refused
-(exit 3) before anything is read.
+value), benchstat (every sample as a Go benchmark line, for benchstat and
+other tools that read that format). One rule picks it: --format when given;
+--json is --format json; else the --out file's extension (.md, .html, .json,
+.csv); else md. A --json, --format and --out extension that disagree are
+refused (exit 3); with --out, --json also prints a JSON line saying what was
+written. --out is written atomically, and never over the files the
+report reads (samples.jsonl, pins.json, results.sigstore.json): that is
+refused (exit 3) before anything is read.
 
 Signed results: a run made with --sign-key leaves results.sigstore.json beside
 its samples. The report checks it, here on the host, against the very bytes it
