@@ -45,7 +45,7 @@ func needQEMU(t *testing.T) string {
 func newQEMU(t *testing.T, run *runs.Run, vmImage, dir string, m *manifests.BundleManifest, img engine.Image) *qemu.QEMU {
 	t.Helper()
 	q, err := qemu.New(qemu.Options{Run: run, Bundle: dir, Manifest: m, Image: img, VMImage: vmImage,
-		LinkCommand: []string{self(t), qemu.LinkSubcommand}, Log: t.Logf})
+		LinkCommand: []string{vmtest.Self(t), qemu.LinkSubcommand}, Log: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}

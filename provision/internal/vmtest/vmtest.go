@@ -1,6 +1,7 @@
 // Package vmtest holds the test helpers that the VM targets' tests share:
 // the fake tool on PATH, a fresh run torn down after the test, and checks
-// on the command lines the fake ran and on the run's ledger.
+// on the command lines the fake ran and on the run's ledger; and the test
+// binary serving a target's hidden command (Main, Self).
 package vmtest
 
 import (
