@@ -146,12 +146,7 @@ func checkRunners(t *testing.T, dir string, want map[string]string) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("pins: runners %v, want %v", got, want)
 	}
-	f, err := os.Open(filepath.Join(dir, manifests.SamplesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	samples, err := manifests.ReadSamples(f)
+	samples, err := manifests.ReadSamplesFile(filepath.Join(dir, manifests.SamplesFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,12 +61,7 @@ func hostLostMidRun(t *testing.T, here ...string) {
 	if err == nil || !strings.Contains(err.Error(), "samples failed") {
 		t.Fatalf("Run: %v, want failed samples reported", err)
 	}
-	f, err := os.Open(filepath.Join(o.Dir, manifests.SamplesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples, err := manifests.ReadSamples(f)
-	f.Close()
+	samples, err := manifests.ReadSamplesFile(filepath.Join(o.Dir, manifests.SamplesFile))
 	if err != nil {
 		t.Fatal(err)
 	}

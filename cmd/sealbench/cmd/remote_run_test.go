@@ -63,12 +63,7 @@ func TestRunOnTwoHostsAndLocal(t *testing.T) {
 	if o.Samples != 6 || o.Failed != 0 || o.Kept || len(o.Leftovers) != 0 || len(o.Targets) != 3 {
 		t.Errorf("outcome: %+v", o)
 	}
-	f, err := os.Open(filepath.Join(out, "samples.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples, err := manifests.ReadSamples(f)
-	f.Close()
+	samples, err := manifests.ReadSamplesFile(filepath.Join(out, "samples.jsonl"))
 	if err != nil || len(samples) != 6 {
 		t.Fatalf("%d samples, %v", len(samples), err)
 	}

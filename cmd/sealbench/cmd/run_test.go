@@ -133,12 +133,7 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 	if !strings.Contains(stderr, "sampling with the bundle's runner") {
 		t.Errorf("the run did not say it sampled with the bundle's runner:\n%.3000s", stderr)
 	}
-	f, err := os.Open(filepath.Join(out, "samples.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples, err := manifests.ReadSamples(f)
-	f.Close()
+	samples, err := manifests.ReadSamplesFile(filepath.Join(out, "samples.jsonl"))
 	if err != nil || len(samples) != 48 {
 		t.Fatalf("%d samples, %v", len(samples), err)
 	}
@@ -235,12 +230,7 @@ func TestRunOnGVisor(t *testing.T) {
 	if o.Samples != 2 || o.Failed != 0 || len(o.Leftovers) != 0 {
 		t.Errorf("outcome: %+v", o)
 	}
-	f, err := os.Open(filepath.Join(out, "samples.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples, err := manifests.ReadSamples(f)
-	f.Close()
+	samples, err := manifests.ReadSamplesFile(filepath.Join(out, "samples.jsonl"))
 	if err != nil || len(samples) != 2 {
 		t.Fatalf("%d samples, %v", len(samples), err)
 	}
