@@ -81,6 +81,21 @@ func ModuleRoot(t testing.TB) string {
 	return filepath.Dir(gomod)
 }
 
+// ShortTempDir makes a directory directly under os.TempDir, named
+// prefix and a random suffix, and removes it when the test and the
+// cleanups registered after this call are done. Its path is short, for the
+// unix sockets made under it (at most 107 bytes), which a t.TempDir path,
+// named after the test, can outgrow.
+func ShortTempDir(t testing.TB, prefix string) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
 // Tool returns the tool $env names, or else path, where the Makefile
 // builds it (`make tools`, into internal/toolcache's directory); it skips
 // when there is neither.

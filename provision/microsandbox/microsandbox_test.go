@@ -147,7 +147,7 @@ func TestCheck(t *testing.T) {
 		!strings.Contains(err.Error(), "is 0.7.0, newer than the releases sealbench drives ("+rng+"); pass --allow-untested-tool") {
 		t.Errorf("Check with msb 0.7.0: %v", err)
 	}
-	_, run := vmtest.NewRun(t)
+	run, _ := provisiontest.NewRun(t)
 	if err := newMsb(t, run, img).Create(ctx); !errors.Is(err, microsandbox.ErrToolUntested) {
 		t.Errorf("Create with msb 0.7.0: %v", err)
 	}

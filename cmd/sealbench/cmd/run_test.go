@@ -96,11 +96,7 @@ func sealForRun(t *testing.T) sealed {
 // shortStateDir makes a short state directory (the stand-in's socket
 // lives under it) and points SEALBENCH_STATE_DIR at it.
 func shortStateDir(t *testing.T) string {
-	state, err := os.MkdirTemp("", "sbr-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(state) })
+	state := testenv.ShortTempDir(t, "sbr-")
 	t.Setenv(runs.StateDirEnv, state)
 	return state
 }

@@ -31,11 +31,7 @@ func FakeTool(t *testing.T, tool, opt string) string {
 	if err := faketool.Install(bin, tool); err != nil {
 		t.Fatal(err)
 	}
-	state, err := os.MkdirTemp("", "fk") // short: guest sockets live under it
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(state) })
+	state := testenv.ShortTempDir(t, "fk") // guest sockets live under it
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	t.Setenv(faketool.StateEnv, state)
 	t.Setenv(faketool.OptEnv, opt)
@@ -53,30 +49,6 @@ func ToolPath(t *testing.T, tool string) string {
 	}
 	t.Fatalf("no %s on PATH", tool)
 	return ""
-}
-
-// NewRun makes a run in a fresh state directory (short: sockets live
-// under it), and returns both. Whatever a failed test left goes with the
-// run.
-func NewRun(t *testing.T) (string, *runs.Run) {
-	t.Helper()
-	state, err := os.MkdirTemp("", "sbt-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(state) })
-	run, err := runs.NewRun(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Cleanups run last first: this before the state directory goes.
-	t.Cleanup(func() {
-		run.Close()
-		if _, err := runs.Teardown(context.Background(), run.Dir, runs.TeardownOptions{}); err != nil {
-			t.Errorf("cleanup: teardown: %v", err)
-		}
-	})
-	return state, run
 }
 
 // Calls returns the command lines the fake in state directory fk ran.
@@ -169,7 +141,7 @@ func (tt Target) Setup(t *testing.T) *Env {
 	t.Helper()
 	b := provisiontest.GetBundle(t)
 	e := &Env{Bundle: b, Fake: FakeTool(t, tt.Tool, b.Dir)}
-	e.State, e.Run = NewRun(t)
+	e.Run, e.State = provisiontest.NewRun(t)
 	e.Target = tt.New(t, e.Run, b.Image)
 	return e
 }
