@@ -150,13 +150,9 @@ type VMOptions struct {
 // .debs, so mmdebstrap can install nothing else.
 func BuildVM(ctx context.Context, o VMOptions) (*VMImage, error) {
 	start := time.Now()
-	logf := o.Log
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
-	if o.CacheDir == "" {
-		o.CacheDir = DefaultCacheDir()
-	}
+	fetch := FetchOptions{CacheDir: o.CacheDir, Sources: o.Sources, Relock: o.Relock, Log: o.Log}
+	fetch.fillDefaults()
+	logf := fetch.Log
 	if o.DiskSize == "" {
 		o.DiskSize = "4G"
 	}
@@ -165,25 +161,25 @@ func BuildVM(ctx context.Context, o VMOptions) (*VMImage, error) {
 			return nil, fmt.Errorf("building a VM image needs %s (Debian packages mmdebstrap, e2fsprogs, qemu-utils, dpkg): %w", tool, err)
 		}
 	}
-	if img := cachedVM(VMDir(o.CacheDir, o.Lock, o.LockBytes), logf); img != nil {
+	if img := cachedVM(VMDir(fetch.CacheDir, o.Lock, o.LockBytes), logf); img != nil {
 		return img, nil
 	}
-	pk, err := getPackages(ctx, o.Lock, o.LockBytes, FetchOptions{CacheDir: o.CacheDir, Sources: o.Sources, Relock: o.Relock, Log: logf})
+	pk, err := getPackages(ctx, o.Lock, o.LockBytes, fetch)
 	if err != nil {
 		return nil, err
 	}
 	if pk.relock != nil {
 		logf("%s", pk.relock.Notice("VM image"))
 		o.Lock, o.LockBytes = pk.lock, pk.bytes
-		if img := cachedVM(VMDir(o.CacheDir, o.Lock, o.LockBytes), logf); img != nil {
+		if img := cachedVM(VMDir(fetch.CacheDir, o.Lock, o.LockBytes), logf); img != nil {
 			img.Relock = pk.relock
 			return img, nil
 		}
 	}
 	debs := pk.debs
 	lockDigest := manifests.DigestOf(o.LockBytes)
-	dir := VMDir(o.CacheDir, o.Lock, o.LockBytes)
-	work, err := os.MkdirTemp(o.CacheDir, ".vm-build-")
+	dir := VMDir(fetch.CacheDir, o.Lock, o.LockBytes)
+	work, err := os.MkdirTemp(fetch.CacheDir, ".vm-build-")
 	if err != nil {
 		return nil, err
 	}
