@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -312,6 +313,28 @@ func FindVM(cacheDir, arch string) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// DefaultVM is the directory `make vm-image` writes for this sealbench's
+// VM lock and this host's arch, in the image cache (FindVM): where the
+// targets that boot the VM image (lima, qemu) find it.
+func DefaultVM() (string, error) {
+	return FindVM(DefaultCacheDir(), runtime.GOARCH)
+}
+
+// LoadVerifiedVM loads the VM image in dir (LoadVM) and re-hashes every
+// file against its recorded digests (Verify), saying so through logf: what
+// a target does before it boots the image.
+func LoadVerifiedVM(dir string, logf func(string, ...any)) (*VMImage, error) {
+	img, err := LoadVM(dir)
+	if err != nil {
+		return nil, err
+	}
+	logf("checking the VM image in %s against its recorded digests", img.Dir)
+	if err := img.Verify(); err != nil {
+		return nil, fmt.Errorf("%w: rebuild it with `make vm-image`", err)
+	}
+	return img, nil
 }
 
 func fileExists(p string) bool {

@@ -16,6 +16,7 @@ import (
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 	"github.com/sealbench/sealbench/provision/internal/vmtest"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/provision/qemu"
@@ -31,7 +32,7 @@ func needQEMU(t *testing.T) string {
 	t.Helper()
 	testenv.NeedCommand(t, "qemu-system-x86_64")
 	testenv.NeedCommand(t, "qemu-img")
-	vmImage, err := qemu.DefaultVMImage()
+	vmImage, err := vmimages.DefaultVM()
 	if err != nil {
 		testenv.Skip(t, "%v (`make vm-image` builds it)", err)
 	}
@@ -74,7 +75,7 @@ func TestConformance(t *testing.T) {
 func TestTwelveCellsLikeLocal(t *testing.T) {
 	vmImage := needQEMU(t)
 	testenv.NeedRoot(t) // the local target
-	vmtest.Twelve{Name: qemu.Name, Emulated: true, CPUs: qemu.DefaultCPUs, MemoryBytes: qemu.DefaultMemoryBytes, Kernel: "cloud",
+	vmtest.Twelve{Name: qemu.Name, Emulated: true, CPUs: vmtarget.DefaultSize.CPUs, MemoryBytes: vmtarget.DefaultSize.MemoryBytes, Kernel: "cloud",
 		// The target's directory, the VM (disks, pid file), QEMU and the
 		// link, their two sockets, the image.
 		Holds: map[manifests.ResourceKind]int{manifests.ResourceDir: 1, manifests.ResourceVM: 1, manifests.ResourceProcess: 2,
