@@ -19,7 +19,6 @@ import (
 	"github.com/sealbench/sealbench/provision/lima"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/runs"
-	"github.com/sealbench/sealbench/vmimages"
 )
 
 func TestMain(m *testing.M) { provisiontest.Main(m) }
@@ -35,14 +34,7 @@ func needLima(t *testing.T) (limactl, vmImage string) {
 	if err != nil {
 		testenv.Skip(t, "%v (`make test-lima` builds it)", err)
 	}
-	vmImage, err = vmimages.DefaultVM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := vmimages.LoadVM(vmImage); err != nil {
-		testenv.Skip(t, "%v (`make test-lima` builds it)", err)
-	}
-	return limactl, vmImage
+	return limactl, vmtest.NeedVMImage(t, "make test-lima")
 }
 
 // TestConformance runs the suite every Target passes (two boots: see

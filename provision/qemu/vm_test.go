@@ -22,7 +22,6 @@ import (
 	"github.com/sealbench/sealbench/provision/qemu"
 	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/runs"
-	"github.com/sealbench/sealbench/vmimages"
 )
 
 // needQEMU skips unless this machine can run the qemu target: QEMU,
@@ -32,14 +31,7 @@ func needQEMU(t *testing.T) string {
 	t.Helper()
 	testenv.NeedCommand(t, "qemu-system-x86_64")
 	testenv.NeedCommand(t, "qemu-img")
-	vmImage, err := vmimages.DefaultVM()
-	if err != nil {
-		testenv.Skip(t, "%v (`make vm-image` builds it)", err)
-	}
-	if _, err := vmimages.LoadVM(vmImage); err != nil {
-		testenv.Skip(t, "%v (`make vm-image` builds it)", err)
-	}
-	return vmImage
+	return vmtest.NeedVMImage(t, "make vm-image")
 }
 
 // newQEMU is the target of run for the bundle at dir.

@@ -20,6 +20,7 @@ import (
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/runs"
+	"github.com/sealbench/sealbench/vmimages"
 )
 
 // FakeTool puts the fake tool (faketool.Container or faketool.Msb) first
@@ -49,6 +50,21 @@ func ToolPath(t *testing.T, tool string) string {
 	}
 	t.Fatalf("no %s on PATH", tool)
 	return ""
+}
+
+// NeedVMImage skips unless the VM image `make vm-image` builds for this
+// host (vmimages.DefaultVM) is in the cache, saying that the command build
+// builds it; it returns the image's directory.
+func NeedVMImage(t *testing.T, build string) string {
+	t.Helper()
+	dir, err := vmimages.DefaultVM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vmimages.LoadVM(dir); err != nil {
+		testenv.Skip(t, "%v (`%s` builds it)", err, build)
+	}
+	return dir
 }
 
 // Calls returns the command lines the fake in state directory fk ran.
