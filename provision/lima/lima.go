@@ -230,18 +230,7 @@ func (t *Lima) record(e manifests.LedgerEntry) error {
 
 // answers reports whether the Engine in the VM answers a ping.
 func (t *Lima) answers(ctx context.Context) bool {
-	if !exists(t.l.socket) {
-		return false
-	}
-	cli, err := engine.NewClient(t.Endpoint())
-	if err != nil {
-		return false
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, err = cli.Ping(ctx)
-	return err == nil
+	return exists(t.l.socket) && engine.Ping(ctx, t.Endpoint(), 10*time.Second) == nil
 }
 
 // Create boots the VM and starts the stand-in in it; when the Engine

@@ -172,7 +172,7 @@ func (q *QEMU) Create(ctx context.Context) error {
 	if err := q.vm.ResolveTool(); err != nil {
 		return err
 	}
-	if q.qemuRunning() && q.linkRunning() && vmtarget.Ping(ctx, q.Endpoint(), 10*time.Second) == nil {
+	if q.qemuRunning() && q.linkRunning() && engine.Ping(ctx, q.Endpoint(), 10*time.Second) == nil {
 		return nil
 	}
 	start := time.Now()

@@ -223,17 +223,10 @@ func (v *VM) LoadImage(ctx context.Context, present func(context.Context) (bool,
 	return nil
 }
 
-// Ping asks the Engine at endpoint whether it answers, waiting at most d.
+// Ping is engine.Ping, which the kubernetes target still calls by this
+// name.
 func Ping(ctx context.Context, endpoint string, d time.Duration) error {
-	cli, err := engine.NewClient(endpoint)
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	_, err = cli.Ping(ctx)
-	return err
+	return engine.Ping(ctx, endpoint, d)
 }
 
 // WaitReady waits, up to ReadyTimeout, for the stand-in to answer on the
@@ -243,7 +236,7 @@ func Ping(ctx context.Context, endpoint string, d time.Duration) error {
 func (v *VM) WaitReady(ctx context.Context, ping time.Duration, alive func(context.Context) error, logs func(context.Context) string) error {
 	deadline := time.Now().Add(v.C.ReadyTimeout)
 	for {
-		err := Ping(ctx, v.Endpoint(), ping)
+		err := engine.Ping(ctx, v.Endpoint(), ping)
 		if err == nil {
 			return nil
 		}
