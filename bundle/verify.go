@@ -445,15 +445,12 @@ func VerifyTar(ctx context.Context, tarPath string, opts VerifyOptions) (*Verify
 	var haveManifest, haveSig bool
 	tr := tar.NewReader(f)
 	for n := 0; ; n++ {
-		h, err := tr.Next()
+		h, err := nextEntry(tr, tarPath)
 		if err == io.EOF {
 			break
 		}
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, truncated(tarPath, "it ends inside an entry")
-		}
 		if err != nil {
-			return nil, unusablef("%s is not a readable tar: %v", tarPath, err)
+			return nil, err
 		}
 		if n > maxTarEntries {
 			return nil, unusablef("%s has more than %d entries", tarPath, maxTarEntries)
@@ -521,15 +518,12 @@ func VerifyTar(ctx context.Context, tarPath string, opts VerifyOptions) (*Verify
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		h, err := tr.Next()
+		h, err := nextEntry(tr, tarPath)
 		if err == io.EOF {
 			break
 		}
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, truncated(tarPath, "it ends inside an entry")
-		}
 		if err != nil {
-			return nil, unusablef("%s is not a readable tar: %v", tarPath, err)
+			return nil, err
 		}
 		if first {
 			continue // the top directory, checked in pass 1
@@ -628,6 +622,20 @@ func checkNotCompressed(f *os.File, tarPath string) error {
 		}
 	}
 	return nil
+}
+
+// nextEntry is tr.Next, its errors as verification reports them: io.EOF
+// at the end, a tar cut inside an entry, one that cannot be read.
+func nextEntry(tr *tar.Reader, tarPath string) (*tar.Header, error) {
+	h, err := tr.Next()
+	switch {
+	case err == nil, err == io.EOF:
+		return h, err
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, truncated(tarPath, "it ends inside an entry")
+	default:
+		return nil, unusablef("%s is not a readable tar: %v", tarPath, err)
+	}
 }
 
 func truncated(tarPath, why string) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/client"
 
@@ -24,6 +25,19 @@ func NewClient(endpoint string) (*client.Client, error) {
 		return nil, fmt.Errorf("Engine client for %q: %w", endpoint, err)
 	}
 	return c, nil
+}
+
+// Ping asks the Engine at endpoint whether it answers, waiting at most d.
+func Ping(ctx context.Context, endpoint string, d time.Duration) error {
+	cli, err := NewClient(endpoint)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	_, err = cli.Ping(ctx)
+	return err
 }
 
 // CheckEndpoint says whether s is an Engine endpoint NewClient can dial:

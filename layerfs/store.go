@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, so binaries stay static
 
+	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/layerfs/daemonapi"
 )
 
@@ -182,7 +183,7 @@ func Init(ctx context.Context, dir string, profile Profile) (*Store, error) {
 		return nil, fmt.Errorf("creating database in %q: %w", dir, err)
 	}
 	if profile == ProfileDurable {
-		if err := syncDir(dir); err != nil {
+		if err := atomicfile.SyncDir(dir); err != nil {
 			return nil, err
 		}
 	}
@@ -365,19 +366,6 @@ func (s *Store) Usage(ctx context.Context) (Usage, error) {
 		return u, fmt.Errorf("measuring store %q: %w", s.dir, err)
 	}
 	return u, nil
-}
-
-// syncDir fsyncs a directory, so that entries created in it survive a crash.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing directory %q: %w", dir, err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("syncing directory %q: %w", dir, err)
-	}
-	return nil
 }
 
 // syncBlobs makes every blob written so far durable, for the Durable profile:

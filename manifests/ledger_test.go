@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sealbench/sealbench/internal/testenv"
 )
 
 func sampleLedger() []LedgerEntry {
@@ -42,7 +44,7 @@ func TestLedgerGolden(t *testing.T) {
 		}
 		b.Write(line)
 	}
-	golden(t, "ledger.golden.jsonl", b.Bytes())
+	testenv.Golden(t, "ledger.golden.jsonl", b.Bytes())
 
 	got, warnings, err := ReadLedger(bytes.NewReader(b.Bytes()))
 	if err != nil || len(warnings) != 0 {

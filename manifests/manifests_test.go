@@ -3,7 +3,6 @@ package manifests
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,13 +12,6 @@ import (
 
 	"github.com/sealbench/sealbench/internal/testenv"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	testenv.Golden(t, name, got, *update)
-}
 
 // wantProblems checks that err is a *ValidationError naming each field.
 func wantProblems(t *testing.T, err error, fields ...string) {
@@ -67,8 +59,8 @@ func TestManifestGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "manifest.golden.json", b)
-	golden(t, "SHA256SUMS.golden", m.SHA256SUMS())
+	testenv.Golden(t, "manifest.golden.json", b)
+	testenv.Golden(t, "SHA256SUMS.golden", m.SHA256SUMS())
 	if got, want := BundleName(b), BundleNamePrefix+DigestOf(b).Hex[:12]; got != want {
 		t.Errorf("BundleName = %s, want %s", got, want)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -553,6 +554,21 @@ func ReadSamples(r io.Reader) ([]Sample, error) {
 		seen[key] = line
 		out = append(out, *s)
 	}
+}
+
+// ReadSamplesFile reads the samples file at path with ReadSamples; an
+// error reading it names the path.
+func ReadSamplesFile(path string) ([]Sample, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	s, err := ReadSamples(f)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return s, nil
 }
 
 func parseSampleLine(b []byte) (*Sample, error) {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sealbench/sealbench/internal/testenv"
 )
 
 func testPins() *RunPins {
@@ -64,7 +66,7 @@ func TestResultsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "pins.golden.json", pins)
+	testenv.Golden(t, "pins.golden.json", pins)
 	back, err := ReadRunPins(bytes.NewReader(pins))
 	if err != nil {
 		t.Fatalf("reading what Marshal wrote: %v", err)
@@ -87,7 +89,7 @@ func TestResultsGolden(t *testing.T) {
 		}
 		b.Write(line)
 	}
-	golden(t, "samples.golden.jsonl", b.Bytes())
+	testenv.Golden(t, "samples.golden.jsonl", b.Bytes())
 	samples, err := ReadSamples(bytes.NewReader(b.Bytes()))
 	if err != nil {
 		t.Fatalf("reading what MarshalLine wrote: %v", err)

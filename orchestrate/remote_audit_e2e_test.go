@@ -32,7 +32,7 @@ func TestProvisionOnADockerHostThenAuditAfterTheRunIsGone(t *testing.T) {
 	h, endpoint, opened, specs := dockerHostH1(t)
 	ctx := context.Background()
 	hostName := specs[0].Host.String()
-	state := shortDir(t)
+	state := testenv.ShortTempDir(t, "sbh-")
 	out, err := orchestrate.Provision(ctx, orchestrate.ProvisionOptions{Target: "h1", Remote: &specs[0], SSH: orchestrate.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts},
 		Bundle: opened, StateDir: state, Log: t.Logf})
 	if err != nil {
@@ -113,7 +113,7 @@ func dockerHostH1(t *testing.T) (*sshtest.Host, string, *orchestrate.Bundle, []r
 	endpoint := testenv.PrivateDockerd(t)
 	// Its own state directory and lock: the fake hosts share this
 	// machine's kernel and filesystem.
-	hostState := shortDir(t)
+	hostState := testenv.ShortTempDir(t, "sbh-")
 	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv("DOCKER_HOST", endpoint), sshtest.SetEnv(runs.StateDirEnv, hostState),
 		sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
 	b := provisiontest.GetRunnerBundle(t)

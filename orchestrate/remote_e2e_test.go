@@ -12,6 +12,7 @@ import (
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/cliutil"
+	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision/provisiontest"
@@ -34,7 +35,7 @@ import (
 func TestRunOnADockerHostOverSSH(t *testing.T) {
 	h, endpoint, opened, specs := dockerHostH1(t)
 	ctx := context.Background()
-	state := shortDir(t)
+	state := testenv.ShortTempDir(t, "sbh-")
 	o, err := orchestrate.Run(ctx, orchestrate.RunOptions{Bundle: opened, Targets: orchestrate.Names(specs), Specs: map[string]remote.Spec{"h1": specs[0]},
 		SSH: orchestrate.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
 		Out: t.TempDir(), StateDir: state, Log: t.Logf})
@@ -85,7 +86,7 @@ func TestRunOnADockerHostOverSSH(t *testing.T) {
 // run's results, and teardown leaving nothing on the host.
 func TestRunOnLocalAndALocalHostOverSSH(t *testing.T) {
 	sshtest.Need(t)
-	hostState := shortDir(t)
+	hostState := testenv.ShortTempDir(t, "sbh-")
 	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(runs.StateDirEnv, hostState), sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
 	b := provisiontest.GetRunnerBundle(t)
 	ctx := context.Background()
@@ -103,7 +104,7 @@ func TestRunOnLocalAndALocalHostOverSSH(t *testing.T) {
 	}
 	o, err := orchestrate.Run(ctx, orchestrate.RunOptions{Bundle: opened, Targets: orchestrate.Names(specs), Specs: map[string]remote.Spec{far.Name: far},
 		SSH: orchestrate.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
-		Out: t.TempDir(), StateDir: shortDir(t), Log: t.Logf})
+		Out: t.TempDir(), StateDir: testenv.ShortTempDir(t, "sbh-"), Log: t.Logf})
 	var ue *cliutil.UserError
 	if !errors.As(err, &ue) || ue.Code != orchestrate.ExitMismatch || !strings.Contains(err.Error(), "2 of 2 samples failed") {
 		t.Fatalf("Run: %v, want both failed samples reported (exit %d)", err, orchestrate.ExitMismatch)
@@ -146,12 +147,7 @@ func checkRunners(t *testing.T, dir string, want map[string]string) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("pins: runners %v, want %v", got, want)
 	}
-	f, err := os.Open(filepath.Join(dir, manifests.SamplesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	samples, err := manifests.ReadSamples(f)
+	samples, err := manifests.ReadSamplesFile(filepath.Join(dir, manifests.SamplesFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision/provisiontest"
@@ -31,7 +32,7 @@ func TestHostLostMidRun(t *testing.T) {
 }
 
 func hostLostMidRun(t *testing.T, here ...string) {
-	hostState := shortDir(t)
+	hostState := testenv.ShortTempDir(t, "sbh-")
 	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(runs.StateDirEnv, hostState), sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
 	b := provisiontest.GetRunnerBundle(t)
 	ctx := context.Background()
@@ -53,7 +54,7 @@ func hostLostMidRun(t *testing.T, here ...string) {
 			cut.Do(h.Stop)
 		}
 	}
-	state := shortDir(t)
+	state := testenv.ShortTempDir(t, "sbh-")
 	const rounds = 3
 	o, err := orchestrate.Run(ctx, orchestrate.RunOptions{Bundle: opened, Targets: orchestrate.Names(specs), Specs: map[string]remote.Spec{"far": far},
 		SSH: orchestrate.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Cells: []string{"C01"}, Samples: rounds, Seed: 1,
@@ -61,12 +62,7 @@ func hostLostMidRun(t *testing.T, here ...string) {
 	if err == nil || !strings.Contains(err.Error(), "samples failed") {
 		t.Fatalf("Run: %v, want failed samples reported", err)
 	}
-	f, err := os.Open(filepath.Join(o.Dir, manifests.SamplesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples, err := manifests.ReadSamples(f)
-	f.Close()
+	samples, err := manifests.ReadSamplesFile(filepath.Join(o.Dir, manifests.SamplesFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func TestRunOnLocalWithoutCobra(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err := orchestrate.Run(ctx, orchestrate.RunOptions{Bundle: opened, Targets: []string{"local"}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
-		Out: out, StateDir: shortDir(t), Log: t.Logf, SignKey: signer})
+		Out: out, StateDir: testenv.ShortTempDir(t, "sbh-"), Log: t.Logf, SignKey: signer})
 	var ue *cliutil.UserError
 	if !errors.As(err, &ue) || ue.Code != orchestrate.ExitMismatch || !strings.Contains(err.Error(), "1 of 1 samples failed") {
 		t.Fatalf("Run: %v, want the failed sample reported (exit %d)", err, orchestrate.ExitMismatch)
@@ -112,7 +112,7 @@ func TestRunRefusesARunnerChangedAfterVerification(t *testing.T) {
 	}
 	out := t.TempDir()
 	o, err := orchestrate.Run(ctx, orchestrate.RunOptions{Bundle: opened, Targets: []string{"local"}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
-		Out: out, StateDir: shortDir(t), Log: t.Logf})
+		Out: out, StateDir: testenv.ShortTempDir(t, "sbh-"), Log: t.Logf})
 	var ue *cliutil.UserError
 	if !errors.As(err, &ue) || ue.Code != orchestrate.ExitMismatch || !strings.Contains(err.Error(), "is not the file that was verified") {
 		t.Fatalf("Run: %v, want the changed runner refused (exit %d)", err, orchestrate.ExitMismatch)
@@ -126,16 +126,6 @@ func TestRunRefusesARunnerChangedAfterVerification(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, manifests.SamplesFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("samples.jsonl exists after a refused runner: %v", err)
 	}
-}
-
-// shortDir is a state directory short enough for the stand-in's socket.
-func shortDir(t *testing.T) string {
-	d, err := os.MkdirTemp("", "sbh-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
 }
 
 func readPins(t *testing.T, dir string) *manifests.RunPins {

@@ -235,17 +235,12 @@ func relayProgress(r io.Reader, logf func(string, ...any), status func(string)) 
 
 // readSamples reads the samples a runner wrote; none when it wrote no file.
 func readSamples(path string) ([]manifests.Sample, error) {
-	f, err := os.Open(path)
+	s, err := manifests.ReadSamplesFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	s, err := manifests.ReadSamples(f)
-	if err != nil {
-		return nil, fmt.Errorf("reading the runner's %s: %w", path, err)
+		return nil, fmt.Errorf("the runner's samples: %w", err)
 	}
 	return s, nil
 }

@@ -81,14 +81,10 @@ type SandboxOptions struct {
 // `docker save` tar and an OCI layout, with ImageInfo beside them.
 func BuildSandbox(ctx context.Context, o SandboxOptions) (*ImageInfo, error) {
 	start := time.Now()
-	logf := o.Log
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
-	if o.CacheDir == "" {
-		o.CacheDir = DefaultCacheDir()
-	}
-	pk, err := getPackages(ctx, o.Lock, o.LockBytes, FetchOptions{CacheDir: o.CacheDir, Sources: o.Sources, Relock: o.Relock, Log: logf})
+	fetch := FetchOptions{CacheDir: o.CacheDir, Sources: o.Sources, Relock: o.Relock, Log: o.Log}
+	fetch.fillDefaults()
+	logf := fetch.Log
+	pk, err := getPackages(ctx, o.Lock, o.LockBytes, fetch)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"io"
 	"os"
 	"os/exec"
@@ -21,8 +20,6 @@ import (
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // testBundle writes a small bundle directory (the real cell bodies and a
 // stand-in binary) with its manifest, as Seal would, and returns both.
@@ -118,7 +115,7 @@ func TestSandboxImageReproducible(t *testing.T) {
 			t.Fatalf("two builds differ:\n%+v\n%+v", a, b)
 		}
 		got := []byte(a.ID.String() + "\n" + a.ManifestDigest.String() + "\n")
-		testenv.Golden(t, "sandbox-image-amd64.golden", got, *update)
+		testenv.Golden(t, "sandbox-image-amd64.golden", got)
 		t.Logf("REPRODUCIBILITY: checked the committed image id: two builds from the committed lock %s, each fetching its own packages, gave %s, as the golden file says", a.LockDigest.Short(12), a.ID)
 	} else {
 		fb, err := os.ReadFile(a.Lock)

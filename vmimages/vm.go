@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -150,13 +151,9 @@ type VMOptions struct {
 // .debs, so mmdebstrap can install nothing else.
 func BuildVM(ctx context.Context, o VMOptions) (*VMImage, error) {
 	start := time.Now()
-	logf := o.Log
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
-	if o.CacheDir == "" {
-		o.CacheDir = DefaultCacheDir()
-	}
+	fetch := FetchOptions{CacheDir: o.CacheDir, Sources: o.Sources, Relock: o.Relock, Log: o.Log}
+	fetch.fillDefaults()
+	logf := fetch.Log
 	if o.DiskSize == "" {
 		o.DiskSize = "4G"
 	}
@@ -165,25 +162,25 @@ func BuildVM(ctx context.Context, o VMOptions) (*VMImage, error) {
 			return nil, fmt.Errorf("building a VM image needs %s (Debian packages mmdebstrap, e2fsprogs, qemu-utils, dpkg): %w", tool, err)
 		}
 	}
-	if img := cachedVM(VMDir(o.CacheDir, o.Lock, o.LockBytes), logf); img != nil {
+	if img := cachedVM(VMDir(fetch.CacheDir, o.Lock, o.LockBytes), logf); img != nil {
 		return img, nil
 	}
-	pk, err := getPackages(ctx, o.Lock, o.LockBytes, FetchOptions{CacheDir: o.CacheDir, Sources: o.Sources, Relock: o.Relock, Log: logf})
+	pk, err := getPackages(ctx, o.Lock, o.LockBytes, fetch)
 	if err != nil {
 		return nil, err
 	}
 	if pk.relock != nil {
 		logf("%s", pk.relock.Notice("VM image"))
 		o.Lock, o.LockBytes = pk.lock, pk.bytes
-		if img := cachedVM(VMDir(o.CacheDir, o.Lock, o.LockBytes), logf); img != nil {
+		if img := cachedVM(VMDir(fetch.CacheDir, o.Lock, o.LockBytes), logf); img != nil {
 			img.Relock = pk.relock
 			return img, nil
 		}
 	}
 	debs := pk.debs
 	lockDigest := manifests.DigestOf(o.LockBytes)
-	dir := VMDir(o.CacheDir, o.Lock, o.LockBytes)
-	work, err := os.MkdirTemp(o.CacheDir, ".vm-build-")
+	dir := VMDir(fetch.CacheDir, o.Lock, o.LockBytes)
+	work, err := os.MkdirTemp(fetch.CacheDir, ".vm-build-")
 	if err != nil {
 		return nil, err
 	}
@@ -316,6 +313,28 @@ func FindVM(cacheDir, arch string) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// DefaultVM is the directory `make vm-image` writes for this sealbench's
+// VM lock and this host's arch, in the image cache (FindVM): where the
+// targets that boot the VM image (lima, qemu) find it.
+func DefaultVM() (string, error) {
+	return FindVM(DefaultCacheDir(), runtime.GOARCH)
+}
+
+// LoadVerifiedVM loads the VM image in dir (LoadVM) and re-hashes every
+// file against its recorded digests (Verify), saying so through logf: what
+// a target does before it boots the image.
+func LoadVerifiedVM(dir string, logf func(string, ...any)) (*VMImage, error) {
+	img, err := LoadVM(dir)
+	if err != nil {
+		return nil, err
+	}
+	logf("checking the VM image in %s against its recorded digests", img.Dir)
+	if err := img.Verify(); err != nil {
+		return nil, fmt.Errorf("%w: rebuild it with `make vm-image`", err)
+	}
+	return img, nil
 }
 
 func fileExists(p string) bool {

@@ -9,6 +9,7 @@ package testenv
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,6 +82,21 @@ func ModuleRoot(t testing.TB) string {
 	return filepath.Dir(gomod)
 }
 
+// ShortTempDir makes a directory directly under os.TempDir, named
+// prefix and a random suffix, and removes it when the test and the
+// cleanups registered after this call are done. Its path is short, for the
+// unix sockets made under it (at most 107 bytes), which a t.TempDir path,
+// named after the test, can outgrow.
+func ShortTempDir(t testing.TB, prefix string) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
 // Tool returns the tool $env names, or else path, where the Makefile
 // builds it (`make tools`, into internal/toolcache's directory); it skips
 // when there is neither.
@@ -119,12 +135,20 @@ func NeedDockerRuntime(t testing.TB, name string) {
 	}
 }
 
+// update is the -update flag of every test binary that links this
+// package.
+var update = flag.Bool("update", false, "rewrite the golden files in testdata (Golden) instead of comparing with them")
+
+// Update reports whether the test binary runs with -update: a test that
+// writes fixtures beside its golden files writes them too.
+func Update() bool { return *update }
+
 // Golden compares got with the golden file testdata/name, after rewriting
-// the file with got when update is set (each package's -update flag).
-func Golden(t testing.TB, name string, got []byte, update bool) {
+// the file with got when the test binary runs with -update.
+func Golden(t testing.TB, name string, got []byte) {
 	t.Helper()
 	p := filepath.Join("testdata", name)
-	if update {
+	if *update {
 		if err := os.WriteFile(p, got, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -172,7 +172,7 @@ func (a *Apple) up(ctx context.Context) bool {
 	if err != nil || c == nil || c.state() != "running" {
 		return false
 	}
-	return vmtarget.Ping(ctx, a.Endpoint(), 5*time.Second) == nil
+	return engine.Ping(ctx, a.Endpoint(), 5*time.Second) == nil
 }
 
 // Create checks the tool, loads the Sandbox image into it, and starts the

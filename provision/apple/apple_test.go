@@ -121,7 +121,7 @@ func TestCheck(t *testing.T) {
 		if !errors.Is(err, apple.ErrToolMissing) || !strings.Contains(err.Error(), "github.com/apple/container/releases") {
 			t.Errorf("Check without the tool: %v", err)
 		}
-		_, run := vmtest.NewRun(t)
+		run, _ := provisiontest.NewRun(t)
 		a := newApple(t, run, img)
 		if err := a.Create(ctx); !errors.Is(err, apple.ErrToolMissing) {
 			t.Errorf("Create without the tool: %v", err)
@@ -160,7 +160,7 @@ func TestCheck(t *testing.T) {
 			!strings.Contains(err.Error(), "--allow-untested-tool") {
 			t.Errorf("Check with 1.3.0: %v", err)
 		}
-		_, run := vmtest.NewRun(t)
+		run, _ := provisiontest.NewRun(t)
 		a := newApple(t, run, provisiontest.GetBundle(t).Image)
 		if err := a.Create(ctx); !errors.Is(err, apple.ErrToolUntested) {
 			t.Errorf("Create with 1.3.0: %v", err)
@@ -173,7 +173,7 @@ func TestCheck(t *testing.T) {
 		fk := fakeTool(t, t.TempDir())
 		t.Setenv(faketool.VersionEnv, "1.3.0")
 		var logged []string
-		_, run := vmtest.NewRun(t)
+		run, _ := provisiontest.NewRun(t)
 		a := newApple(t, run, provisiontest.GetBundle(t).Image, func(o *apple.Options) {
 			o.AllowUntestedTool = true
 			o.Log = func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }
@@ -205,7 +205,7 @@ func TestCheck(t *testing.T) {
 		if err != nil || len(res.Notes) == 0 || !strings.Contains(strings.Join(res.Notes, " "), "not running") {
 			t.Errorf("audit with the service stopped: %v, %+v; want a note", err, res)
 		}
-		_, run := vmtest.NewRun(t)
+		run, _ := provisiontest.NewRun(t)
 		a := newApple(t, run, provisiontest.GetBundle(t).Image, func(o *apple.Options) { o.StartSystem = true })
 		// It starts the service, then fails at the load (the tar is
 		// there, but the fake's OPT is empty, so nothing runs): what
@@ -245,7 +245,7 @@ func TestAuditAndFixFindLabelledVMs(t *testing.T) {
 // delete with the VM.
 func TestNamedVolumeStays(t *testing.T) {
 	fk := fakeTool(t, t.TempDir())
-	_, run := vmtest.NewRun(t)
+	run, _ := provisiontest.NewRun(t)
 	ctx := context.Background()
 	if out, err := exec.Command("container", "volume", "create", "data-1").CombinedOutput(); err != nil {
 		t.Fatalf("container volume create: %v: %s", err, out)
@@ -260,7 +260,7 @@ func TestNamedVolumeStays(t *testing.T) {
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {
-	_, run := vmtest.NewRun(t)
+	run, _ := provisiontest.NewRun(t)
 	good := engine.Image{Tar: "/x.tar", Ref: "r:t", ID: manifests.DigestOf([]byte("x"))}
 	long := &runs.Run{ID: strings.Repeat("r", 51), Dir: run.Dir, Ledger: run.Ledger} // sealbench-<51>-vm is 64 characters
 	for name, o := range map[string]vmtarget.Options{
@@ -283,7 +283,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 // ledger names it, so no exe does).
 func TestAuditAndFixFindLabelledVolumes(t *testing.T) {
 	fk := fakeTool(t, t.TempDir())
-	state, run := vmtest.NewRun(t)
+	run, state := provisiontest.NewRun(t)
 	ctx := context.Background()
 	out, err := exec.Command("container", "volume", "create", "--label", manifests.RunLabel+"="+run.ID, "data-1").CombinedOutput()
 	if err != nil {
@@ -311,7 +311,7 @@ func TestAuditAndFixFindLabelledVolumes(t *testing.T) {
 // TestNewTakesTheLongestName: a name of 63 characters, the most the tool
 // takes, is accepted.
 func TestNewTakesTheLongestName(t *testing.T) {
-	_, run := vmtest.NewRun(t)
+	run, _ := provisiontest.NewRun(t)
 	img := engine.Image{Tar: "/x.tar", Ref: "r:t", ID: manifests.DigestOf([]byte("x"))}
 	r := &runs.Run{ID: strings.Repeat("r", 50), Dir: run.Dir, Ledger: run.Ledger}
 	a, err := apple.New(apple.Options{Options: vmtarget.Options{Run: r, Image: img}})

@@ -50,14 +50,6 @@ type InstanceConfig struct {
 	HostSocket string
 }
 
-// Settings the provisioner uses when Options leave them out: small, as
-// the VM runs under emulation on hosts without usable KVM.
-const (
-	DefaultCPUs        = 2
-	DefaultMemoryBytes = 2 << 30
-	DefaultDiskBytes   = 8 << 30
-)
-
 // readinessProbe is the instance's readiness probe: Lima's `start`
 // returns only once the guest has finished booting (so systemd-run works)
 // and /dev/fuse exists (the Sandboxes' LayerFS needs it).

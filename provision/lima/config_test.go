@@ -1,7 +1,6 @@
 package lima
 
 import (
-	"flag"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -12,8 +11,6 @@ import (
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // testConfig is a fixed instance config: its YAML is a golden file.
 func testConfig(vmType, arch string) *InstanceConfig {
@@ -46,7 +43,7 @@ func TestInstanceYAMLGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			testenv.Golden(t, tc.golden, b, *update)
+			testenv.Golden(t, tc.golden, b)
 			if native, _ := LimaArch(runtime.GOARCH); tc.vmType == limayaml.VZ && tc.arch != native {
 				return // Lima validates vz only for the host's own architecture
 			}

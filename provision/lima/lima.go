@@ -104,19 +104,14 @@ type Options struct {
 	// VMImage is the directory `sealbench image vm` (make vm-image) wrote:
 	// vm-image.json with disk.qcow2, vmlinuz and initrd.img beside it.
 	VMImage string
-	// CPUs, MemoryBytes and DiskBytes size the VM (DefaultCPUs,
-	// DefaultMemoryBytes and DefaultDiskBytes when zero).
-	CPUs        int
-	MemoryBytes int64
-	DiskBytes   int64
+	// Size sizes the VM; its ReadyTimeout bounds `limactl start` and the
+	// wait for the Engine.
+	vmtarget.Size
 	// Limactl is limactl's path, with share/lima/lima-guestagent.* at
 	// ../share/lima beside it; empty means $SEALBENCH_LIMACTL, then
 	// limactl on PATH.
 	Limactl string
-	// ReadyTimeout bounds `limactl start` and the wait for the Engine
-	// (default 10 minutes: a VM boots in about a minute under TCG).
-	ReadyTimeout time.Duration
-	Log          func(format string, args ...any)
+	Log     func(format string, args ...any)
 }
 
 // LimactlEnv names the environment variable that says where limactl is.
@@ -179,18 +174,7 @@ func New(o Options) (*Lima, error) {
 	if o.VMImage == "" {
 		return nil, errors.New("lima target: no VM image directory (build one with `make vm-image`)")
 	}
-	if o.CPUs == 0 {
-		o.CPUs = DefaultCPUs
-	}
-	if o.MemoryBytes == 0 {
-		o.MemoryBytes = DefaultMemoryBytes
-	}
-	if o.DiskBytes == 0 {
-		o.DiskBytes = DefaultDiskBytes
-	}
-	if o.ReadyTimeout == 0 {
-		o.ReadyTimeout = 10 * time.Minute
-	}
+	o.Size.FillDefaults()
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
@@ -246,18 +230,7 @@ func (t *Lima) record(e manifests.LedgerEntry) error {
 
 // answers reports whether the Engine in the VM answers a ping.
 func (t *Lima) answers(ctx context.Context) bool {
-	if !exists(t.l.socket) {
-		return false
-	}
-	cli, err := engine.NewClient(t.Endpoint())
-	if err != nil {
-		return false
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, err = cli.Ping(ctx)
-	return err == nil
+	return exists(t.l.socket) && engine.Ping(ctx, t.Endpoint(), 10*time.Second) == nil
 }
 
 // Create boots the VM and starts the stand-in in it; when the Engine
@@ -281,13 +254,9 @@ func (t *Lima) Create(ctx context.Context) error {
 	t.ctl.log = logf
 	defer func() { t.ctl.log = io.Discard }()
 
-	img, err := vmimages.LoadVM(t.o.VMImage)
+	img, err := vmimages.LoadVerifiedVM(t.o.VMImage, t.o.Log)
 	if err != nil {
 		return err
-	}
-	t.o.Log("checking the VM image in %s against its recorded digests", img.Dir)
-	if err := img.Verify(); err != nil {
-		return fmt.Errorf("%w: rebuild it with `make vm-image`", err)
 	}
 
 	if err := t.record(manifests.LedgerEntry{Kind: manifests.ResourceVM, Key: t.l.root, Exe: t.ctl.exe,
@@ -626,14 +595,6 @@ func (t *Lima) Destroy(ctx context.Context) error {
 // Inventory lists what of the run the lima target holds.
 func (t *Lima) Inventory(ctx context.Context) ([]runs.Resource, error) {
 	return t.o.Run.Held(ctx, Name)
-}
-
-// DefaultVMImage is the directory `make vm-image` writes for this
-// sealbench's VM lock and arch: the image cache's vm/<arch>-<lock digest>,
-// or that of the fresh lock that stood in for it when the committed lock's
-// packages could no longer be had (vmimages.FindVM).
-func DefaultVMImage() (string, error) {
-	return vmimages.FindVM(vmimages.DefaultCacheDir(), runtime.GOARCH)
 }
 
 func fileExists(p string) bool {

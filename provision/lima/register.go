@@ -8,19 +8,20 @@ import (
 	"github.com/sealbench/sealbench/internal/toolcache"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
+	"github.com/sealbench/sealbench/vmimages"
 )
 
 func init() {
 	provision.Register(provision.Registration{
 		Name: Name, What: "a Lima VM under QEMU (TCG here), running the stand-in", Order: 30, Root: true,
 		New: func(o provision.NewOptions) (provision.Target, error) {
-			dir, err := DefaultVMImage()
+			dir, err := vmimages.DefaultVM()
 			if err != nil {
 				return nil, fmt.Errorf("no VM image for the lima target (run `make lima-tools vm-image` in the sealbench source tree): %w", err)
 			}
 			vm := provision.OptionsOf[vmtarget.Flags](o.Options)
 			return New(Options{Run: o.Run, Bundle: o.Bundle, Manifest: o.Manifest, VMImage: dir,
-				CPUs: vm.CPUs, MemoryBytes: vm.MemoryBytes(), Log: o.Log})
+				Size: vmtarget.Size{CPUs: vm.CPUs, MemoryBytes: vm.MemoryBytes()}, Log: o.Log})
 		},
 		Options: []func() provision.Options{vmtarget.NewFlags},
 		Help: `limactl v1.2.1 (make lima-tools) run as uid 65534, under QEMU with TCG,

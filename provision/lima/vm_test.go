@@ -14,11 +14,11 @@ import (
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 	"github.com/sealbench/sealbench/provision/internal/vmtest"
 	"github.com/sealbench/sealbench/provision/lima"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/runs"
-	"github.com/sealbench/sealbench/vmimages"
 )
 
 func TestMain(m *testing.M) { provisiontest.Main(m) }
@@ -34,14 +34,7 @@ func needLima(t *testing.T) (limactl, vmImage string) {
 	if err != nil {
 		testenv.Skip(t, "%v (`make test-lima` builds it)", err)
 	}
-	vmImage, err = lima.DefaultVMImage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := vmimages.LoadVM(vmImage); err != nil {
-		testenv.Skip(t, "%v (`make test-lima` builds it)", err)
-	}
-	return limactl, vmImage
+	return limactl, vmtest.NeedVMImage(t, "make test-lima")
 }
 
 // TestConformance runs the suite every Target passes (two boots: see
@@ -68,7 +61,7 @@ func TestConformance(t *testing.T) {
 // (vmtest.Twelve), then nothing left.
 func TestTwelveCellsLikeLocal(t *testing.T) {
 	limactl, vmImage := needLima(t)
-	vmtest.Twelve{Name: lima.Name, Emulated: true, CPUs: lima.DefaultCPUs, MemoryBytes: lima.DefaultMemoryBytes, Kernel: "cloud",
+	vmtest.Twelve{Name: lima.Name, Emulated: true, CPUs: vmtarget.DefaultSize.CPUs, MemoryBytes: vmtarget.DefaultSize.MemoryBytes, Kernel: "cloud",
 		// The Lima directory and instance, hostagent and QEMU, the image.
 		Holds: map[manifests.ResourceKind]int{manifests.ResourceVM: 2, manifests.ResourceProcess: 2, manifests.ResourceImage: 1},
 		New: func(t *testing.T, run *runs.Run, dir string, m *manifests.BundleManifest, _ engine.Image) vmtest.EmulatedTarget {

@@ -102,18 +102,7 @@ func (l *Local) match() func([]string) bool { return runs.MarkedBy(l.bin, l.stat
 
 // running reports whether our stand-in is running and answers.
 func (l *Local) running(ctx context.Context) bool {
-	if len(runs.FindProcs(l.match())) == 0 {
-		return false
-	}
-	cli, err := engine.NewClient(l.Endpoint())
-	if err != nil {
-		return false
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, err = cli.Ping(ctx)
-	return err == nil
+	return len(runs.FindProcs(l.match())) > 0 && engine.Ping(ctx, l.Endpoint(), 5*time.Second) == nil
 }
 
 // Create starts the stand-in; when it is already running, it does nothing.

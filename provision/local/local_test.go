@@ -53,13 +53,7 @@ func TestConformance(t *testing.T) {
 // TestChangedStandinIsRefused: the bytes run are the bytes verified.
 func TestChangedStandinIsRefused(t *testing.T) {
 	b := provisiontest.GetBundle(t)
-	state, _ := os.MkdirTemp("", "sbt-")
-	defer os.RemoveAll(state)
-	run, err := runs.NewRun(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer run.Close()
+	run, _ := provisiontest.NewRun(t)
 	l, err := local.New(local.Options{Run: run, Bundle: b.Dir, Standin: manifests.DigestOf([]byte("another binary"))})
 	if err != nil {
 		t.Fatal(err)
@@ -141,11 +135,7 @@ func TestCrashThenTeardownLeavesNothing(t *testing.T) {
 }
 
 func crashTrial(t *testing.T, b *provisiontest.Bundle, point int, delay time.Duration) {
-	state, err := os.MkdirTemp("", "sbt-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(state)
+	state := testenv.ShortTempDir(t, "sbt-")
 	cfg, _ := json.Marshal(map[string]any{"State": state, "Bundle": b.Dir, "Standin": b.Standin, "Image": b.Image})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), crashChildEnv+"="+string(cfg))

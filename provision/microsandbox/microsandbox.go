@@ -195,7 +195,7 @@ func (m *Microsandbox) up(ctx context.Context) bool {
 	if err != nil || s == nil {
 		return false
 	}
-	return vmtarget.Ping(ctx, m.Endpoint(), 10*time.Second) == nil
+	return engine.Ping(ctx, m.Endpoint(), 10*time.Second) == nil
 }
 
 // Create checks the tool, loads the Sandbox image into it, creates the

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,41 +24,15 @@ import (
 
 func TestMain(m *testing.M) {
 	faketool.Main() // run as the fake `msb`, this binary is only that
-	if len(os.Args) > 1 && os.Args[1] == microsandbox.ProxySubcommand {
-		// What `sealbench msb-proxy` does.
-		cfg, err := microsandbox.ParseProxyArgs(os.Args[2:])
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(3)
-		}
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-		err = microsandbox.ServeProxy(ctx, cfg, func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) })
-		stop()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(4)
-		}
-		os.Exit(0)
-	}
-	provisiontest.Main(m)
+	vmtest.Main(m)  // or as `sealbench msb-proxy`
 }
 
 func fakeTool(t *testing.T, opt string) string { return vmtest.FakeTool(t, faketool.Msb, opt) }
 
-// self is this test binary: the proxy command.
-func self(t *testing.T) string {
-	t.Helper()
-	p, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func newMsb(t *testing.T, run *runs.Run, img engine.Image) *microsandbox.Microsandbox {
 	t.Helper()
 	m, err := microsandbox.New(microsandbox.Options{Options: vmtarget.Options{Run: run, Image: img, CPUs: 2, MemoryBytes: 1 << 30,
-		ReadyTimeout: 30 * time.Second, Log: t.Logf}, ProxyCommand: []string{self(t), microsandbox.ProxySubcommand}})
+		ReadyTimeout: 30 * time.Second, Log: t.Logf}, ProxyCommand: []string{vmtest.Self(t), microsandbox.ProxySubcommand}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +51,7 @@ func TestConformance(t *testing.T) { target.Conformance(t) }
 
 // proxies lists the Engine proxies of m still running.
 func proxies(t *testing.T, m *microsandbox.Microsandbox) []runs.Proc {
-	return runs.FindProcs(runs.MarkedBy(self(t), m.Proxy().Socket))
+	return runs.FindProcs(runs.MarkedBy(vmtest.Self(t), m.Proxy().Socket))
 }
 
 // TestCommandLines: what Create and Destroy run, argument for argument,
@@ -104,7 +75,7 @@ func TestCommandLines(t *testing.T) {
 		"image "+img.Ref+" exe="+tool,
 		"vm "+m.VMName()+" exe="+tool+" sealbench.run="+run.ID,
 		"socket "+sock,
-		"process "+sock+" exe="+self(t))
+		"process "+sock+" exe="+vmtest.Self(t))
 	if got := m.Proxy(); got.Tool != tool || got.Socket != sock {
 		t.Errorf("the proxy runs %s on %s; want %s on %s", got.Tool, got.Socket, tool, sock)
 	}
@@ -145,7 +116,7 @@ func TestAuditFindsLabelledLeftovers(t *testing.T) {
 	}
 	// Stop the proxy as teardown would, then lose the run directory.
 	for _, p := range proxies(t, m) {
-		runs.Kill(ctx, p, runs.MarkedBy(self(t), m.Proxy().Socket), 5*time.Second)
+		runs.Kill(ctx, p, runs.MarkedBy(vmtest.Self(t), m.Proxy().Socket), 5*time.Second)
 	}
 	target.LoseRunThenFix(t, e, m.VMName())
 }
@@ -176,7 +147,7 @@ func TestCheck(t *testing.T) {
 		!strings.Contains(err.Error(), "is 0.7.0, newer than the releases sealbench drives ("+rng+"); pass --allow-untested-tool") {
 		t.Errorf("Check with msb 0.7.0: %v", err)
 	}
-	_, run := vmtest.NewRun(t)
+	run, _ := provisiontest.NewRun(t)
 	if err := newMsb(t, run, img).Create(ctx); !errors.Is(err, microsandbox.ErrToolUntested) {
 		t.Errorf("Create with msb 0.7.0: %v", err)
 	}
@@ -185,7 +156,7 @@ func TestCheck(t *testing.T) {
 	}
 	var logged []string
 	m, err := microsandbox.New(microsandbox.Options{Options: vmtarget.Options{Run: run, Image: img, ReadyTimeout: time.Second, AllowUntestedTool: true,
-		Log: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}, ProxyCommand: []string{self(t), microsandbox.ProxySubcommand}})
+		Log: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}, ProxyCommand: []string{vmtest.Self(t), microsandbox.ProxySubcommand}})
 	if err != nil {
 		t.Fatal(err)
 	}

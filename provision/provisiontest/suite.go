@@ -27,6 +27,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/runs"
@@ -120,17 +121,12 @@ func newEnv(t *testing.T, s *Suite) *Env {
 // ends; it returns the run and the state directory.
 func NewRun(t testing.TB) (*runs.Run, string) {
 	t.Helper()
-	state, err := os.MkdirTemp("", "sbt-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	state := testenv.ShortTempDir(t, "sbt-")
 	run, err := runs.NewRun(state)
 	if err != nil {
-		os.RemoveAll(state)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		defer os.RemoveAll(state)
 		run.Close()
 		if _, err := runs.Teardown(context.Background(), run.Dir, runs.TeardownOptions{}); err != nil {
 			t.Errorf("cleanup: teardown: %v", err)

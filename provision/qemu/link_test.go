@@ -48,11 +48,7 @@ func echoServer(t *testing.T, sock string) {
 // the one stream, each half-closed by its client and still answered, and
 // that it stops, removing its socket, when the VM's end goes.
 func TestLinkCarriesHalfClosedConnections(t *testing.T) {
-	dir, err := os.MkdirTemp("", "ql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	dir := testenv.ShortTempDir(t, "ql")
 	serial, engineSock, standin := filepath.Join(dir, "serial.sock"), filepath.Join(dir, "engine.sock"), filepath.Join(dir, "standin.sock")
 	echoServer(t, standin)
 	qemuEnd, err := net.Listen("unix", serial)

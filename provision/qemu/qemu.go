@@ -61,14 +61,6 @@ const Name = "qemu"
 
 var _ provision.Target = (*QEMU)(nil)
 
-// Settings used when Options leave them out: small, as the VM runs under
-// emulation (the lima target's).
-const (
-	DefaultCPUs        = 2
-	DefaultMemoryBytes = 2 << 30
-	DefaultDiskBytes   = 8 << 30
-)
-
 var (
 	ErrQEMUMissing = errors.New("qemu-system-x86_64 not found")
 	ErrQEMUTooOld  = errors.New("QEMU is too old")
@@ -102,16 +94,10 @@ type Options struct {
 	VMImage string
 	// Accel is AccelTCG (default) or AccelKVM.
 	Accel string
-	// CPUs, MemoryBytes and DiskBytes size the VM (the Default* values
-	// when zero).
-	CPUs        int
-	MemoryBytes int64
-	DiskBytes   int64
+	// Size sizes the VM and bounds its boot.
+	vmtarget.Size
 	// QEMU is the QEMU binary (default qemu-system-x86_64 on PATH).
 	QEMU string
-	// ReadyTimeout bounds the boot until the stand-in answers (default
-	// 10 minutes: about 30 seconds under TCG on an idle host).
-	ReadyTimeout time.Duration
 	// LinkCommand starts the link: an absolute binary and the arguments
 	// before LinkConfig.Args (default: this executable and LinkSubcommand).
 	LinkCommand []string
@@ -143,18 +129,7 @@ func New(o Options) (*QEMU, error) {
 	if o.Accel != AccelTCG && o.Accel != AccelKVM {
 		return nil, fmt.Errorf("qemu target: --accel %q: want %s or %s", o.Accel, AccelTCG, AccelKVM)
 	}
-	if o.CPUs == 0 {
-		o.CPUs = DefaultCPUs
-	}
-	if o.MemoryBytes == 0 {
-		o.MemoryBytes = DefaultMemoryBytes
-	}
-	if o.DiskBytes == 0 {
-		o.DiskBytes = DefaultDiskBytes
-	}
-	if o.ReadyTimeout == 0 {
-		o.ReadyTimeout = 10 * time.Minute
-	}
+	o.Size.FillDefaults()
 	link, err := vmtarget.HelperCommand(Name, "link", o.LinkCommand, LinkSubcommand)
 	if err != nil {
 		return nil, err
@@ -197,7 +172,7 @@ func (q *QEMU) Create(ctx context.Context) error {
 	if err := q.vm.ResolveTool(); err != nil {
 		return err
 	}
-	if q.qemuRunning() && q.linkRunning() && vmtarget.Ping(ctx, q.Endpoint(), 10*time.Second) == nil {
+	if q.qemuRunning() && q.linkRunning() && engine.Ping(ctx, q.Endpoint(), 10*time.Second) == nil {
 		return nil
 	}
 	start := time.Now()
@@ -207,13 +182,9 @@ func (q *QEMU) Create(ctx context.Context) error {
 	if err := q.vm.MakeDirs(); err != nil {
 		return err
 	}
-	img, err := vmimages.LoadVM(q.o.VMImage)
+	img, err := vmimages.LoadVerifiedVM(q.o.VMImage, q.o.Log)
 	if err != nil {
 		return err
-	}
-	q.o.Log("checking the VM image in %s against its recorded digests", img.Dir)
-	if err := img.Verify(); err != nil {
-		return fmt.Errorf("%w: rebuild it with `make vm-image`", err)
 	}
 	if err := q.vm.Record(manifests.LedgerEntry{Kind: manifests.ResourceVM, Key: q.vmDir, Exe: q.vm.Tool.Path,
 		Detail: fmt.Sprintf("the QEMU microvm (%s, %d vCPU, %d MiB): its disk overlay, bundle disk and pid file", q.o.Accel, q.o.CPUs, q.o.MemoryBytes>>20)}); err != nil {
@@ -346,18 +317,9 @@ func (q *QEMU) Identity(ctx context.Context) (*engine.Identity, error) {
 // Destroy tears down every ledger entry of the target: the Engine's
 // containers and images (inside the VM), the link, QEMU, the sockets, the
 // VM's disks and the target's directory.
-func (q *QEMU) Destroy(ctx context.Context) error {
-	_, err := runs.Teardown(ctx, q.o.Run.Dir, runs.TeardownOptions{Targets: []string{Name}, Log: q.o.Log})
-	return err
-}
+func (q *QEMU) Destroy(ctx context.Context) error { return q.vm.Destroy(ctx, nil) }
 
 // Inventory lists what of the run the target holds.
 func (q *QEMU) Inventory(ctx context.Context) ([]runs.Resource, error) {
-	return q.o.Run.Held(ctx, Name)
-}
-
-// DefaultVMImage is the directory `make vm-image` writes for this
-// sealbench's VM lock and arch (the lima target's).
-func DefaultVMImage() (string, error) {
-	return vmimages.FindVM(vmimages.DefaultCacheDir(), runtime.GOARCH)
+	return q.vm.Inventory(ctx, nil)
 }

@@ -8,19 +8,20 @@ import (
 
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
+	"github.com/sealbench/sealbench/vmimages"
 )
 
 func init() {
 	provision.Register(provision.Registration{
 		Name: Name, What: "a QEMU microvm started by sealbench (TCG unless --accel kvm), running the stand-in", Order: 35,
 		New: func(o provision.NewOptions) (provision.Target, error) {
-			dir, err := DefaultVMImage()
+			dir, err := vmimages.DefaultVM()
 			if err != nil {
 				return nil, fmt.Errorf("no VM image for the qemu target (run `make vm-image` in the sealbench source tree): %w", err)
 			}
 			vm := provision.OptionsOf[vmtarget.Flags](o.Options)
 			return New(Options{Run: o.Run, Bundle: o.Bundle, Manifest: o.Manifest, Image: o.Image, VMImage: dir,
-				Accel: provision.OptionsOf[Flags](o.Options).Accel, CPUs: vm.CPUs, MemoryBytes: vm.MemoryBytes(), Log: o.Log})
+				Accel: provision.OptionsOf[Flags](o.Options).Accel, Size: vmtarget.Size{CPUs: vm.CPUs, MemoryBytes: vm.MemoryBytes()}, Log: o.Log})
 		},
 		Options:     []func() provision.Options{vmtarget.NewFlags, func() provision.Options { return &Flags{} }},
 		Subcommands: []provision.Subcommand{linkSubcommand},
@@ -46,7 +47,7 @@ stream). TCG unless --accel kvm (never chosen for you: on some hosts
 // guests hang).
 func doctorChecks(context.Context) []provision.Check {
 	img := provision.Check{Name: "vm image", Fix: "run `make vm-image` in the sealbench source tree"}
-	if dir, err := DefaultVMImage(); err != nil {
+	if dir, err := vmimages.DefaultVM(); err != nil {
 		img.Detail = err.Error()
 	} else {
 		img.OK, img.Detail = true, dir

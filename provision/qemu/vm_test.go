@@ -16,12 +16,12 @@ import (
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 	"github.com/sealbench/sealbench/provision/internal/vmtest"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/provision/qemu"
 	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/runs"
-	"github.com/sealbench/sealbench/vmimages"
 )
 
 // needQEMU skips unless this machine can run the qemu target: QEMU,
@@ -31,21 +31,14 @@ func needQEMU(t *testing.T) string {
 	t.Helper()
 	testenv.NeedCommand(t, "qemu-system-x86_64")
 	testenv.NeedCommand(t, "qemu-img")
-	vmImage, err := qemu.DefaultVMImage()
-	if err != nil {
-		testenv.Skip(t, "%v (`make vm-image` builds it)", err)
-	}
-	if _, err := vmimages.LoadVM(vmImage); err != nil {
-		testenv.Skip(t, "%v (`make vm-image` builds it)", err)
-	}
-	return vmImage
+	return vmtest.NeedVMImage(t, "make vm-image")
 }
 
 // newQEMU is the target of run for the bundle at dir.
 func newQEMU(t *testing.T, run *runs.Run, vmImage, dir string, m *manifests.BundleManifest, img engine.Image) *qemu.QEMU {
 	t.Helper()
 	q, err := qemu.New(qemu.Options{Run: run, Bundle: dir, Manifest: m, Image: img, VMImage: vmImage,
-		LinkCommand: []string{self(t), qemu.LinkSubcommand}, Log: t.Logf})
+		LinkCommand: []string{vmtest.Self(t), qemu.LinkSubcommand}, Log: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +67,7 @@ func TestConformance(t *testing.T) {
 func TestTwelveCellsLikeLocal(t *testing.T) {
 	vmImage := needQEMU(t)
 	testenv.NeedRoot(t) // the local target
-	vmtest.Twelve{Name: qemu.Name, Emulated: true, CPUs: qemu.DefaultCPUs, MemoryBytes: qemu.DefaultMemoryBytes, Kernel: "cloud",
+	vmtest.Twelve{Name: qemu.Name, Emulated: true, CPUs: vmtarget.DefaultSize.CPUs, MemoryBytes: vmtarget.DefaultSize.MemoryBytes, Kernel: "cloud",
 		// The target's directory, the VM (disks, pid file), QEMU and the
 		// link, their two sockets, the image.
 		Holds: map[manifests.ResourceKind]int{manifests.ResourceDir: 1, manifests.ResourceVM: 1, manifests.ResourceProcess: 2,

@@ -258,14 +258,7 @@ func (l *Local) waitReady(ctx context.Context) error {
 }
 
 func (l *Local) ping(ctx context.Context) error {
-	cli, err := engine.NewClient(l.Endpoint())
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(pctx); err != nil {
+	if err := engine.Ping(ctx, l.Endpoint(), 5*time.Second); err != nil {
 		return fmt.Errorf("the stand-in at %s on %s does not answer (its log there: %s): %w", l.socket, l.o.Host, l.logp, err)
 	}
 	return nil

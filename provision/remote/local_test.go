@@ -39,11 +39,7 @@ func startLocalHost(t *testing.T, addr string, opts ...sshtest.Option) *fakeLoca
 	t.Helper()
 	sshtest.Need(t)
 	b := provisiontest.GetBundle(t)
-	state, err := os.MkdirTemp("", "sb-host-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(state) })
+	state := testenv.ShortTempDir(t, "sb-host-")
 	h := sshtest.Start(t, addr, append(opts, sshtest.SetEnv(runs.StateDirEnv, state))...)
 	return &fakeLocalHost{h: h, host: fmt.Sprintf("ssh://%s@%s:%d", h.User, h.Addr, h.Port), state: state, b: b}
 }

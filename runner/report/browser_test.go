@@ -121,7 +121,7 @@ func TestHTMLInBrowser(t *testing.T) {
 	if w, h := binary.BigEndian.Uint32(b[16:20]), binary.BigEndian.Uint32(b[20:24]); w != 1300 || h != 2300 {
 		t.Errorf("the screenshot is %dx%d, want 1300x2300", w, h)
 	}
-	if *update {
+	if testenv.Update() {
 		if err := os.WriteFile(filepath.Join(testenv.ModuleRoot(t), screenshot), b, 0o644); err != nil {
 			t.Fatal(err)
 		}

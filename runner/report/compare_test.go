@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -64,7 +65,7 @@ func TestCompare(t *testing.T) {
 			t.Fatal(err)
 		}
 		if format == "md" {
-			golden(t, "compare.golden.md", b.Bytes())
+			testenv.Golden(t, "compare.golden.md", b.Bytes())
 			for _, want := range []string{"| C01 | local | 15.6 [", "| +50.0% [", "| C01 | docker | 17.0 [", "+0.0% [+0.0%, +0.0%] ~ |", "no difference shown", "| geometric mean | local |  |  | +50.0% [+"} {
 				if !strings.Contains(b.String(), want) {
 					t.Errorf("the Markdown lacks %q", want)

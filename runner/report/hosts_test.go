@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -78,7 +79,7 @@ func TestHostsGroupAndWarn(t *testing.T) {
 			}
 		}
 		if format == "md" {
-			golden(t, "report.golden.hosts.md", b.Bytes())
+			testenv.Golden(t, "report.golden.hosts.md", b.Bytes())
 		}
 	}
 	var b bytes.Buffer

@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -20,13 +19,6 @@ import (
 	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/runner/stats"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files (and the fixed input run in testdata/run)")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	testenv.Golden(t, name, got, *update)
-}
 
 const testRun = "testdata/run"
 
@@ -186,7 +178,7 @@ func fixtureReport(t *testing.T) (*Report, []Input) {
 }
 
 func TestReportGolden(t *testing.T) {
-	if *update {
+	if testenv.Update() {
 		writeRun(t, testRun)
 	}
 	// The defaults, as `sealbench report` uses them: its test compares
@@ -212,7 +204,7 @@ func TestReportGolden(t *testing.T) {
 		if err := Write(&b, r, format); err != nil {
 			t.Fatalf("%s: %v", format, err)
 		}
-		golden(t, "report.golden."+format, b.Bytes())
+		testenv.Golden(t, "report.golden."+format, b.Bytes())
 		again, err := Build(inputs, Options{})
 		var b2 bytes.Buffer
 		if err != nil || Write(&b2, again, format) != nil || !bytes.Equal(b.Bytes(), b2.Bytes()) {
@@ -458,7 +450,7 @@ func TestOneSampleGolden(t *testing.T) {
 	if strings.Contains(md, "The targets did not all use the same FUSE transport") || strings.Contains(md, " [") {
 		t.Error("the Markdown notes a transport difference, or prints an interval")
 	}
-	golden(t, "report.golden.one.md", b.Bytes())
+	testenv.Golden(t, "report.golden.one.md", b.Bytes())
 }
 
 func timing(r *Report, metric string) *Timing {

@@ -118,11 +118,7 @@ func Start(t testing.TB, addr string, opts ...Option) *Host {
 	// sshd reads authorized_keys as the user logging in, who may be
 	// another than root (nobody, say): it is public, in a directory all
 	// may read (t.TempDir's parent is root's alone).
-	pubDir, err := os.MkdirTemp("", "sshtest-pub-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(pubDir) })
+	pubDir := testenv.ShortTempDir(t, "sshtest-pub-")
 	authorized := filepath.Join(pubDir, "authorized_keys")
 	if err := os.Chmod(pubDir, 0o755); err != nil {
 		t.Fatal(err)

@@ -19,10 +19,9 @@ import (
 const ExitLeftovers = 1
 
 func newAuditCmd(g *global) *cobra.Command {
-	var target, runID string
+	var runID string
 	var fix bool
-	var ssh sshSettings
-	var targetOpts targetFlags
+	var sc scope
 	c := &cobra.Command{
 		Use:   "audit [--target T,...] [--run ID] [--fix]",
 		Short: "Prove nothing of sealbench is left, or list what is (exit 1)",
@@ -52,28 +51,23 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
   sealbench audit --fix            # after a crash: remove what was left`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			opts := runs.AuditOptions{StateDir: runs.DefaultStateDir(), Run: runID, SSH: runs.SSHOptions{Identity: ssh.identity, KnownHosts: ssh.knownHosts}}
+			opts := runs.AuditOptions{StateDir: runs.DefaultStateDir(), Run: runID, SSH: runs.SSHOptions{Identity: sc.ssh.identity, KnownHosts: sc.ssh.knownHosts}}
 			if runID != "" {
 				if err := manifests.ValidateRunID(runID); err != nil {
 					return usageErrorf("run ids look like 20261129T085500-3f9a1c", "--run: %v", err)
 				}
 			}
-			if target != "" {
-				specs, err := orchestrate.ParseTargets(strings.Split(target, ","))
-				if err != nil {
-					return err
-				}
-				opts.Targets = orchestrate.Names(specs)
-				for _, s := range specs {
-					if s.Host != nil {
-						opts.Hosts = append(opts.Hosts, s.Host.String())
-					}
-				}
-			}
-			if err := ssh.check(); err != nil {
+			specs, err := sc.specs()
+			if err != nil {
 				return err
 			}
-			if err := targetOpts.apply(); err != nil {
+			opts.Targets = orchestrate.Names(specs)
+			for _, s := range specs {
+				if s.Host != nil {
+					opts.Hosts = append(opts.Hosts, s.Host.String())
+				}
+			}
+			if err := sc.check(); err != nil {
 				return err
 			}
 			var res *runs.AuditResult
@@ -126,9 +120,7 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&target, "target", "", "audit only these targets, comma-separated: "+strings.Join(provision.Names(), ", ")+" (default: all)")
-	ssh.flags(c.Flags())
-	targetOpts.flags(c.Flags(), provision.CommandAudit)
+	sc.flags(c.Flags(), provision.CommandAudit, "audit only these targets, comma-separated: "+strings.Join(provision.Names(), ", ")+" (default: all)")
 	c.Flags().BoolVar(&fix, "fix", false, "tear down what is found")
 	c.Flags().StringVar(&runID, "run", "", "audit (and fix) only this run")
 	return c

@@ -4,7 +4,6 @@ package cmd
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -13,9 +12,7 @@ import (
 )
 
 func newDoctorCmd(g *global) *cobra.Command {
-	var target string
-	var ssh sshSettings
-	var targetOpts targetFlags
+	var sc scope
 	c := &cobra.Command{
 		Use:   "doctor [--target T,...]",
 		Short: "Say what this host can run, and for what it cannot, why and what to install",
@@ -40,17 +37,10 @@ docs/targets.md says what each target needs.`,
   sealbench doctor --target ` + remoteExample() + ` --ssh-identity ~/.ssh/bench_ed25519`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if err := ssh.check(); err != nil {
+			if err := sc.check(); err != nil {
 				return err
 			}
-			if err := targetOpts.apply(); err != nil {
-				return err
-			}
-			var targets []string
-			if target != "" {
-				targets = strings.Split(target, ",")
-			}
-			r, err := orchestrate.Doctor(c.Context(), orchestrate.DoctorOptions{Targets: targets, SSH: ssh.options()})
+			r, err := orchestrate.Doctor(c.Context(), orchestrate.DoctorOptions{Targets: sc.targets(), SSH: sc.ssh.options()})
 			if err != nil {
 				return err
 			}
@@ -99,8 +89,6 @@ docs/targets.md says what each target needs.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&target, "target", "", "look only at these targets, comma-separated; KIND@ssh://USER@HOST[:PORT] looks at that host over SSH")
-	ssh.flags(c.Flags())
-	targetOpts.flags(c.Flags(), provision.CommandDoctor)
+	sc.flags(c.Flags(), provision.CommandDoctor, "look only at these targets, comma-separated; KIND@ssh://USER@HOST[:PORT] looks at that host over SSH")
 	return c
 }

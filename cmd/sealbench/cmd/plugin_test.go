@@ -4,7 +4,6 @@ package cmd
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,12 +51,7 @@ func TestATargetIsOnePackage(t *testing.T) {
 	if !strings.Contains(stderr, "testtarget: label probe") {
 		t.Errorf("the target's option did not reach it:\n%.3000s", stderr)
 	}
-	f, err := os.Open(filepath.Join(out, manifests.SamplesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	samples, err := manifests.ReadSamples(f)
+	samples, err := manifests.ReadSamplesFile(filepath.Join(out, manifests.SamplesFile))
 	if err != nil || len(samples) != 1 || samples[0].Target != "testtarget" || samples[0].Status != manifests.StatusOK {
 		t.Errorf("samples: %v %+v", err, samples)
 	}

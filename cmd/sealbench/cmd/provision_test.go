@@ -33,12 +33,7 @@ import (
 func TestProvisionTeardownAuditCLI(t *testing.T) {
 	testenv.NeedRoot(t)
 	b := provisiontest.GetBundle(t)
-	state, err := os.MkdirTemp("", "sbc-") // short: the stand-in's socket lives under it
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(state)
-	t.Setenv(runs.StateDirEnv, state)
+	shortStateDir(t) // the stand-in's socket lives under it
 
 	code, stdout, stderr := run(t, "provision", "local", "--bundle", b.Dir, "--key", b.PubKey, "--id", b.Name, "--json")
 	if code != ExitOK {
@@ -201,15 +196,6 @@ func TestProvisionFUSEURing(t *testing.T) {
 	orig := param()
 	defer setParam(orig) // deferred after unlock's defer: runs first, under the lock
 	setParam("N")
-	newState := func() string {
-		state, err := os.MkdirTemp("", "sbu-") // short: the stand-in's socket lives under it
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(state) })
-		t.Setenv(runs.StateDirEnv, state)
-		return state
-	}
 	// audit audits the run id (one that still has a run directory), or,
 	// with no id, every run of this test's state directory on this host.
 	audit := func(id string) (code int, kinds []string, out string) {
@@ -229,7 +215,7 @@ func TestProvisionFUSEURing(t *testing.T) {
 	}
 
 	t.Run("provision", func(t *testing.T) {
-		state := newState()
+		state := shortStateDir(t)
 		code, stdout, stderr := run(t, "provision", "local", "--bundle", b.Dir, "--key", b.PubKey, "--id", b.Name, "--fuse-uring", "--json")
 		if code != ExitOK {
 			t.Fatalf("provision local --fuse-uring: exit %d\n%s\n%s", code, stdout, stderr)
@@ -279,7 +265,7 @@ func TestProvisionFUSEURing(t *testing.T) {
 	})
 
 	t.Run("crash", func(t *testing.T) {
-		state := newState()
+		state := shortStateDir(t)
 		c := exec.Command(os.Args[0], "-test.run=^TestProvisionFUSEURing$", "-test.v")
 		c.Env = append(os.Environ(), fuseURingCrashEnv+"="+strings.Join([]string{b.Dir, b.PubKey, b.Name}, "\n"))
 		out, err := c.CombinedOutput()
@@ -454,12 +440,7 @@ func TestProvisionOnADockerHostCLI(t *testing.T) {
 	endpoint := testenv.PrivateDockerd(t)
 	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv("DOCKER_HOST", endpoint))
 	b := provisiontest.GetBundle(t)
-	state, err := os.MkdirTemp("", "sbc-") // short: the forward's socket lives under it
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(state)
-	t.Setenv(runs.StateDirEnv, state)
+	shortStateDir(t) // the forward's socket lives under it
 	host := fmt.Sprintf("ssh://%s@%s:%d", h.User, h.Addr, h.Port)
 	ssh := []string{"--ssh-identity", h.ClientKey, "--ssh-known-hosts", h.KnownHosts}
 	code, stdout, stderr := run(t, append([]string{"provision", "h=docker@" + host, "--bundle", b.Dir, "--key", b.PubKey, "--id", b.Name}, ssh...)...)
@@ -491,19 +472,10 @@ func TestProvisionOnADockerHostCLI(t *testing.T) {
 func TestProvisionOnALocalHostCLI(t *testing.T) {
 	sshtest.Need(t)
 	sshCmd := testenv.NeedCommand(t, "ssh")
-	hostState, err := os.MkdirTemp("", "sbh-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(hostState)
+	hostState := testenv.ShortTempDir(t, "sbh-")
 	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(runs.StateDirEnv, hostState))
 	b := provisiontest.GetBundle(t)
-	state, err := os.MkdirTemp("", "sbc-") // short: the forward's socket lives under it
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(state)
-	t.Setenv(runs.StateDirEnv, state)
+	shortStateDir(t) // the forward's socket lives under it
 	spec := fmt.Sprintf("h=local@ssh://%s@%s:%d", h.User, h.Addr, h.Port)
 	ssh := []string{"--ssh-identity", h.ClientKey, "--ssh-known-hosts", h.KnownHosts}
 	code, stdout, stderr := run(t, append([]string{"provision", spec, "--bundle", b.Dir, "--key", b.PubKey, "--id", b.Name, "--json"}, ssh...)...)

@@ -33,15 +33,7 @@ func TestRunOnTwoHostsAndLocal(t *testing.T) {
 	sshtest.Need(t)
 	endpoint := testenv.PrivateDockerd(t)
 	shortStateDir(t)
-	hostState := func() string {
-		d, err := os.MkdirTemp("", "sbh-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(d) })
-		return d
-	}
-	s1, s2 := hostState(), hostState()
+	s1, s2 := testenv.ShortTempDir(t, "sbh-"), testenv.ShortTempDir(t, "sbh-")
 	h1 := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(runs.StateDirEnv, s1), sshtest.SetEnv(remote.LockEnv, filepath.Join(s1, "sealbench.lock")))
 	h2 := sshtest.Start(t, "127.0.0.3", sshtest.SetEnv(runs.StateDirEnv, s2), sshtest.SetEnv(remote.LockEnv, filepath.Join(s2, "sealbench.lock")),
 		sshtest.SetEnv("DOCKER_HOST", endpoint), sshtest.Authorize(h1))
@@ -63,12 +55,7 @@ func TestRunOnTwoHostsAndLocal(t *testing.T) {
 	if o.Samples != 6 || o.Failed != 0 || o.Kept || len(o.Leftovers) != 0 || len(o.Targets) != 3 {
 		t.Errorf("outcome: %+v", o)
 	}
-	f, err := os.Open(filepath.Join(out, "samples.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples, err := manifests.ReadSamples(f)
-	f.Close()
+	samples, err := manifests.ReadSamplesFile(filepath.Join(out, "samples.jsonl"))
 	if err != nil || len(samples) != 6 {
 		t.Fatalf("%d samples, %v", len(samples), err)
 	}

@@ -96,11 +96,7 @@ func sealForRun(t *testing.T) sealed {
 // shortStateDir makes a short state directory (the stand-in's socket
 // lives under it) and points SEALBENCH_STATE_DIR at it.
 func shortStateDir(t *testing.T) string {
-	state, err := os.MkdirTemp("", "sbr-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(state) })
+	state := testenv.ShortTempDir(t, "sbr-")
 	t.Setenv(runs.StateDirEnv, state)
 	return state
 }
@@ -133,12 +129,7 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 	if !strings.Contains(stderr, "sampling with the bundle's runner") {
 		t.Errorf("the run did not say it sampled with the bundle's runner:\n%.3000s", stderr)
 	}
-	f, err := os.Open(filepath.Join(out, "samples.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples, err := manifests.ReadSamples(f)
-	f.Close()
+	samples, err := manifests.ReadSamplesFile(filepath.Join(out, "samples.jsonl"))
 	if err != nil || len(samples) != 48 {
 		t.Fatalf("%d samples, %v", len(samples), err)
 	}
@@ -235,12 +226,7 @@ func TestRunOnGVisor(t *testing.T) {
 	if o.Samples != 2 || o.Failed != 0 || len(o.Leftovers) != 0 {
 		t.Errorf("outcome: %+v", o)
 	}
-	f, err := os.Open(filepath.Join(out, "samples.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples, err := manifests.ReadSamples(f)
-	f.Close()
+	samples, err := manifests.ReadSamplesFile(filepath.Join(out, "samples.jsonl"))
 	if err != nil || len(samples) != 2 {
 		t.Fatalf("%d samples, %v", len(samples), err)
 	}

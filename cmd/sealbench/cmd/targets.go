@@ -12,6 +12,7 @@ import (
 
 	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/provision/remote"
 	_ "github.com/sealbench/sealbench/provision/targets" // every target's registration: the one list of them
 )
 
@@ -146,4 +147,45 @@ func (s sshSettings) check() error {
 
 func (s sshSettings) options() orchestrate.SSH {
 	return orchestrate.SSH{Identity: s.identity, KnownHosts: s.knownHosts}
+}
+
+// scope is how audit, teardown and doctor are told which targets to look
+// at and how to reach them: --target, the ssh settings, and the targets'
+// own options for the command.
+type scope struct {
+	target string // --target: specs, comma-separated
+	ssh    sshSettings
+	opts   targetFlags
+}
+
+// flags adds the scope's flags to fl, --target's with usage.
+func (s *scope) flags(fl *pflag.FlagSet, c provision.Command, usage string) {
+	fl.StringVar(&s.target, "target", "", usage)
+	s.ssh.flags(fl)
+	s.opts.flags(fl, c)
+}
+
+// targets is --target split at its commas (nil: every target).
+func (s *scope) targets() []string {
+	if s.target == "" {
+		return nil
+	}
+	return strings.Split(s.target, ",")
+}
+
+// specs parses --target (nil: every target).
+func (s *scope) specs() ([]remote.Spec, error) {
+	if s.target == "" {
+		return nil, nil
+	}
+	return orchestrate.ParseTargets(s.targets())
+}
+
+// check refuses ssh files that cannot be read and target options no
+// target could use, and applies the options to this process.
+func (s *scope) check() error {
+	if err := s.ssh.check(); err != nil {
+		return err
+	}
+	return s.opts.apply()
 }

@@ -14,10 +14,9 @@ import (
 )
 
 func newTeardownCmd(g *global) *cobra.Command {
-	var runID, target string
+	var runID string
 	var all bool
-	var ssh sshSettings
-	var targetOpts targetFlags
+	var sc scope
 	c := &cobra.Command{
 		Use:   "teardown --run ID | --all [--target T,...]",
 		Short: "Remove everything a run created, from its ledger",
@@ -49,23 +48,17 @@ teardown of the whole run.`,
   sealbench teardown --all && sealbench audit`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			var targets []string
-			if target != "" {
-				specs, err := orchestrate.ParseTargets(strings.Split(target, ","))
-				if err != nil {
-					return err
-				}
-				targets = orchestrate.Names(specs)
-			}
-			if err := ssh.check(); err != nil {
+			specs, err := sc.specs()
+			if err != nil {
 				return err
 			}
-			if err := targetOpts.apply(); err != nil {
+			targets := orchestrate.Names(specs)
+			if err := sc.check(); err != nil {
 				return err
 			}
 			p := newProgress(g.stderr, "teardown")
 			defer p.Close()
-			results, err := orchestrate.Teardown(c.Context(), orchestrate.TeardownOptions{Run: runID, All: all, Targets: targets, SSH: ssh.options(), Log: p.Logf})
+			results, err := orchestrate.Teardown(c.Context(), orchestrate.TeardownOptions{Run: runID, All: all, Targets: targets, SSH: sc.ssh.options(), Log: p.Logf})
 			if results == nil {
 				return err
 			}
@@ -107,8 +100,6 @@ teardown of the whole run.`,
 	}
 	c.Flags().StringVar(&runID, "run", "", "the run to tear down (its id, as provision printed it)")
 	c.Flags().BoolVar(&all, "all", false, "tear down every run in the state directory")
-	c.Flags().StringVar(&target, "target", "", "tear down only these targets' resources, comma-separated (the run directory stays)")
-	ssh.flags(c.Flags())
-	targetOpts.flags(c.Flags(), provision.CommandTeardown)
+	sc.flags(c.Flags(), provision.CommandTeardown, "tear down only these targets' resources, comma-separated (the run directory stays)")
 	return c
 }

@@ -6,8 +6,9 @@
 // provision.Target, and a runs.Backend (Backend) that dispatches the
 // tool's resources by kind; and, for those with a background helper (the
 // microsandbox Engine proxy, the qemu link), its command line and its
-// private socket. Each target package keeps only the commands of its own
-// tool.
+// private socket; and the size of a VM booted from the VM image (Size:
+// the lima and qemu targets). Each target package keeps only the commands
+// of its own tool.
 package vmtarget
 
 import (
@@ -222,17 +223,10 @@ func (v *VM) LoadImage(ctx context.Context, present func(context.Context) (bool,
 	return nil
 }
 
-// Ping asks the Engine at endpoint whether it answers, waiting at most d.
+// Ping is engine.Ping, which the kubernetes target still calls by this
+// name.
 func Ping(ctx context.Context, endpoint string, d time.Duration) error {
-	cli, err := engine.NewClient(endpoint)
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	_, err = cli.Ping(ctx)
-	return err
+	return engine.Ping(ctx, endpoint, d)
 }
 
 // WaitReady waits, up to ReadyTimeout, for the stand-in to answer on the
@@ -242,7 +236,7 @@ func Ping(ctx context.Context, endpoint string, d time.Duration) error {
 func (v *VM) WaitReady(ctx context.Context, ping time.Duration, alive func(context.Context) error, logs func(context.Context) string) error {
 	deadline := time.Now().Add(v.C.ReadyTimeout)
 	for {
-		err := Ping(ctx, v.Endpoint(), ping)
+		err := engine.Ping(ctx, v.Endpoint(), ping)
 		if err == nil {
 			return nil
 		}
@@ -286,16 +280,16 @@ func (v *VM) created() bool {
 	return false
 }
 
-// Destroy tears down every ledger entry of the target, then runs sweep,
-// which removes whatever the tool still holds with the run's label: both
-// steps run, and every failure is returned. A target that never recorded
-// anything needs no tool.
+// Destroy tears down every ledger entry of the target, then runs sweep
+// (when not nil), which removes whatever the tool still holds with the
+// run's label: both steps run, and every failure is returned. A target
+// that never recorded anything needs no tool.
 func (v *VM) Destroy(ctx context.Context, sweep func(context.Context, *toolexec.Tool) error) error {
 	var errs *multierror.Error
 	if _, err := runs.Teardown(ctx, v.C.Run.Dir, runs.TeardownOptions{Targets: []string{v.C.Target}, Log: v.C.Log}); err != nil {
 		errs = multierror.Append(errs, err)
 	}
-	if !v.created() {
+	if sweep == nil || !v.created() {
 		return errs.ErrorOrNil()
 	}
 	if err := v.ResolveTool(); err != nil {
@@ -308,8 +302,9 @@ func (v *VM) Destroy(ctx context.Context, sweep func(context.Context, *toolexec.
 }
 
 // Inventory lists what of the run the target holds: the ledger entries
-// whose resource still exists, and what labelled (the tool's resources
-// carrying the run's label, with their Kind, Key and a Detail) adds.
+// whose resource still exists, and what labelled (when not nil: the
+// tool's resources carrying the run's label, with their Kind, Key and a
+// Detail) adds.
 func (v *VM) Inventory(ctx context.Context, labelled func(context.Context, *toolexec.Tool) ([]runs.Resource, error)) ([]runs.Resource, error) {
 	out, err := v.C.Run.Held(ctx, v.C.Target)
 	if err != nil {
@@ -319,7 +314,7 @@ func (v *VM) Inventory(ctx context.Context, labelled func(context.Context, *tool
 	for _, r := range out {
 		seen[string(r.Kind)+" "+r.Key] = true
 	}
-	if !v.created() {
+	if labelled == nil || !v.created() {
 		return out, nil
 	}
 	if err := v.ResolveTool(); err != nil {

@@ -110,11 +110,7 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 	img := engine.Image{Tar: info.Tar, Ref: info.Ref, ID: info.ID}
 	step("built the Sandbox image %s", img.ID.Short(12))
 
-	state, err := os.MkdirTemp("", "sbl-") // short: the local stand-in's socket lives under it
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(state)
+	state := testenv.ShortTempDir(t, "sbl-") // the local stand-in's socket lives under it
 	run, err := runs.NewRun(state)
 	if err != nil {
 		t.Fatal(err)

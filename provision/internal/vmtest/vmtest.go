@@ -1,6 +1,7 @@
 // Package vmtest holds the test helpers that the VM targets' tests share:
 // the fake tool on PATH, a fresh run torn down after the test, and checks
-// on the command lines the fake ran and on the run's ledger.
+// on the command lines the fake ran and on the run's ledger; and the test
+// binary serving a target's hidden command (Main, Self).
 package vmtest
 
 import (
@@ -19,6 +20,7 @@ import (
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/runs"
+	"github.com/sealbench/sealbench/vmimages"
 )
 
 // FakeTool puts the fake tool (faketool.Container or faketool.Msb) first
@@ -30,11 +32,7 @@ func FakeTool(t *testing.T, tool, opt string) string {
 	if err := faketool.Install(bin, tool); err != nil {
 		t.Fatal(err)
 	}
-	state, err := os.MkdirTemp("", "fk") // short: guest sockets live under it
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(state) })
+	state := testenv.ShortTempDir(t, "fk") // guest sockets live under it
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	t.Setenv(faketool.StateEnv, state)
 	t.Setenv(faketool.OptEnv, opt)
@@ -54,28 +52,19 @@ func ToolPath(t *testing.T, tool string) string {
 	return ""
 }
 
-// NewRun makes a run in a fresh state directory (short: sockets live
-// under it), and returns both. Whatever a failed test left goes with the
-// run.
-func NewRun(t *testing.T) (string, *runs.Run) {
+// NeedVMImage skips unless the VM image `make vm-image` builds for this
+// host (vmimages.DefaultVM) is in the cache, saying that the command build
+// builds it; it returns the image's directory.
+func NeedVMImage(t *testing.T, build string) string {
 	t.Helper()
-	state, err := os.MkdirTemp("", "sbt-")
+	dir, err := vmimages.DefaultVM()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(state) })
-	run, err := runs.NewRun(state)
-	if err != nil {
-		t.Fatal(err)
+	if _, err := vmimages.LoadVM(dir); err != nil {
+		testenv.Skip(t, "%v (`%s` builds it)", err, build)
 	}
-	// Cleanups run last first: this before the state directory goes.
-	t.Cleanup(func() {
-		run.Close()
-		if _, err := runs.Teardown(context.Background(), run.Dir, runs.TeardownOptions{}); err != nil {
-			t.Errorf("cleanup: teardown: %v", err)
-		}
-	})
-	return state, run
+	return dir
 }
 
 // Calls returns the command lines the fake in state directory fk ran.
@@ -168,7 +157,7 @@ func (tt Target) Setup(t *testing.T) *Env {
 	t.Helper()
 	b := provisiontest.GetBundle(t)
 	e := &Env{Bundle: b, Fake: FakeTool(t, tt.Tool, b.Dir)}
-	e.State, e.Run = NewRun(t)
+	e.Run, e.State = provisiontest.NewRun(t)
 	e.Target = tt.New(t, e.Run, b.Image)
 	return e
 }
