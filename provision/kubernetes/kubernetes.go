@@ -193,7 +193,7 @@ func (k *Kubernetes) touched() bool {
 // starts the kube-engine; when the kube-engine runs and answers already,
 // it does nothing.
 func (k *Kubernetes) Create(ctx context.Context) error {
-	if k.engineRunning() && vmtarget.Ping(ctx, k.Endpoint(), 10*time.Second) == nil {
+	if k.engineRunning() && engine.Ping(ctx, k.Endpoint(), 10*time.Second) == nil {
 		return nil
 	}
 	if err := k.record(manifests.LedgerEntry{Kind: manifests.ResourceDir, Key: k.dir, Detail: "the kubernetes target's record, socket and log"}); err != nil {
@@ -223,7 +223,7 @@ func (k *Kubernetes) Create(ctx context.Context) error {
 	k.o.Log("started the kube-engine for node %s of %s, waiting for %s", k.cfg.Node, c.host, k.Endpoint())
 	deadline := time.Now().Add(ReadyTimeout)
 	for {
-		err := vmtarget.Ping(ctx, k.Endpoint(), 5*time.Second)
+		err := engine.Ping(ctx, k.Endpoint(), 5*time.Second)
 		if err == nil {
 			return nil
 		}

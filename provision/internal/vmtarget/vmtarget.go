@@ -223,12 +223,6 @@ func (v *VM) LoadImage(ctx context.Context, present func(context.Context) (bool,
 	return nil
 }
 
-// Ping is engine.Ping, which the kubernetes target still calls by this
-// name.
-func Ping(ctx context.Context, endpoint string, d time.Duration) error {
-	return engine.Ping(ctx, endpoint, d)
-}
-
 // WaitReady waits, up to ReadyTimeout, for the stand-in to answer on the
 // endpoint, each try waiting at most ping. Between tries alive says
 // whether the VM can still answer: its error ends the wait. A stand-in
