@@ -88,6 +88,18 @@ type PlanImage struct {
 type ProgressLine struct {
 	Log    string `json:"log,omitempty"`
 	Status string `json:"status,omitempty"`
+	// Sample, with Log, says a sample has finished: the host counts it
+	// towards the run's progress and shows Log only where asked to
+	// (run -v).
+	Sample *SampleDone `json:"sample,omitempty"`
+}
+
+// SampleDone is a finished sample, as the runner's progress tells it.
+type SampleDone struct {
+	Target string       `json:"target"`
+	Cell   string       `json:"cell"`
+	Round  int          `json:"round"`
+	Status SampleStatus `json:"status"`
 }
 
 // Validate reports every problem with p, each naming its field.

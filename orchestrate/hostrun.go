@@ -351,7 +351,7 @@ func runHere(ctx context.Context, run *runs.Run, b *Bundle, o RunOptions, g *gro
 		return groupResult{err: err}
 	}
 	g.placeHere(plan, o)
-	samples, err := runSealed(ctx, run, b, plan, g.name(), logf, status)
+	samples, err := runSealed(ctx, run, b, plan, g.name(), logf, status, o.doneOr(logf))
 	r := groupResult{samples: samples, err: err}
 	if p, perr := readPins(filepath.Join(plan.OutDir, manifests.PinsFile)); perr == nil {
 		r.pins = p
@@ -409,7 +409,7 @@ func (h *hostRunner) run(ctx context.Context, o RunOptions, g *group, logf func(
 	}()
 	pr, pw := io.Pipe()
 	relayed := make(chan string, 1)
-	go func() { relayed <- relayProgress(pr, logf, status) }()
+	go func() { relayed <- relayProgress(pr, logf, status, o.doneOr(logf)) }()
 	slots := len(g.order(o))
 	_, runErr := h.c.Exec(execCtx, sshx.Command{Name: "runner", Argv: []string{h.exe, "sample", "--plan", h.planPath},
 		Hold: hold, Stderr: pw, Timeout: time.Duration(slots)*runnerSampleDeadline + 10*time.Minute})

@@ -1,6 +1,7 @@
 package orchestrate
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -48,9 +49,15 @@ type RunOptions struct {
 	StateDir string // empty: runs.DefaultStateDir
 	Log      func(string, ...any)
 	Status   func(string)
-	// Report, when set, hears the report (Markdown) as soon as it is
-	// written, before teardown.
-	Report func(markdown string)
+	// Done, when set, hears each finished sample (which, and how it
+	// went), with the line that says so; unset, the line goes to Log.
+	Done func(manifests.SampleDone, string)
+	// Detail, when set, hears the lines of each step's parts (each
+	// resource torn down); unset, they go to Log.
+	Detail func(string, ...any)
+	// Report, when set, hears the report as soon as it is written,
+	// before teardown, with the files it was written to (ReportFormats).
+	Report func(r *report.Report, files []string)
 
 	// FUSEURing turns the host's enable_uring on for the run (recorded in
 	// the ledger first, put back by teardown); every target's pins say
@@ -71,6 +78,7 @@ type RunOutcome struct {
 	Bundle    string                      `json:"bundle"`
 	Targets   map[string]*engine.Identity `json:"targets,omitempty"`
 	Samples   int                         `json:"samples"`
+	Reports   []string                    `json:"reports,omitempty"` // report.md, .html, .json
 	Failed    int                         `json:"failed"`
 	Kept      bool                        `json:"kept"`
 	Teardown  *runs.TeardownResult        `json:"teardown,omitempty"`
@@ -110,7 +118,7 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 	logf("run %s: ledger in %s, results in %s", run.ID, run.Dir, out)
 	outcome = &RunOutcome{Run: run.ID, Dir: out, RunDir: run.Dir, Bundle: b.Verified.Name, Targets: map[string]*engine.Identity{}, Leftovers: []runs.Resource{}}
 	defer func() {
-		err = finish(ctx, run, o.Keep, outcome, err, logf, status)
+		err = finish(ctx, run, o.Keep, outcome, err, logf, o.detailOr(logf), status)
 		err = signRun(o, outcome, err, logf) // after the audit, whose verdict it signs
 	}()
 	uring, err := setupFUSEURing(run, o.FUSEURing, o.Targets, o.Engine, logf)
@@ -166,7 +174,7 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 		if err != nil {
 			return outcome, err
 		}
-		samples, runErr = runSealed(ctx, run, b, plan, "", logf, status)
+		samples, runErr = runSealed(ctx, run, b, plan, "", logf, status, o.doneOr(logf))
 		if runErr != nil {
 			missingSlots = groups[0].order(o)
 		}
@@ -184,12 +192,13 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 		return outcome, fmt.Errorf("run %s stopped with %d samples missing (%s; the %d done are in %s): %w",
 			run.ID, len(missing), strings.Join(missing, ", "), len(samples), out, runErr)
 	}
-	md, err := writeReport(out, unsignedYet(o.SignKey))
+	rep, files, err := writeReport(out, unsignedYet(o.SignKey))
 	if err != nil {
 		return outcome, err
 	}
+	outcome.Reports = files
 	if o.Report != nil {
-		o.Report(md)
+		o.Report(rep, files)
 	}
 	if outcome.Failed > 0 {
 		return outcome, &cliutil.UserError{Code: ExitMismatch, Err: fmt.Errorf("%d of %d samples failed", outcome.Failed, len(samples)),
@@ -198,15 +207,35 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 	return outcome, nil
 }
 
-// WriteReport writes out/report.md from the samples there and returns it.
-func WriteReport(out string) (string, error) { return writeReport(out, nil) }
+// doneOr is how finished samples are heard: by o.Done, or as lines to
+// logf.
+func (o RunOptions) doneOr(logf func(string, ...any)) sampleDone {
+	if o.Done != nil {
+		return o.Done
+	}
+	return func(_ manifests.SampleDone, line string) { logf("%s", line) }
+}
 
-// writeReport is WriteReport with what the host found about the run's
-// signed results put into each input first (nil: nothing).
-func writeReport(out string, signature func(*report.Input)) (string, error) {
+// detailOr is where the lines of a step's parts go: o.Detail, or logf.
+func (o RunOptions) detailOr(logf func(string, ...any)) func(string, ...any) {
+	if o.Detail != nil {
+		return o.Detail
+	}
+	return logf
+}
+
+// ReportFormats are the formats a run writes its report in, each as
+// out/report.<format>.
+var ReportFormats = []string{"md", "html", "json"}
+
+// writeReport writes the report of the samples in out as out/report.md,
+// report.html and report.json, with what the host found about the run's
+// signed results put into each input first (signature nil: nothing). It
+// returns the report and the files.
+func writeReport(out string, signature func(*report.Input)) (*report.Report, []string, error) {
 	inputs, err := report.Load([]string{out})
 	if err != nil {
-		return "", err
+		return nil, nil, err
 	}
 	for i := range inputs {
 		if signature != nil {
@@ -215,20 +244,28 @@ func writeReport(out string, signature func(*report.Input)) (string, error) {
 	}
 	rep, err := report.Build(inputs, report.Options{})
 	if err != nil {
-		return "", err
+		return nil, nil, err
 	}
-	var md strings.Builder
-	if err := report.Write(&md, rep, "md"); err != nil {
-		return "", err
+	var files []string
+	for _, format := range ReportFormats {
+		var b bytes.Buffer
+		if err := report.Write(&b, rep, format); err != nil {
+			return nil, nil, err
+		}
+		path := filepath.Join(out, "report."+format)
+		if err := atomicfile.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			return nil, nil, err
+		}
+		files = append(files, path)
 	}
-	return md.String(), atomicfile.WriteFile(filepath.Join(out, "report.md"), []byte(md.String()), 0o644)
+	return rep, files, nil
 }
 
 // finish tears the run down (unless keep) and audits it, whatever runErr
 // is: success, a failure, or Ctrl-C (ctx is done then; teardown runs all
 // the same). It returns the error to exit with: the first of them that
 // has an exit code decides it.
-func finish(ctx context.Context, run *runs.Run, keep bool, o *RunOutcome, runErr error, logf func(string, ...any), status func(string)) error {
+func finish(ctx context.Context, run *runs.Run, keep bool, o *RunOutcome, runErr error, logf, detailf func(string, ...any), status func(string)) error {
 	ctx = context.WithoutCancel(ctx)
 	errs := multierror.Append(nil, runErr)
 	if keep {
@@ -239,8 +276,11 @@ func finish(ctx context.Context, run *runs.Run, keep bool, o *RunOutcome, runErr
 	}
 	status("tearing down run " + run.ID)
 	run.Close()
-	td, err := runs.Teardown(ctx, run.Dir, runs.TeardownOptions{Log: logf})
+	td, err := runs.Teardown(ctx, run.Dir, runs.TeardownOptions{Log: detailf})
 	o.Teardown = td
+	if td != nil {
+		logf("tore down run %s: %d resources removed", run.ID, len(td.Removed))
+	}
 	if err != nil {
 		errs = multierror.Append(errs, &cliutil.UserError{Code: cliutil.ExitFailed, Err: fmt.Errorf("tearing down run %s: %w", run.ID, err),
 			Hint: "fix the causes above and run `sealbench teardown --run " + run.ID + "`"})

@@ -58,7 +58,7 @@ func signRun(o RunOptions, outcome *RunOutcome, runErr error, logf func(string, 
 		return fail(err)
 	}
 	logf("signed the results with key %s: %s", v.KeyID(), p)
-	if _, err := writeReport(dir, func(in *report.Input) { in.Signature, _ = CheckInput(in, v) }); err != nil {
+	if _, _, err := writeReport(dir, func(in *report.Input) { in.Signature, _ = CheckInput(in, v) }); err != nil {
 		return fail(err)
 	}
 	return runErr

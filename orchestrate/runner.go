@@ -77,7 +77,7 @@ func basePlan(run *runs.Run, b *Bundle, o RunOptions) *manifests.RunPlan {
 // SIGINT. It returns the samples the
 // runner wrote, and an error when the runner could not take them all: the
 // context's when interrupted. Failed samples are not an error here.
-func runSealed(ctx context.Context, run *runs.Run, b *Bundle, plan *manifests.RunPlan, name string, logf func(string, ...any), status func(string)) ([]manifests.Sample, error) {
+func runSealed(ctx context.Context, run *runs.Run, b *Bundle, plan *manifests.RunPlan, name string, logf func(string, ...any), status func(string), done sampleDone) ([]manifests.Sample, error) {
 	dir, planName := runnerDir, planFile
 	if name != "" && name != "local" {
 		dir, planName = runnerDir+"-"+name, strings.TrimSuffix(planFile, ".json")+"-"+name+".json"
@@ -99,7 +99,7 @@ func runSealed(ctx context.Context, run *runs.Run, b *Bundle, plan *manifests.Ru
 		return nil, fmt.Errorf("writing the run plan: %w", err)
 	}
 	logf("sampling with the bundle's runner %s (%s), plan %s", bundle.RunnerPath(runtime.GOOS, runtime.GOARCH), digest.Short(16), planPath)
-	runErr := startRunner(ctx, exe, planPath, logf, status)
+	runErr := startRunner(ctx, exe, planPath, logf, status, done)
 	// The runner appended its Sandboxes to the ledger: read them (a
 	// Record here would too; Entries needs them now).
 	if err := run.Refresh(); err != nil && runErr == nil {
@@ -159,7 +159,7 @@ func copyRunner(b *Bundle, dir string) (string, manifests.Digest, error) {
 
 // startRunner runs `exe sample --plan planPath` (see runnerProcAttr),
 // passes its progress lines on, and says how it ended.
-func startRunner(ctx context.Context, exe, planPath string, logf func(string, ...any), status func(string)) error {
+func startRunner(ctx context.Context, exe, planPath string, logf func(string, ...any), status func(string), done sampleDone) error {
 	cmd := exec.CommandContext(ctx, exe, "sample", "--plan", planPath)
 	cmd.SysProcAttr = runnerProcAttr()
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -172,7 +172,7 @@ func startRunner(ctx context.Context, exe, planPath string, logf func(string, ..
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the bundle's runner: %w", err)
 	}
-	last := relayProgress(stderr, logf, status)
+	last := relayProgress(stderr, logf, status, done)
 	err = cmd.Wait()
 	var ee *exec.ExitError
 	switch {
@@ -203,10 +203,15 @@ func exitError(code int, last string) error {
 	}
 }
 
+// sampleDone hears a runner's finished sample, with the line that says
+// how it went.
+type sampleDone func(manifests.SampleDone, string)
+
 // relayProgress reads the runner's stderr to EOF: progress lines go to
-// logf and status; any other line (an error, a panic) is logged as it is.
-// It returns the last few such lines, which say why a runner failed.
-func relayProgress(r io.Reader, logf func(string, ...any), status func(string)) string {
+// logf and status, finished samples to done; any other line (an error, a
+// panic) is logged as it is. It returns the last few such lines, which say
+// why a runner failed.
+func relayProgress(r io.Reader, logf func(string, ...any), status func(string), done sampleDone) string {
 	var other []string
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -214,7 +219,10 @@ func relayProgress(r io.Reader, logf func(string, ...any), status func(string)) 
 		line := sc.Text()
 		var p manifests.ProgressLine
 		if strings.HasPrefix(line, "{") && json.Unmarshal([]byte(line), &p) == nil && (p.Log != "" || p.Status != "") {
-			if p.Log != "" {
+			switch {
+			case p.Sample != nil:
+				done(*p.Sample, p.Log)
+			case p.Log != "":
 				logf("%s", p.Log)
 			}
 			if p.Status != "" {

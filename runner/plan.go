@@ -17,6 +17,7 @@ import (
 type PlanOptions struct {
 	Log    func(string, ...any)
 	Status func(string)
+	Done   func(manifests.SampleDone, string) // each finished sample; unset: its line to Log
 	// Executable is the runner's own file, hashed to check it is the one
 	// the plan was made for; empty: os.Executable().
 	Executable string
@@ -80,6 +81,6 @@ func RunPlan(ctx context.Context, plan *manifests.RunPlan, o PlanOptions) ([]man
 		Image:        engine.Image{Ref: plan.Image.Ref, ID: plan.Image.ID, Lock: plan.Image.Lock, Relocked: plan.Image.Relocked},
 		RunnerSHA256: self, RunnerPlatform: runtime.GOOS + "/" + runtime.GOARCH, StandinSHA256: plan.StandinSHA256,
 		Cells: plan.Cells, Samples: plan.Samples, Seed: plan.Seed, Native: plan.Native,
-		OutDir: plan.OutDir, LockPath: plan.Lock, Tools: tools, Log: o.Log, Status: o.Status,
+		OutDir: plan.OutDir, LockPath: plan.Lock, Tools: tools, Log: o.Log, Status: o.Status, Done: o.Done,
 	})
 }

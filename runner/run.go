@@ -70,6 +70,9 @@ type EngineOptions struct {
 	// Status, when set, hears the phase of the sample under way ("local
 	// C03 3/24: timed run"), for a terminal's status line.
 	Status func(string)
+	// Done, when set, hears each finished sample, with a line that says
+	// how it went; unset, the line goes to Log.
+	Done func(manifests.SampleDone, string)
 }
 
 // engineConn is one target's Engine, connected.
@@ -90,6 +93,9 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 	}
 	if o.Status == nil {
 		o.Status = func(string) {}
+	}
+	if o.Done == nil {
+		o.Done = func(_ manifests.SampleDone, line string) { o.Log("%s", line) }
 	}
 	if o.Samples <= 0 {
 		o.Samples = 1
@@ -175,8 +181,9 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 		if err := f.Sync(); err != nil {
 			return out, err
 		}
-		o.Log("%s round %d: %s, command %.1f ms, exec overhead %.2f ms", where, s.Round, sampleSummary(s),
-			float64(s.CommandNs)/1e6, float64(s.ExecOverheadNs)/1e6)
+		o.Done(manifests.SampleDone{Target: s.Target, Cell: s.Cell, Round: s.Round, Status: s.Status},
+			fmt.Sprintf("%s round %d: %s, command %.1f ms, exec overhead %.2f ms", where, s.Round, sampleSummary(s),
+				float64(s.CommandNs)/1e6, float64(s.ExecOverheadNs)/1e6))
 		out = append(out, s)
 	}
 	pins.End = time.Now().UTC()

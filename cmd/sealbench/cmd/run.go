@@ -5,12 +5,14 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sealbench/sealbench/bundle/attest"
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
@@ -18,6 +20,7 @@ import (
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/remote"
 	"github.com/sealbench/sealbench/runner/cells"
+	"github.com/sealbench/sealbench/runner/report"
 )
 
 // defaultSamples is how many samples run takes per cell and target: the
@@ -33,7 +36,7 @@ type runFlags struct {
 	bundle, key, expect   string
 	signKey               string
 	out, cells            string
-	native, keep          bool
+	native, keep, verbose bool
 	fuseURing             bool
 	samples               int
 	seed                  uint64
@@ -55,9 +58,13 @@ With --target, the run provisions each target (as ` + "`sealbench provision`" + 
 hands the sampling to the bundle's own runner (its digest checked against the
 signed manifest), which runs the cells on all of them in one seeded random
 interleaving (--samples each, default 5), then writes the run directory
-(samples.jsonl, pins.json, report.md), prints the report (exact counts first,
-timings second), tears down everything it made and audits that nothing is
-left: on success, on failure and on Ctrl-C, unless --keep. With no --bundle it
+(samples.jsonl, pins.json, and the report as report.md, .html and .json:
+exact counts first, timings second), tears down everything it made and audits
+that nothing is left: on success, on failure and on Ctrl-C, unless --keep. It
+ends by printing the report's summary and where the reports are. While it runs
+it shows its steps and its progress (samples done of all, about how long the
+rest takes) and a line for each cell done on a target; -v shows every sample
+and every resource torn down as well. With no --bundle it
 seals one from the source tree around the working directory with a throw-away
 key, and says so. With --engine instead, it drives an Engine that is already
 up. --native runs each body on a plain directory beside LayerFS, and again
@@ -104,6 +111,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 	fl.StringVar(&f.out, "out", "", "results directory, a new one: never an earlier run's nor inside the bundle (default out/runs/<run id>)")
 	fl.StringVar(&f.cells, "cells", "", "cells to run, e.g. C01,C06 (default all twelve)")
 	fl.BoolVar(&f.native, "native", false, "also run each body on a plain directory in the same Sandbox")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "say every sample and every resource torn down as it happens, not only each step")
 	fl.BoolVar(&f.keep, "keep", false, "leave the targets up after the run (take them down with sealbench teardown --run ID)")
 	fl.BoolVar(&f.fuseURing, "fuse-uring", false, "turn the host's enable_uring (FUSE over io_uring, kernel-wide) on for the run; recorded, and put back at teardown")
 	fl.IntVar(&f.samples, "samples", defaultSamples, "samples per cell and target, interleaved in a seeded random order (1: a quick look, no intervals)")
@@ -187,6 +195,14 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	}
 	p := newProgress(g.stderr, "run")
 	defer p.Close()
+	ntargets := max(1, len(names))
+	rp := newRunProgress(p, ntargets, len(cellList), f.samples, f.verbose)
+	detail := func(string, ...any) {}
+	if f.verbose {
+		detail = p.Logf
+	}
+	var rep *report.Report
+	var reports []string
 	b, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: f.bundle, Source: f.source, Key: f.key, Expect: f.expect, Debs: f.debs.options(), Log: p.Logf})
 	if err != nil {
 		return err
@@ -194,13 +210,8 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	o, err := orchestrate.Run(ctx, orchestrate.RunOptions{
 		Bundle: b, Targets: names, Specs: far, SSH: f.ssh.options(), Engine: f.engine, Name: f.name, Options: f.targetFlags.set,
 		Cells: cellList, Samples: f.samples, Seed: f.seed, Native: f.native, Out: f.out, Keep: f.keep, FUSEURing: f.fuseURing,
-		SignKey: signer, Log: p.Logf, Status: p.Status,
-		Report: func(md string) {
-			if !g.json {
-				p.Close()
-				fmt.Fprint(g.stdout, md)
-			}
-		},
+		SignKey: signer, Log: p.Logf, Status: rp.status, Done: rp.sample, Detail: detail,
+		Report: func(r *report.Report, files []string) { rep, reports = r, files },
 	})
 	p.Close()
 	switch {
@@ -211,10 +222,39 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	case g.json:
 		return writeJSON(g.stdout, o)
 	case o.Samples > 0:
-		fmt.Fprintf(g.stdout, "\nrun %s: %d samples, %d failed; results in %s\n", o.Run, o.Samples, o.Failed, o.Dir)
-		if o.Attestation != "" {
-			fmt.Fprintf(g.stdout, "results signed: %s\n", o.Attestation)
-		}
+		printRunSummary(g.stdout, o, rep, reports)
 	}
 	return err
+}
+
+// printRunSummary ends a run's console: the report's summary in plain
+// lines (report.WriteConsole), then what the run left and where.
+func printRunSummary(w io.Writer, o *orchestrate.RunOutcome, rep *report.Report, reports []string) {
+	fmt.Fprintln(w)
+	if rep != nil {
+		report.WriteConsole(w, rep)
+	}
+	fmt.Fprintf(w, "%-9s%d samples, %d failed\n", "Samples:", o.Samples, o.Failed)
+	removed := 0
+	if o.Teardown != nil {
+		removed = len(o.Teardown.Removed)
+	}
+	switch o.Audit.Verdict {
+	case attest.AuditKept:
+		fmt.Fprintf(w, "%-9skept up (--keep): sealbench teardown --run %s\n", "Targets:", o.Run)
+	case attest.AuditClean:
+		fmt.Fprintf(w, "%-9storn down (%d resources); the audit finds nothing left\n", "Audit:", removed)
+	case attest.AuditLeftovers:
+		fmt.Fprintf(w, "%-9sthe audit finds %d left (listed above): sealbench audit --run %s --fix\n", "Audit:", len(o.Leftovers), o.Run)
+	default:
+		fmt.Fprintf(w, "%-9s%s: %s\n", "Audit:", o.Audit.Verdict, o.Audit.Detail)
+	}
+	if len(reports) > 0 {
+		fmt.Fprintf(w, "%-9s%s\n", "Reports:", strings.Join(reports, "  "))
+	} else {
+		fmt.Fprintf(w, "%-9s%s\n", "Results:", o.Dir)
+	}
+	if o.Attestation != "" {
+		fmt.Fprintf(w, "%-9s%s\n", "Signed:", o.Attestation)
+	}
 }

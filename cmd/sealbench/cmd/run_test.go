@@ -341,7 +341,7 @@ func TestRunCrashTrials(t *testing.T) {
 	for _, tr := range trials {
 		t.Run(strings.ReplaceAll(tr.name, " ", "_"), func(t *testing.T) {
 			delay := time.Duration(rng.IntN(tr.maxDelay)) * time.Millisecond
-			cmd := exec.Command(bin, "run", "--target", "local,docker", "--bundle", b.Dir, "--key", b.PubKey,
+			cmd := exec.Command(bin, "run", "-v", "--target", "local,docker", "--bundle", b.Dir, "--key", b.PubKey,
 				"--cells", "C01,C09", "--samples", "1", "--seed", "3", "--out", t.TempDir())
 			cmd.Env = os.Environ()
 			stderr, err := cmd.StderrPipe()
@@ -415,4 +415,40 @@ func watchAndKill(t *testing.T, cmd *exec.Cmd, stderr io.Reader, after *regexp.R
 	cmd.Wait()
 	t.Logf("the run's log:\n%s", log.String())
 	return runID, false
+}
+
+// TestRunConsole: without -v, a run's console says each step, a line per
+// cell done on a target and the summary, with no per-sample or
+// per-resource line and no Markdown; the reports are written in every
+// format and named at the end. (-v's lines: TestRunProgressInALog, and
+// the crash test, which waits for them.)
+func TestRunConsole(t *testing.T) {
+	b := sealForRun(t)
+	shortStateDir(t)
+	out := filepath.Join(t.TempDir(), "results")
+	code, stdout, stderr := run(t, "run", "--target", "local", "--bundle", b.Dir, "--key", b.PubKey, "--id", b.Name,
+		"--native", "--cells", "C01", "--samples", "2", "--seed", "5", "--out", out)
+	if code != ExitOK {
+		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"Ran:", "Counts:", "local  LayerFS over native ", "Samples: 2 samples, 0 failed",
+		"Audit:   torn down (", "Reports: " + filepath.Join(out, "report.md") + "  " + filepath.Join(out, "report.html") + "  " + filepath.Join(out, "report.json")} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "| ---") || strings.Contains(stdout, "**") || strings.Contains(stdout, "## ") {
+		t.Errorf("Markdown on the console:\n%s", stdout)
+	}
+	if strings.Contains(stderr, "round 1: ok") || strings.Contains(stderr, "removed ") {
+		t.Errorf("per-sample or per-resource lines without -v:\n%s", stderr)
+	}
+	if !strings.Contains(stderr, "C01 create 1,000 files done on local: 2 samples, ok") || !strings.Contains(stderr, "tore down run ") {
+		t.Errorf("no line for the cell done, or for the teardown:\n%s", stderr)
+	}
+	for _, f := range []string{"report.md", "report.html", "report.json"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
 }

@@ -74,7 +74,7 @@ func takeSamples(ctx context.Context, g *global, planPath string, stdin io.Reade
 		ctx = stopOnEOF(ctx, stdin)
 	}
 	pw := &progressWriter{w: g.stderr}
-	samples, err := runner.RunPlan(ctx, plan, runner.PlanOptions{Log: pw.logf, Status: pw.status})
+	samples, err := runner.RunPlan(ctx, plan, runner.PlanOptions{Log: pw.logf, Status: pw.status, Done: pw.done})
 	var mismatch *runner.MismatchError
 	switch {
 	case errors.As(err, &mismatch):
@@ -162,3 +162,7 @@ func (p *progressWriter) logf(format string, args ...any) {
 }
 
 func (p *progressWriter) status(s string) { p.write(manifests.ProgressLine{Status: s}) }
+
+func (p *progressWriter) done(d manifests.SampleDone, line string) {
+	p.write(manifests.ProgressLine{Log: line, Sample: &d})
+}
