@@ -18,8 +18,9 @@ TEST_TIMEOUT ?= 40m
 # Debian packages the tests use; installed when missing (root only).
 # chromium: the HTML report's test opens it in a headless browser;
 # openssh-server: the fake remote hosts (sshx/sshtest) are its sshd;
-# iptables: the Kubernetes fixture's sweep (internal/kubetest) removes the kubelet's chains.
-TEST_PACKAGES := git coreutils dpkg apt skopeo umoci busybox-static fuse3 fio stress-ng xfsprogs e2fsprogs chromium openssh-server iptables
+# iptables: the Kubernetes fixture's sweep (internal/kubetest) removes the kubelet's chains;
+# bash-completion, fish, zsh: the shell completion tests complete in each.
+TEST_PACKAGES := git coreutils dpkg apt skopeo umoci busybox-static fuse3 fio stress-ng xfsprogs e2fsprogs chromium openssh-server iptables bash-completion fish zsh
 # What building and booting VM images needs (make vm-image, make test-vm).
 VM_PACKAGES := mmdebstrap e2fsprogs qemu-utils qemu-system-x86
 
@@ -39,6 +40,45 @@ help: ## Show this help
 .PHONY: build
 build: ## Build bin/sealbench (the host build, with signing)
 	$(GO) build -o bin/sealbench ./cmd/sealbench
+
+# Under sudo, what make made (out/, bin/) goes back to the user who ran
+# sudo, as sealbench does with what it writes: `sudo make run` must not
+# leave a root-owned out/.
+give_back = if [ -n "$${SUDO_UID-}" ] && [ "$${SUDO_UID}" != 0 ]; then chown -R "$$SUDO_UID:$${SUDO_GID:-$$SUDO_UID}" $(1); fi
+
+# make install: where, and under which root (DESTDIR, for packagers).
+PREFIX ?= /usr/local
+DESTDIR ?=
+INSTALL_BUILD := $(OUT)/install
+
+.PHONY: install
+install: ## Install sealbench and layerfsd into $(DESTDIR)$(PREFIX)/bin, with bash, zsh and fish completions and man pages (PREFIX=/usr/local; DESTDIR=/tmp/pkg for a package's tree)
+	@d="$(DESTDIR)$(PREFIX)"; while [ ! -e "$$d" ]; do d=$$(dirname "$$d"); done; [ -w "$$d" ] || { \
+		echo "make install: $$d is not writable: run it as root (sudo make install), or pass PREFIX=$$HOME/.local"; exit 2; }
+	@mkdir -p $(INSTALL_BUILD)
+	$(GO) build -o $(INSTALL_BUILD)/sealbench ./cmd/sealbench
+	$(GO) build -o $(INSTALL_BUILD)/layerfsd ./cmd/layerfsd
+	@rm -rf $(INSTALL_BUILD)/man && SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./internal/mangen $(INSTALL_BUILD)/man
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
+		$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 0755 $(INSTALL_BUILD)/sealbench $(INSTALL_BUILD)/layerfsd $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 $(INSTALL_BUILD)/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	@set -e; for p in sealbench layerfsd; do \
+		$(INSTALL_BUILD)/$$p completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$p; \
+		$(INSTALL_BUILD)/$$p completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_$$p; \
+		$(INSTALL_BUILD)/$$p completion fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/$$p.fish; \
+	done
+	@echo "installed sealbench and layerfsd into $(DESTDIR)$(PREFIX)/bin, their man pages and shell completions"
+	@$(call give_back,$(OUT))
+
+.PHONY: uninstall
+uninstall: ## Remove what make install installed (the same PREFIX and DESTDIR)
+	rm -f $(DESTDIR)$(PREFIX)/bin/sealbench $(DESTDIR)$(PREFIX)/bin/layerfsd \
+		$(DESTDIR)$(PREFIX)/share/man/man1/sealbench.1 $(DESTDIR)$(PREFIX)/share/man/man1/sealbench-*.1 \
+		$(DESTDIR)$(PREFIX)/share/man/man1/layerfsd.1 $(DESTDIR)$(PREFIX)/share/man/man1/layerfsd-*.1
+	@for p in sealbench layerfsd; do rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$p \
+		$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_$$p $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/$$p.fish; done
 
 .PHONY: deps
 deps: ## Install the Debian packages the tests need, when missing (as root)
@@ -154,7 +194,8 @@ sealed: build
 
 .PHONY: run
 run: sealed ## The main job: seal, verify, run the twelve cells on local and docker (a private dockerd when none answers), report, tear down, audit, sign the results
-	@OUT=$(OUT) KEYS=$(KEYS) scripts/main-job --sign-key $(KEYS)/sealbench.key $(RUN_FLAGS)
+	@rc=0; OUT=$(OUT) KEYS=$(KEYS) scripts/main-job --sign-key $(KEYS)/sealbench.key $(RUN_FLAGS) || rc=$$?; \
+		$(call give_back,$(OUT) bin); exit $$rc
 
 .PHONY: bench-protocol
 bench-protocol: sealed ## The protocol checks itself: the prefault's mechanisms side by side, then C06-C10, 5 samples, local and docker: LayerFS over native within 0.8-1.5 and A/A within 0.9-1.1 per cell, or exit 1 (minutes; root)

@@ -17,6 +17,9 @@ Use the host's sealbench for that.`
 
 func hostCommands(*global) []*cobra.Command { return nil }
 
+// completeValues is the host build's: this build has no shell completion.
+func completeValues(*cobra.Command) {}
+
 // mainExample is the root's first example: this build runs no job.
 func mainExample() string {
 	return "  # This build takes samples from a plan; the host's sealbench runs the job.\n  sealbench sample --plan PLAN"

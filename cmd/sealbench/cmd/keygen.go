@@ -34,7 +34,9 @@ never overwritten unless --force is given.`,
 			if err != nil {
 				return err
 			}
+			g.outputs.Makes(out)
 			priv, pub, err := sign.WriteKeyPair(out, pw, force)
+			g.outputs.Made(priv, pub)
 			if errors.Is(err, fs.ErrExist) {
 				return usageErrorf("pass --force to replace it, or --out to write elsewhere", "%v", err)
 			}

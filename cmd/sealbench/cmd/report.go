@@ -206,6 +206,7 @@ func (f *reportFlags) check(c *cobra.Command, g *global, args []string) error {
 		if err := checkOutFile("--out", f.out, "write the report beside the results instead, e.g. --out RUN/report."+f.format, reportInputs(args)...); err != nil {
 			return err
 		}
+		g.outputs.Makes(f.out)
 	}
 	var err error
 	f.verifier, err = f.signing.check()

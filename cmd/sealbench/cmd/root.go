@@ -42,6 +42,9 @@ type global struct {
 	json   bool
 	stdout io.Writer
 	stderr io.Writer
+	// outputs are what the command made, given to the sudo user at its
+	// end when it ran as root under sudo.
+	outputs cliutil.Outputs
 }
 
 // userError is an error meant for the user, with its exit code and a hint.
@@ -56,7 +59,11 @@ func writeJSON(w io.Writer, v any) error { return cliutil.WriteJSON(w, v) }
 // Main runs the command line and returns the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g := &global{stdout: stdout, stderr: stderr}
-	return cliutil.Run(ctx, newRoot(g), args, stdout, stderr, &g.json, classifyHost)
+	code := cliutil.Run(ctx, newRoot(g), args, stdout, stderr, &g.json, classifyHost)
+	if err := g.outputs.GiveToSudoUser(); err != nil {
+		fmt.Fprintf(stderr, "sealbench: %v\n", err)
+	}
+	return code
 }
 
 func newRoot(g *global) *cobra.Command {
@@ -85,6 +92,7 @@ down, with an audit that proves nothing is left.` + buildNote,
 		root.AddCommand(c)
 	}
 	root.AddCommand(newSampleCmd(g), newVersionCmd(g))
+	completeValues(root)
 	return root
 }
 

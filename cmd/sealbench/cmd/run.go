@@ -3,6 +3,7 @@
 package cmd
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -203,6 +204,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	}
 	var rep *report.Report
 	var reports []string
+	g.outputs.Makes(cmp.Or(f.out, filepath.Join("out", "runs")))
 	b, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: f.bundle, Source: f.source, Key: f.key, Expect: f.expect, Debs: f.debs.options(), Log: p.Logf})
 	if err != nil {
 		return err
@@ -214,6 +216,9 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 		Report: func(r *report.Report, files []string) { rep, reports = r, files },
 	})
 	p.Close()
+	if o != nil {
+		g.outputs.Made(o.Dir)
+	}
 	switch {
 	case o == nil:
 		return err

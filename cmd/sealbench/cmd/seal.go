@@ -81,12 +81,14 @@ created.`,
 			p := newProgress(g.stderr, "seal")
 			defer p.Close()
 			start := time.Now()
+			g.outputs.Makes(out)
 			res, err := bundle.Seal(c.Context(), bundle.SealOptions{
 				Source: source, OutDir: out, Signer: signer, Log: p.Logf,
 			})
 			if err != nil {
 				return err
 			}
+			g.outputs.Made(res.Dir, res.Tar, res.Dir+".image")
 			sealed := struct {
 				*bundle.SealResult
 				Image       *vmimages.ImageInfo `json:"image,omitempty"`
@@ -104,6 +106,7 @@ created.`,
 			if err != nil {
 				return fmt.Errorf("sealed %s, but signing its provenance failed: %w", res.Name, err)
 			}
+			g.outputs.Made(sealed.Attestation)
 			p.Close()
 			if g.json {
 				return writeJSON(g.stdout, sealed)
