@@ -168,7 +168,19 @@ const (
 //     (Barrier.PrefaultBytes); native is timed twice (NativeRepeatNs, the
 //     A/A check), and the three timed runs rotate their positions across
 //     rounds.
-const ProtocolVersion = 2
+//  3. as 2, but the three timed runs take the six orders of a balanced
+//     design in turn (BalancedOrders): over six rounds each side runs in
+//     each position twice and right after each other side twice, and
+//     consecutive rounds are mirror images. Under 2's rotation the repeat
+//     ran right after native in two rounds of three and never the other
+//     way round, so whatever a window leaves the next one (a warm
+//     directory, a busy daemon) fell on the A/A's one side only.
+const ProtocolVersion = 3
+
+// BalancedOrders are protocol 3's orders of three sides, as indexes
+// into the sides' list, in the sequence the rounds take them: all six
+// permutations, each pair of rounds mirror images.
+var BalancedOrders = [6][3]int{{0, 1, 2}, {2, 1, 0}, {1, 2, 0}, {0, 2, 1}, {2, 0, 1}, {1, 0, 2}}
 
 // The kinds of a Phase.
 const (
@@ -386,7 +398,8 @@ func (s *Sample) validateDurations(p *problems) {
 
 // validateNative: the native reference and its A/A repeat, each positive
 // when present, the repeat only beside a reference; under protocol 2 an
-// ok sample with a reference has its repeat too; the side that went
+// ok sample with a reference has its repeat too (and under every later
+// protocol); the side that went
 // first is a side.
 func (s *Sample) validateNative(p *problems) {
 	if s.NativeNs != nil && *s.NativeNs <= 0 {

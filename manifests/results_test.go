@@ -3,6 +3,7 @@ package manifests
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -204,12 +205,12 @@ func TestSampleValidateAA(t *testing.T) {
 		{"the repeat beside its reference", func(s *Sample) {}, ""},
 		{"a negative repeat", func(s *Sample) { s.NativeRepeatNs = &neg }, "nativeRepeatNs: must be positive when present"},
 		{"a repeat without a reference", func(s *Sample) { s.NativeNs = nil }, "nativeRepeatNs: present without nativeNs"},
-		{"protocol 2 without the repeat", func(s *Sample) { s.NativeRepeatNs = nil }, "nativeRepeatNs: missing: under protocol 2"},
+		{"protocol 2 or later without the repeat", func(s *Sample) { s.NativeRepeatNs = nil }, fmt.Sprintf("nativeRepeatNs: missing: under protocol %d", ProtocolVersion)},
 		{"protocol 1 without the repeat", func(s *Sample) { s.NativeRepeatNs, s.Protocol = nil, 0 }, ""},
 		{"a failed sample stops before the repeat", func(s *Sample) {
 			s.NativeRepeatNs, s.Status, s.Reason, s.Verifier = nil, StatusFailed, "the repeat's body exited 1", VerifierNotRun
 		}, ""},
-		{"a protocol from the future", func(s *Sample) { s.Protocol = 3 }, "protocol: is 3"},
+		{"a protocol from the future", func(s *Sample) { s.Protocol = ProtocolVersion + 1 }, fmt.Sprintf("protocol: is %d", ProtocolVersion+1)},
 		{"the repeat as a side", func(s *Sample) {
 			s.First = SideNativeRepeat
 			s.Phases = []Phase{{Side: SideNativeRepeat, Kind: PhaseWarmUp, Dir: "/w", Discarded: true}}

@@ -18,8 +18,10 @@ import (
 // protocol 2 every warm-up comes first, its output discarded, then the
 // windows one after another, each after a prefault; the native
 // reference's A/A repeat is a third side, and the three rotate their
-// positions round after round. It reports every problem it finds. Failed
-// samples are skipped: they stop at their first failing step.
+// positions round after round. Under protocol 3 the three take
+// manifests.BalancedOrders in turn instead. It reports every problem it
+// finds. Failed samples are skipped: they stop at their first failing
+// step.
 func CheckProtocol(samples []manifests.Sample) error {
 	var problems []string
 	bad := func(s *manifests.Sample, format string, a ...any) {
@@ -27,9 +29,10 @@ func CheckProtocol(samples []manifests.Sample) error {
 	}
 	type key struct{ target, cell string }
 	type start struct {
-		first string
-		sides int // how many sides rotate
-		pos   int // First's position among them
+		first    string
+		sides    int // how many sides rotate
+		pos      int // First's position among them
+		balanced int // the order's index in manifests.BalancedOrders (protocol 3); -1 before
 	}
 	firsts := map[key]map[int]start{}
 	for i := range samples {
@@ -54,16 +57,30 @@ func CheckProtocol(samples []manifests.Sample) error {
 		if pos > 0 {
 			want = append(slices.Clone(sides[pos:]), sides[:pos]...)
 		}
+		if len(s.Phases) != 2*len(want) {
+			bad(s, "%d phases, want %d (%s)", len(s.Phases), 2*len(want), phaseList(s.Phases))
+			continue
+		}
+		balanced := -1
+		if s.Protocol >= 3 && len(sides) == 3 {
+			// The order is one of the balanced design's: the windows
+			// say which, and the rounds are checked to take them in turn.
+			want = timedSides(s.Phases)
+			if balanced = balancedIndex(want, sides); balanced < 0 {
+				bad(s, "windows %s: not each of %s once", phaseList(s.Phases), strings.Join(sides, ", "))
+				continue
+			}
+			if want[0] != s.First {
+				bad(s, "first is %s, but %s's window came first", s.First, want[0])
+				continue
+			}
+		}
 		if s.First != "" {
 			k := key{s.Target, s.Cell}
 			if firsts[k] == nil {
 				firsts[k] = map[int]start{}
 			}
-			firsts[k][s.Round] = start{s.First, len(sides), pos}
-		}
-		if len(s.Phases) != 2*len(want) {
-			bad(s, "%d phases, want %d (%s)", len(s.Phases), 2*len(want), phaseList(s.Phases))
-			continue
+			firsts[k][s.Round] = start{s.First, len(sides), pos, balanced}
 		}
 		// Where side j's warm-up and timed run stand among the phases.
 		at := func(j int) (warm, timed int) { return 2 * j, 2*j + 1 }
@@ -105,10 +122,15 @@ func CheckProtocol(samples []manifests.Sample) error {
 		for i := 1; i < len(rounds); i++ {
 			r0, r1 := rounds[i-1], rounds[i]
 			a, b := byRound[r0], byRound[r1]
-			if a.sides != b.sides {
+			if a.sides != b.sides || (a.balanced < 0) != (b.balanced < 0) {
 				continue // rounds of different protocols: nothing to compare
 			}
-			if (a.pos+r1-r0)%a.sides != b.pos {
+			n := len(manifests.BalancedOrders)
+			if a.balanced >= 0 && (a.balanced+r1-r0)%n != b.balanced {
+				problems = append(problems, fmt.Sprintf("%s %s: the windows' order of round %d does not follow round %d's in the balanced design: %s",
+					k.target, k.cell, r1, r0, "the sides do not take turns"))
+			}
+			if a.balanced < 0 && (a.pos+r1-r0)%a.sides != b.pos {
 				problems = append(problems, fmt.Sprintf("%s %s: %s went first in round %d and %s in round %d: the sides do not take turns",
 					k.target, k.cell, a.first, r0, b.first, r1))
 			}
@@ -119,6 +141,31 @@ func CheckProtocol(samples []manifests.Sample) error {
 	}
 	slices.Sort(problems)
 	return fmt.Errorf("the cache protocol did not run as it should:\n  %s", strings.Join(problems, "\n  "))
+}
+
+// timedSides are the sides of the timed phases, in their order.
+func timedSides(phases []manifests.Phase) []string {
+	var out []string
+	for _, p := range phases {
+		if p.Kind == manifests.PhaseTimed {
+			out = append(out, p.Side)
+		}
+	}
+	return out
+}
+
+// balancedIndex is where order stands in manifests.BalancedOrders, as
+// indexes into sides; -1 when it is not there (not each side once).
+func balancedIndex(order, sides []string) int {
+	if len(order) != len(sides) {
+		return -1
+	}
+	for i, o := range manifests.BalancedOrders {
+		if sides[o[0]] == order[0] && sides[o[1]] == order[1] && sides[o[2]] == order[2] {
+			return i
+		}
+	}
+	return -1
 }
 
 // phaseList is phases as "side kind, ..." for a message.

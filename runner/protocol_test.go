@@ -20,10 +20,56 @@ var (
 	threeSides = []string{manifests.SideLayerFS, manifests.SideNative, manifests.SideNativeRepeat}
 )
 
-// Round after round, each side moves one place forward: over any n
-// consecutive rounds every side takes every position once.
+// Three sides take the balanced design's orders: over six consecutive
+// rounds, from the seeded start on, every order once, so each side runs in
+// each position twice and right after each other side twice; rounds 2k
+// and 2k+1 from the start are mirror images, so any even number of rounds
+// is balanced too.
+func TestSideOrderIsBalanced(t *testing.T) {
+	for seed := uint64(0); seed < 64; seed++ {
+		for _, cell := range allCells {
+			position := map[string]int{}
+			after := map[string]int{}
+			orders := map[string]bool{}
+			for r := 0; r < 6; r++ {
+				got := sideOrder(seed, "local", cell, r, threeSides)
+				if again := sideOrder(seed, "local", cell, r, threeSides); !slices.Equal(again, got) {
+					t.Fatalf("seed %d %s round %d: %v, then %v", seed, cell, r, got, again)
+				}
+				orders[strings.Join(got, ",")] = true
+				for i, side := range got {
+					position[fmt.Sprint(side, i)]++
+					if i > 0 {
+						after[got[i-1]+">"+side]++
+					}
+				}
+				if r%2 == 1 {
+					prev := sideOrder(seed, "local", cell, r-1, threeSides)
+					if !slices.Equal(got, []string{prev[2], prev[1], prev[0]}) {
+						t.Errorf("seed %d %s: round %d %v is not round %d's %v mirrored", seed, cell, r, got, r-1, prev)
+					}
+				}
+			}
+			if len(orders) != 6 {
+				t.Errorf("seed %d %s: %d different orders in six rounds, want all 6", seed, cell, len(orders))
+			}
+			for k, n := range position {
+				if n != 2 {
+					t.Errorf("seed %d %s: side and position %s %d times in six rounds, want 2", seed, cell, k, n)
+				}
+			}
+			for k, n := range after {
+				if n != 2 {
+					t.Errorf("seed %d %s: %s (one right after the other) %d times in six rounds, want 2", seed, cell, k, n)
+				}
+			}
+		}
+	}
+}
+
+// Two sides alternate: each moves one place forward round after round.
 func TestSideOrderRotates(t *testing.T) {
-	for _, sides := range [][]string{twoSides, threeSides} {
+	for _, sides := range [][]string{twoSides} {
 		n := len(sides)
 		for seed := uint64(0); seed < 64; seed++ {
 			for _, target := range []string{"local", "docker"} {
@@ -333,20 +379,10 @@ func TestBarrierOnThisKernel(t *testing.T) {
 	t.Logf("barrier: %+v", tm.barrier)
 }
 
-// protocolSample is a sample as runSample records it under protocol 2
-// (sides in the order sideOrder gives with first first), or under
-// protocol 1 when v1: no repeat, no discard, no prefault.
+// protocolSample is a sample as runSample recorded it under protocol 2
+// (the sides rotated to put first first), or under protocol 1 when v1:
+// no repeat, no discard, no prefault.
 func protocolSample(target, cell string, round int, first string, v1 bool) manifests.Sample {
-	s := manifests.Sample{Target: target, Cell: cell, Round: round, Status: manifests.StatusOK, First: first, Protocol: manifests.ProtocolVersion}
-	b := &manifests.Barrier{DirtyPages: 1, Drained: true, WaitNs: 3e6, PrefaultBytes: 32 << 20, PrefaultNs: 2e6}
-	if v1 {
-		s.Protocol, b = 0, &manifests.Barrier{DirtyPages: 1, Drained: true}
-	}
-	dirs := map[string][2]string{
-		manifests.SideLayerFS:      {workspaceDir("1"), workspaceDir("2")},
-		manifests.SideNative:       {nativeDir("1"), nativeDir("2")},
-		manifests.SideNativeRepeat: {nativeDir("3"), nativeDir("4")},
-	}
 	sides := []string{manifests.SideLayerFS}
 	switch {
 	case first != "" && v1:
@@ -354,16 +390,45 @@ func protocolSample(target, cell string, round int, first string, v1 bool) manif
 	case first != "":
 		sides = threeSides
 	}
-	i := slices.Index(sides, first)
-	order := append(slices.Clone(sides[max(i, 0):]), sides[:max(i, 0)]...)
+	i := max(slices.Index(sides, first), 0)
+	s := orderedSample(target, cell, round, append(slices.Clone(sides[i:]), sides[:i]...), 2)
+	if v1 {
+		s.Protocol = 0
+		for i := range s.Phases {
+			s.Phases[i].Discarded = false
+			if b := s.Phases[i].Barrier; b != nil {
+				s.Phases[i].Barrier = &manifests.Barrier{DirtyPages: 1, Drained: true}
+			}
+		}
+		// Protocol 1: each side's warm-up, then its timed run.
+		n := len(s.Phases) / 2
+		var interleaved []manifests.Phase
+		for j := 0; j < n; j++ {
+			interleaved = append(interleaved, s.Phases[j], s.Phases[n+j])
+		}
+		s.Phases = interleaved
+	}
+	return s
+}
+
+// orderedSample is a sample as runSample records it under protocol (2 or
+// later): the sides' warm-ups, then their windows, in order.
+func orderedSample(target, cell string, round int, order []string, protocol int) manifests.Sample {
+	first := ""
+	if len(order) > 1 {
+		first = order[0]
+	}
+	s := manifests.Sample{Target: target, Cell: cell, Round: round, Status: manifests.StatusOK, First: first, Protocol: protocol}
+	b := &manifests.Barrier{DirtyPages: 1, Drained: true, WaitNs: 3e6, PrefaultBytes: 32 << 20, PrefaultNs: 2e6}
+	dirs := map[string][2]string{
+		manifests.SideLayerFS:      {workspaceDir("1"), workspaceDir("2")},
+		manifests.SideNative:       {nativeDir("1"), nativeDir("2")},
+		manifests.SideNativeRepeat: {nativeDir("3"), nativeDir("4")},
+	}
 	var timed []manifests.Phase
 	for _, side := range order {
-		warm := manifests.Phase{Side: side, Kind: manifests.PhaseWarmUp, Dir: dirs[side][0], Discarded: !v1}
+		warm := manifests.Phase{Side: side, Kind: manifests.PhaseWarmUp, Dir: dirs[side][0], Discarded: true}
 		window := manifests.Phase{Side: side, Kind: manifests.PhaseTimed, Dir: dirs[side][1], Barrier: b}
-		if v1 {
-			s.Phases = append(s.Phases, warm, window)
-			continue
-		}
 		s.Phases, timed = append(s.Phases, warm), append(timed, window)
 	}
 	s.Phases = append(s.Phases, timed...)
@@ -372,10 +437,11 @@ func protocolSample(target, cell string, round int, first string, v1 bool) manif
 
 func TestCheckProtocol(t *testing.T) {
 	var good []manifests.Sample
-	for _, cell := range allCells {
-		for r := 0; r < 4; r++ {
+	for c, cell := range allCells {
+		for r := 0; r < 7; r++ {
 			good = append(good,
-				protocolSample("local", cell, r, sideOrder(3, "local", cell, r, threeSides)[0], false),
+				orderedSample("local", cell, r, sideOrder(3, "local", cell, r, threeSides), manifests.ProtocolVersion),
+				protocolSample("v2", cell, r, threeSides[(c+r)%3], false),
 				protocolSample("old", cell, r, sideOrder(3, "old", cell, r, twoSides)[0], true),
 				protocolSample("plain", cell, r, "", false))
 		}
@@ -389,6 +455,22 @@ func TestCheckProtocol(t *testing.T) {
 		s    []manifests.Sample
 		want string
 	}{
+		"protocol 3, one order twice": {[]manifests.Sample{
+			orderedSample("local", "C06", 0, []string{ln, nat, rep}, 3), orderedSample("local", "C06", 1, []string{ln, nat, rep}, 3)},
+			"does not follow round 0's in the balanced design"},
+		"protocol 3, the rotation of protocol 2": {[]manifests.Sample{
+			orderedSample("local", "C06", 0, []string{ln, nat, rep}, 3), orderedSample("local", "C06", 1, []string{nat, rep, ln}, 3)},
+			"does not follow round 0's in the balanced design"},
+		"protocol 3, a window twice": {[]manifests.Sample{func() manifests.Sample {
+			s := orderedSample("local", "C06", 0, []string{ln, nat, rep}, 3)
+			s.Phases[5].Side = nat
+			return s
+		}()}, "not each of layerfs, native, nativeRepeat once"},
+		"protocol 3, first not the first window": {[]manifests.Sample{func() manifests.Sample {
+			s := orderedSample("local", "C06", 0, []string{rep, nat, ln}, 3)
+			s.First = nat
+			return s
+		}()}, "first is native, but nativeRepeat's window came first"},
 		"same side first twice": {[]manifests.Sample{
 			protocolSample("local", "C06", 0, ln, false), protocolSample("local", "C06", 1, ln, false)},
 			"do not take turns"},

@@ -64,16 +64,24 @@ func prefaultFor(c *cells.Cell) prefault {
 }
 
 // sideOrder is the order of the sides' timed runs in round r of cell on
-// target: sides rotated so that each takes each position in turn, round
-// after round, and whatever going first, second or third costs falls on
-// every side equally often. Where the rotation starts is drawn from the
-// run's seed, per target and cell, from a SHA-256 (FNV's bits hardly
-// depend on the last byte, the one that tells C06 from C07).
+// target. Three sides take manifests.BalancedOrders in turn, round after
+// round: over six rounds each side runs in each position, and right after
+// each other side, equally often, so that whatever going first costs, or
+// whatever one window leaves the next, falls on every side alike; the
+// sequence starts at a pair of mirror images, so that any even number of
+// rounds is balanced too. Two sides alternate. Where the sequence starts
+// is drawn from the run's seed, per target and cell, from a SHA-256 (FNV's
+// bits hardly depend on the last byte, the one that tells C06 from C07).
 func sideOrder(seed uint64, target, cell string, r int, sides []string) []string {
 	h := sha256.Sum256(append(binary.BigEndian.AppendUint64(nil, seed), target+"\x00"+cell...))
+	draw := binary.BigEndian.Uint64(h[:8])
 	n := len(sides)
-	k := (r + int(binary.BigEndian.Uint64(h[:8])%uint64(n))) % n
-	return append(slices.Clone(sides[k:]), sides[:k]...)
+	if n != 3 {
+		k := (r + int(draw%uint64(n))) % n
+		return append(slices.Clone(sides[k:]), sides[:k]...)
+	}
+	order := manifests.BalancedOrders[(r+2*int(draw%3))%len(manifests.BalancedOrders)]
+	return []string{sides[order[0]], sides[order[1]], sides[order[2]]}
 }
 
 // step is one phase of a sample: what the status line says, and the work.
