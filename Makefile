@@ -198,10 +198,10 @@ run: sealed ## The main job: seal, verify, run the twelve cells on local and doc
 		$(call give_back,$(OUT) bin); exit $$rc
 
 .PHONY: bench-protocol
-bench-protocol: sealed ## The protocol checks itself: the prefault's mechanisms side by side, then C06-C10, 5 samples, local and docker: LayerFS over native within 0.8-1.5 and A/A within 0.9-1.1 per cell, or exit 1 (minutes; root)
+bench-protocol: sealed ## The protocol checks itself: the prefault's mechanisms side by side, then C06-C10, 6 samples, local and docker: LayerFS over native within 0.8-1.5 and A/A within 0.9-1.1 per cell, or exit 1 (minutes; root)
 	$(GO) test -count=1 -run '^$$' -bench Prefault -benchtime 10x ./runner/
 	SEALBENCH_BENCH_DIR=/dev/shm $(GO) test -count=1 -run '^$$' -bench Prefault -benchtime 10x ./runner/
 	@rm -rf $(OUT)/bench-protocol
-	@OUT=$(OUT) KEYS=$(KEYS) scripts/main-job --cells C06,C07,C08,C09,C10 --samples 5 --out $(OUT)/bench-protocol $(RUN_FLAGS)
+	@OUT=$(OUT) KEYS=$(KEYS) scripts/main-job --cells C06,C07,C08,C09,C10 --samples 6 --out $(OUT)/bench-protocol $(RUN_FLAGS)
 	./bin/sealbench report $(OUT)/bench-protocol --out $(OUT)/bench-protocol/report.md \
 		--bounds layerfsOverNative=0.8:1.5 --bounds nativeRepeatOverNative=0.9:1.1

@@ -21,7 +21,7 @@ local@ssh://root@HOST[:PORT] is the bundle's stand-in on that host, copied,
 checked and started there as root; provision leaves it up in a session of
 its own and prints the ssh -L command (your ssh) that forwards its socket.`,
 		Examples: []string{
-			"  # The main job: local and docker, a native reference beside each sample (5 samples each)\n  sudo sealbench run --target local,docker --native",
+			"  # The main job: local and docker, a native reference beside each sample (6 samples each)\n  sudo sealbench run --target local,docker --native",
 			"  sudo sealbench provision local --bundle out/build-linux-0123456789ab",
 			"  # The bundle's stand-in on a remote host; run the ssh -L command it prints, then use its endpoint:\n  sealbench provision local@ssh://root@10.0.0.7 --bundle out/build-linux-0123456789ab",
 		},

@@ -25,8 +25,10 @@ import (
 )
 
 // defaultSamples is how many samples run takes per cell and target: the
-// fewest for which a paired bootstrap 95% interval means something.
-const defaultSamples = 5
+// period of the windows' balanced orders (manifests.BalancedOrders), so
+// that a run's orders are balanced, and more than the fewest (5) for
+// which a paired bootstrap interval means something.
+const defaultSamples = 6
 
 // maxSamples bounds --samples: more is a typo, not a run.
 const maxSamples = 1000
@@ -58,7 +60,7 @@ verified bundle, and leave nothing behind.
 With --target, the run provisions each target (as ` + "`sealbench provision`" + ` does),
 hands the sampling to the bundle's own runner (its digest checked against the
 signed manifest), which runs the cells on all of them in one seeded random
-interleaving (--samples each, default 5), then writes the run directory
+interleaving (--samples each, default 6), then writes the run directory
 (samples.jsonl, pins.json, and the report as report.md, .html and .json:
 exact counts first, timings second), tears down everything it made and audits
 that nothing is left: on success, on failure and on Ctrl-C, unless --keep. It
