@@ -23,8 +23,8 @@ var (
 // Three sides take the balanced design's orders: over six consecutive
 // rounds, from the seeded start on, every order once, so each side runs in
 // each position twice and right after each other side twice; rounds 2k
-// and 2k+1 from the start are mirror images, so any even number of rounds
-// is balanced too.
+// and 2k+1 from the start are mirror images, so over any even number of
+// rounds each two sides take both orders equally often.
 func TestSideOrderIsBalanced(t *testing.T) {
 	for seed := uint64(0); seed < 64; seed++ {
 		for _, cell := range allCells {

@@ -68,8 +68,9 @@ func prefaultFor(c *cells.Cell) prefault {
 // round: over six rounds each side runs in each position, and right after
 // each other side, equally often, so that whatever going first costs, or
 // whatever one window leaves the next, falls on every side alike; the
-// sequence starts at a pair of mirror images, so that any even number of
-// rounds is balanced too. Two sides alternate. Where the sequence starts
+// sequence starts at a pair of mirror images, so that over any even
+// number of rounds each two sides run in both orders, and each right after
+// the other, equally often. Two sides alternate. Where the sequence starts
 // is drawn from the run's seed, per target and cell, from a SHA-256 (FNV's
 // bits hardly depend on the last byte, the one that tells C06 from C07).
 func sideOrder(seed uint64, target, cell string, r int, sides []string) []string {
