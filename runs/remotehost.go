@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -61,7 +64,7 @@ func newRemoteHosts(runDir string, entries []manifests.LedgerEntry, o SSHOptions
 		}
 		// The run's directory on the host is the one named by the run
 		// id: every path the ledger names there must lie in it.
-		if e.Kind == manifests.ResourceDir && filepath.Base(e.Key) == e.RunID {
+		if isRunDir(e) {
 			h.runDirs = append(h.runDirs, e.Key)
 		}
 	}
@@ -158,7 +161,15 @@ func (h *remoteHost) remove(ctx context.Context, e manifests.LedgerEntry, grace 
 	}
 	switch e.Kind {
 	case manifests.ResourceDir, manifests.ResourceStore:
-		return h.removeTree(ctx, e.Key, false)
+		if err := h.removeTree(ctx, e.Key, false); err != nil || !isRunDir(e) {
+			return err
+		}
+		// HostRunDir's tag directory goes with its last run.
+		if tag := path.Dir(e.Key); path.Base(path.Dir(tag)) == path.Base(HostRunsDir("/")) {
+			_, err := h.c.Exec(ctx, sshx.Command{Argv: []string{"sh", "-c", `rmdir -- "$1" 2>/dev/null; :`, "sh", tag}, Name: "rmdir"})
+			return err
+		}
+		return nil
 	case manifests.ResourceStateDir:
 		// A stand-in killed with SIGKILL leaves its Sandboxes' inits, and
 		// what they mounted, as here.
@@ -240,9 +251,30 @@ func (h *remoteHost) exists(ctx context.Context, e manifests.LedgerEntry) (bool,
 }
 
 // isRunDir reports whether e is the run's directory on the host, which
-// holds the ledger the run's runner there keeps.
+// holds the ledger the run's runner there keeps: named by the run id
+// (HostRunDir's, or runs/<run> in a ledger written before it).
 func isRunDir(e manifests.LedgerEntry) bool {
 	return e.Host != "" && e.Kind == manifests.ResourceDir && filepath.Base(e.Key) == e.RunID
+}
+
+// HostRunsDir is the directory, under a remote host's state directory,
+// of the directories runs made elsewhere keep on that host. It is not the
+// host's own runs/: a host may be the machine a run is made on too, or
+// the same machine as another host of the run (two addresses, two
+// sshds), and the directories of each must never be one.
+func HostRunsDir(hostState string) string { return path.Join(hostState, "remote") }
+
+// HostRunDir is run's directory on the remote host host (ssh://...),
+// whose state directory is hostState: HostRunsDir/<tag>/<run>, tag the
+// first 8 hex digits of the SHA-256 of host. It is apart from the run's
+// directory on this machine and from its directory on every other host
+// of the run, even where several of them are one machine; short, as a
+// unix socket in it must be; and named by the run id, as the runner
+// there reads its ledger's run from its directory's name. Teardown
+// removes the tag's directory too once it is empty.
+func HostRunDir(hostState, run, host string) string {
+	sum := sha256.Sum256([]byte(host))
+	return path.Join(HostRunsDir(hostState), hex.EncodeToString(sum[:4]), run)
 }
 
 // ledgerIn reads the ledger a runner kept on the host in dir, the run's
