@@ -45,6 +45,9 @@ type TeardownResult struct {
 	// Unreachable are the remote hosts teardown could not reach, with
 	// what is left on each: a later teardown of the run finishes them.
 	Unreachable []UnreachableHost `json:"unreachable,omitempty"`
+	// InProgress, when set, says why the run was left as it is: another
+	// process holds its lock (teardown --all without --force).
+	InProgress string `json:"inProgress,omitempty"`
 }
 
 // UnreachableHost is a remote host teardown could not reach.
@@ -64,7 +67,9 @@ const ProcessGrace = 10 * time.Second
 // (*multierror.Error), each naming its resource. The run directory, which
 // holds the ledger, goes last and only when everything else went, so a
 // failed teardown can be run again. A run directory that does not exist is
-// torn down already: Teardown is safe to run twice.
+// torn down already: Teardown is safe to run twice. Teardown does not look
+// at the run's lock: it is the run's own process's call (its rollback, its
+// end), and another command takes the lock first (TakeOver).
 func Teardown(ctx context.Context, runDir string, opts TeardownOptions) (*TeardownResult, error) {
 	res := &TeardownResult{Run: filepath.Base(runDir)}
 	logf := opts.Log
