@@ -290,6 +290,7 @@ func (h *remoteHost) ledgerIn(ctx context.Context, dir string) ([]manifests.Ledg
 	if err != nil {
 		return nil, fmt.Errorf("the ledger %s on %s: %w", p, h.host, err)
 	}
+	entries = manifests.Standing(entries)
 	for i := range entries {
 		if entries[i].RunID != h.run || entries[i].Host != "" && entries[i].Host != h.host {
 			return nil, fmt.Errorf("the ledger %s on %s: entry %d is run %s's on %q, not run %s's there", p, h.host, entries[i].Seq, entries[i].RunID, entries[i].Host, h.run)
