@@ -146,6 +146,13 @@ func Audit(ctx context.Context, opts AuditOptions) (*AuditResult, error) {
 				a.add(Resource{Target: TargetLocal, Run: runOf(a.runs, argUnder(p.Argv, a.runs)), Kind: manifests.ResourceProcess, Key: "pid " + strconv.Itoa(p.Pid), Detail: strings.Join(p.Argv, " ")})
 			}
 		}
+		// A process is not gone until it has exited: one exiting shows no
+		// command line, but still holds what it had open.
+		for _, p := range FindExiting(a.runs) {
+			if !a.seenPid[p.Pid] {
+				a.add(Resource{Target: TargetLocal, Run: runOf(a.runs, p.Holds), Kind: manifests.ResourceProcess, Key: "pid " + strconv.Itoa(p.Pid), Detail: "still alive with no command line (exiting), holding " + p.Holds})
+			}
+		}
 	}
 	for _, t := range backendTargets() {
 		if !a.opts.wants(t) {
@@ -377,7 +384,7 @@ func Exists(ctx context.Context, runDir string, e manifests.LedgerEntry) (bool, 
 		}
 		return true, "file", nil
 	case manifests.ResourceProcess:
-		ps := FindProcs(MarkedBy(e.Exe, e.Key))
+		ps := append(FindProcs(MarkedBy(e.Exe, e.Key)), exitingBeside(e.Key)...)
 		if len(ps) == 0 {
 			return false, "", nil
 		}
@@ -516,7 +523,7 @@ func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*Au
 		switch {
 		case r.Kind == manifests.ResourceProcess && strings.HasPrefix(r.Key, "pid "):
 			pid, _ := strconv.Atoi(strings.TrimPrefix(r.Key, "pid "))
-			if p, ok := readProc(pid); ok {
+			if p, ok := procOf(pid); ok {
 				err = Kill(ctx, p, argvUnder(runs), ProcessGrace)
 			}
 		case r.Kind == manifests.ResourceMount:

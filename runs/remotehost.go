@@ -371,9 +371,24 @@ func (h *remoteHost) mountsUnder(ctx context.Context, dir string) ([]mountinfo.M
 	return mountinfo.UnderOf(mountinfo.Parse(out), dir), nil
 }
 
-// listProcs prints, per process, its pid and its argv (/proc/PID/cmdline,
-// NUL-separated) in base64: arguments may hold any byte but NUL.
-const listProcs = `for d in /proc/[0-9]*; do c=$(base64 -w0 "$d/cmdline" 2>/dev/null) && [ -n "$c" ] && printf '%s %s\n' "${d#/proc/}" "$c"; done; :`
+// listProcs prints, per process, its pid, its start time (/proc/PID/stat
+// field 22, after the name, which may hold anything) and its argv
+// (/proc/PID/cmdline, NUL-separated) in base64: arguments may hold any
+// byte but NUL.
+const listProcs = `for d in /proc/[0-9]*; do c=$(base64 -w0 "$d/cmdline" 2>/dev/null) && [ -n "$c" ] && s=$(cat "$d/stat" 2>/dev/null) && s=${s##*) } && set -- $s && printf '%s %s %s\n' "${d#/proc/}" "${20}" "$c"; done; :`
+
+// signalProcs, given a signal (or - for none) and PID:START pairs, sends
+// the signal to each process that is still that one (the same start time)
+// and has not exited (not a zombie), and prints the pid of each such: the
+// ones still alive. A process shows no command line while it exits, so
+// this, not listProcs, says whether it is gone.
+const signalProcs = `sig=$1; shift
+alive() { want=$1; shift; [ "$1" != Z ] && [ "${20}" = "$want" ]; }
+for p; do pid=${p%%:*}; s=$(cat "/proc/$pid/stat" 2>/dev/null) || continue; s=${s##*) }
+alive "${p#*:}" $s || continue
+[ "$sig" = - ] || kill -s "$sig" "$pid" 2>/dev/null
+echo "$pid"
+done; :`
 
 // procs lists the host's processes whose argv match: as FindProcs does
 // here, by what they run and their marker, never by a pid alone.
@@ -386,66 +401,71 @@ func (h *remoteHost) procs(ctx context.Context, match func([]string) bool) ([]Pr
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
-		pidText, enc, ok := strings.Cut(sc.Text(), " ")
-		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil {
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 {
 			continue
 		}
-		raw, err := base64.StdEncoding.DecodeString(enc)
-		if err != nil {
+		pid, err1 := strconv.Atoi(f[0])
+		start, err2 := strconv.ParseUint(f[1], 10, 64)
+		raw, err3 := base64.StdEncoding.DecodeString(f[2])
+		if err1 != nil || err2 != nil || err3 != nil {
 			continue
 		}
 		argv := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
 		if match(argv) {
-			ps = append(ps, Proc{Pid: pid, Argv: argv})
+			ps = append(ps, Proc{Pid: pid, Argv: argv, StartTime: start})
 		}
 	}
 	return ps, sc.Err()
 }
 
 // kill sends the matching processes SIGTERM, and SIGKILL to those still
-// there after grace; each signal goes only to a pid that still runs what
-// the ledger names, as listed just before.
+// there after grace, and returns once each has exited (up to
+// KillPatience after SIGKILL): a process counts as removed only then.
+// Each signal goes only to a pid that is still the process listed (its
+// start time), and one that exits shows no command line, so it is
+// followed by its pid and start time, not by what it runs.
 func (h *remoteHost) kill(ctx context.Context, match func([]string) bool, grace time.Duration) error {
-	signal := func(sig string, ps []Proc) error {
-		argv := []string{"sh", "-c", `s=$1; shift; kill -s "$s" "$@" 2>/dev/null; :`, "sh", sig}
-		for _, p := range ps {
-			argv = append(argv, strconv.Itoa(p.Pid))
-		}
-		_, err := h.c.Exec(ctx, sshx.Command{Argv: argv, Name: "kill"})
-		return err
-	}
 	ps, err := h.procs(ctx, match)
 	if err != nil || len(ps) == 0 {
 		return err
 	}
-	if err := signal("TERM", ps); err != nil {
+	signal := func(sig string) ([]string, error) {
+		argv := []string{"sh", "-c", signalProcs, "sh", sig}
+		for _, p := range ps {
+			argv = append(argv, fmt.Sprintf("%d:%d", p.Pid, p.StartTime))
+		}
+		out, err := h.c.Exec(ctx, sshx.Command{Argv: argv, Name: "kill"})
+		return strings.Fields(string(out)), err
+	}
+	waitGone := func(d time.Duration) ([]string, error) {
+		deadline := time.Now().Add(d)
+		for {
+			alive, err := signal("-")
+			if err != nil || len(alive) == 0 || time.Now().After(deadline) {
+				return alive, err
+			}
+			select {
+			case <-ctx.Done():
+				return alive, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	if _, err := signal("TERM"); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(grace)
-	for {
-		if ps, err = h.procs(ctx, match); err != nil || len(ps) == 0 {
-			return err
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	if err := signal("KILL", ps); err != nil {
+	alive, err := waitGone(grace)
+	if err != nil || len(alive) == 0 {
 		return err
 	}
-	for range 50 {
-		if ps, err = h.procs(ctx, match); err != nil || len(ps) == 0 {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
+	if _, err := signal("KILL"); err != nil {
+		return err
 	}
-	return fmt.Errorf("process %d on %s outlived SIGKILL", ps[0].Pid, h.host)
+	if alive, err = waitGone(KillPatience); err != nil || len(alive) == 0 {
+		return err
+	}
+	return fmt.Errorf("process %s on %s has not exited %s after SIGKILL", strings.Join(alive, ", "), h.host, KillPatience)
 }
 
 // unreachable is the error of a host teardown could not reach, naming

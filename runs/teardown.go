@@ -279,7 +279,9 @@ func RemoveResource(ctx context.Context, runDir string, e manifests.LedgerEntry,
 	case manifests.ResourceProcess:
 		match := MarkedBy(e.Exe, e.Key)
 		var errs *multierror.Error
-		for _, p := range FindProcs(match) {
+		// Kill returns once each has exited; one exiting already shows
+		// no command line, and is waited for too.
+		for _, p := range append(FindProcs(match), exitingBeside(e.Key)...) {
 			if err := Kill(ctx, p, match, grace); err != nil {
 				errs = multierror.Append(errs, err)
 			}
@@ -291,6 +293,17 @@ func RemoveResource(ctx context.Context, runDir string, e manifests.LedgerEntry,
 		return restoreKernelParam(e)
 	}
 	return fmt.Errorf("unknown resource kind %q", e.Kind)
+}
+
+// exitingBeside lists the exiting processes (FindExiting) holding a file
+// in the directory of a process marker that is a path (the stand-in's
+// state directory, QEMU's pid file): a process of the entry's that shows
+// no command line any more, but has not exited.
+func exitingBeside(marker string) []Proc {
+	if !filepath.IsAbs(marker) || filepath.Dir(marker) == "/" {
+		return nil
+	}
+	return FindExiting(filepath.Dir(marker))
 }
 
 // runLocalEngine reports whether endpoint is a unix socket in runDir: a
