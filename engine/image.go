@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
@@ -29,6 +30,14 @@ type Image struct {
 // for target of run runID: skipped when the Engine already has img.ID,
 // otherwise recorded with rec first, loaded, and checked (the Engine must
 // then have img.ID).
+//
+// The image is recorded only once it may exist: not when the tar cannot be
+// opened, nor when the Engine cannot say whether it has the image (it does
+// not answer, or refuses us), as nothing can be loaded then. A load that
+// fails after the record, when the Engine then says it has no such image,
+// made nothing: the entry is retracted (rec's Retract, when it has one), so
+// that teardown passes it even when the Engine is gone by then. When the
+// Engine cannot say, the entry stays: the image may exist.
 func LoadImage(ctx context.Context, cli client.APIClient, rec Recorder, target, endpoint string, img Image) error {
 	if err := img.ID.Validate(); err != nil {
 		return fmt.Errorf("image to install: %w", err)
@@ -37,15 +46,33 @@ func LoadImage(ctx context.Context, cli client.APIClient, rec Recorder, target, 
 	// recorded, and so torn down, only when this run loads it.
 	if _, err := cli.ImageInspect(ctx, img.ID.String()); err == nil {
 		return nil
-	}
-	if err := rec.Record(manifests.LedgerEntry{Target: target, Kind: manifests.ResourceImage, Key: img.ID.String(), Engine: endpoint, Detail: img.Ref}); err != nil {
-		return err
+	} else if !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("asking %s whether it has the image %s: %w", endpoint, img.ID, err)
 	}
 	f, err := os.Open(img.Tar)
 	if err != nil {
 		return fmt.Errorf("opening the Sandbox image: %w", err)
 	}
 	defer f.Close()
+	entry := manifests.LedgerEntry{Target: target, Kind: manifests.ResourceImage, Key: img.ID.String(), Engine: endpoint, Detail: img.Ref}
+	if err := rec.Record(entry); err != nil {
+		return err
+	}
+	if err := load(ctx, cli, f, endpoint, img); err != nil {
+		if _, ierr := cli.ImageInspect(ctx, img.ID.String()); cerrdefs.IsNotFound(ierr) {
+			if r, ok := rec.(Retracter); ok {
+				if rerr := r.Retract(entry, "never made: the load failed and "+endpoint+" has no such image"); rerr != nil {
+					return fmt.Errorf("%w (and retracting its ledger entry: %v)", err, rerr)
+				}
+			}
+		}
+		return err
+	}
+	return nil
+}
+
+// load loads the tar f into the Engine and checks that it then has img.
+func load(ctx context.Context, cli client.APIClient, f *os.File, endpoint string, img Image) error {
 	resp, err := cli.ImageLoad(ctx, f, client.ImageLoadWithQuiet(true))
 	if err != nil {
 		return fmt.Errorf("loading %s into %s: %w", img.Tar, endpoint, err)

@@ -19,6 +19,14 @@ type Recorder interface {
 	Record(e manifests.LedgerEntry) error
 }
 
+// A Retracter is a Recorder that can take an entry back (the run's ledger
+// can): Retract marks the standing entry of e's resource as never made,
+// because its create failed with nothing made, saying why; teardown then
+// passes it. Only a create known to have made nothing is retracted.
+type Retracter interface {
+	Retract(e manifests.LedgerEntry, why string) error
+}
+
 // SandboxName is the container name of Sandbox name in run: unique on
 // the Engine and known before the container exists.
 func SandboxName(runID, name string) string { return "sealbench-" + runID + "-" + name }

@@ -1,6 +1,8 @@
 // Package ledger writes and reads a run's ledger (manifests.LedgerFile):
 // one line per resource, appended and fsync'd before the resource is
-// created, so that whatever a crash leaves behind is named in it.
+// created, so that whatever a crash leaves behind is named in it; and a
+// retraction line for a resource whose create failed with nothing made
+// (Retract), which readers then pass.
 package ledger
 
 import (
@@ -11,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -60,7 +63,7 @@ func Create(dir, runID string) (*Ledger, error) {
 // on a line of their own.
 func Open(dir string) (*Ledger, error) {
 	p := filepath.Join(dir, manifests.LedgerFile)
-	entries, warnings, err := Read(dir)
+	entries, warnings, err := readAll(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -89,9 +92,16 @@ func Open(dir string) (*Ledger, error) {
 	return l, nil
 }
 
-// Read reads the ledger in dir. A cut-off last line is a warning, not an
-// error (see manifests.ReadLedger).
+// Read reads the ledger in dir: the entries that stand
+// (manifests.Standing: no retraction, nor an entry retracted). A cut-off
+// last line is a warning, not an error (see manifests.ReadLedger).
 func Read(dir string) ([]manifests.LedgerEntry, []error, error) {
+	e, w, err := readAll(dir)
+	return manifests.Standing(e), w, err
+}
+
+// readAll reads every line of the ledger in dir, retractions included.
+func readAll(dir string) ([]manifests.LedgerEntry, []error, error) {
 	p := filepath.Join(dir, manifests.LedgerFile)
 	f, err := os.Open(p)
 	if err != nil {
@@ -111,11 +121,12 @@ func (l *Ledger) Path() string { return l.path }
 // RunID is the run the ledger belongs to.
 func (l *Ledger) RunID() string { return l.runID }
 
-// Entries returns what has been recorded so far.
+// Entries returns what has been recorded so far and stands (not
+// retracted).
 func (l *Ledger) Entries() []manifests.LedgerEntry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]manifests.LedgerEntry(nil), l.entries...)
+	return append([]manifests.LedgerEntry(nil), manifests.Standing(l.entries)...)
 }
 
 // Record appends e (its RunID, Seq and Time are filled in) and makes it
@@ -125,13 +136,37 @@ func (l *Ledger) Record(e manifests.LedgerEntry) error {
 	return l.caughtUp("recording in", func() error { return l.append(e) })
 }
 
+// Retract takes back the standing entry of e's resource (the same target,
+// kind, key, Engine and host), recorded before a create that then failed
+// with nothing made: a line retracting it is appended, saying why, and
+// teardown and the audit pass both (manifests.LedgerEntry.Retracts). Only
+// a create the caller knows made nothing may be retracted: what may
+// exist stays recorded. No such entry: nothing to do.
+func (l *Ledger) Retract(e manifests.LedgerEntry, why string) error {
+	return l.caughtUp("retracting in", func() error {
+		standing := manifests.Standing(l.entries)
+		for i := len(standing) - 1; i >= 0; i-- {
+			if old := standing[i]; old.SameResource(&e) {
+				old.Retracts, old.Detail = old.Seq, why
+				return l.write(old)
+			}
+		}
+		return nil
+	})
+}
+
 // append is Record's, caught up and holding the ledger.
 func (l *Ledger) append(e manifests.LedgerEntry) error {
-	for _, old := range l.entries {
+	for _, old := range manifests.Standing(l.entries) {
 		if old.Target == e.Target && old.Kind == e.Kind && old.Key == e.Key && old.Engine == e.Engine {
 			return nil
 		}
 	}
+	return l.write(e)
+}
+
+// write appends e as the next line, durable before it returns.
+func (l *Ledger) write(e manifests.LedgerEntry) error {
 	e.RunID, e.Seq, e.Time = l.runID, l.seq+1, time.Now().UTC()
 	e.FillDefaults()
 	if err := e.Validate(); err != nil {
@@ -231,9 +266,14 @@ func (l *Ledger) catchUp() error {
 			return err
 		}
 	}
-	for _, e := range more {
+	for i, e := range more {
 		if e.RunID != l.runID || e.Seq <= l.seq {
 			return fmt.Errorf("%s: an appended entry (run %s, seq %d) does not follow run %s, seq %d", l.path, e.RunID, e.Seq, l.runID, l.seq)
+		}
+		if e.Retracts > 0 && !slices.ContainsFunc(slices.Concat(l.entries, more[:i]), func(o manifests.LedgerEntry) bool {
+			return o.Seq == e.Retracts && o.Retracts == 0 && o.SameResource(&e)
+		}) {
+			return fmt.Errorf("%s: an appended entry (seq %d) retracts seq %d, which is not an earlier entry of the same resource", l.path, e.Seq, e.Retracts)
 		}
 		l.seq = e.Seq
 	}

@@ -186,3 +186,66 @@ func TestRefreshReadsOthersAndCutsATornLine(t *testing.T) {
 		t.Errorf("%d entries, the last %+v", len(entries), last)
 	}
 }
+
+// TestRetractTakesAnEntryBack: a retracted entry and its retraction are
+// not standing, here, in another writer that catches up, and for Read; the
+// same resource recorded again is a new standing entry; retracting a
+// resource no entry names does nothing.
+func TestRetractTakesAnEntryBack(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Create(dir, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	img := manifests.LedgerEntry{Target: "docker", Kind: manifests.ResourceImage, Key: "sha256:" + fmt.Sprintf("%064x", 1), Engine: "unix:///e.sock"}
+	dirEntry := manifests.LedgerEntry{Target: "docker", Kind: manifests.ResourceDir, Key: "/x/docker"}
+	if err := l.Record(dirEntry); err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := l.Record(img); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Retract(img, "never made"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Retract(manifests.LedgerEntry{Kind: manifests.ResourceDir, Key: "/nowhere"}, "never made"); err != nil {
+		t.Fatal(err)
+	}
+	standing := func(what string, es []manifests.LedgerEntry, want ...string) {
+		t.Helper()
+		var got []string
+		for _, e := range es {
+			got = append(got, e.Name())
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: standing %v, want %v", what, got, want)
+		}
+	}
+	standing("the writer", l.Entries(), dirEntry.Name())
+	if err := other.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	standing("another writer, caught up", other.Entries(), dirEntry.Name())
+	read, _, err := Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	standing("Read", read, dirEntry.Name())
+	// Loaded again, the image is a new entry, standing.
+	if err := other.Record(img); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	standing("after recording it again", l.Entries(), dirEntry.Name(), img.Name())
+	if es := l.Entries(); es[1].Seq != 4 {
+		t.Errorf("the image recorded again has seq %d, want 4 (after the entry and its retraction)", es[1].Seq)
+	}
+}

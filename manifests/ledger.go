@@ -10,6 +10,7 @@ import (
 	"net"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -130,6 +131,42 @@ type LedgerEntry struct {
 	Value    string `json:"value,omitempty"`
 	Previous string `json:"previous,omitempty"`
 	Detail   string `json:"detail,omitempty"` // what it is for, in words
+	// Retracts, when not 0, makes the line a retraction: the resource of
+	// the earlier entry with that seq (the same target, kind, key, engine
+	// and host) was never made, because its create failed before anything
+	// of it could exist (an image load the Engine refused, whose image the
+	// Engine then does not have). Teardown and the audit pass both lines
+	// (Standing). Record-before-create stays the rule: only a create that
+	// failed with nothing made is retracted, never one that may have made
+	// something.
+	Retracts int `json:"retracts,omitempty"`
+}
+
+// SameResource reports whether e and o name the same resource: target,
+// kind, key, Engine and host.
+func (e *LedgerEntry) SameResource(o *LedgerEntry) bool {
+	return e.Target == o.Target && e.Kind == o.Kind && e.Key == o.Key && e.Engine == o.Engine && e.Host == o.Host
+}
+
+// Standing returns entries without the retractions and the entries they
+// retract: what may exist.
+func Standing(entries []LedgerEntry) []LedgerEntry {
+	gone := map[int]bool{}
+	for _, e := range entries {
+		if e.Retracts > 0 {
+			gone[e.Retracts] = true
+		}
+	}
+	if len(gone) == 0 {
+		return entries
+	}
+	out := make([]LedgerEntry, 0, len(entries))
+	for _, e := range entries {
+		if e.Retracts == 0 && !gone[e.Seq] {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Name is how messages name the entry's resource: "process <key>".
@@ -189,6 +226,9 @@ func (e *LedgerEntry) validate(p *problems) {
 	}
 	if e.Time.IsZero() {
 		p.addf("time", "missing")
+	}
+	if e.Retracts < 0 || e.Retracts > 0 && e.Retracts >= e.Seq {
+		p.addf("retracts", "is %d: a retraction names an earlier entry's seq (1 to %d)", e.Retracts, e.Seq-1)
 	}
 	if e.Target != "" && !runIDPattern.MatchString(e.Target) {
 		p.addf("target", "%q is not a target name", e.Target)
@@ -385,6 +425,15 @@ func ReadLedger(r io.Reader) (entries []LedgerEntry, warnings []error, err error
 			}
 			if e.Seq <= prev.Seq {
 				return nil, nil, &LineError{File: "ledger", Line: line, Err: fmt.Errorf("seq %d does not follow %d", e.Seq, prev.Seq)}
+			}
+		}
+		// A retraction names an earlier entry of the same resource; one
+		// before what this read covers (a reader of appended lines only)
+		// is the caller's to check.
+		if e.Retracts > 0 && (len(entries) == 0 || e.Retracts >= entries[0].Seq) {
+			i := slices.IndexFunc(entries, func(o LedgerEntry) bool { return o.Seq == e.Retracts })
+			if i < 0 || !entries[i].SameResource(e) || entries[i].Retracts != 0 {
+				return nil, nil, &LineError{File: "ledger", Line: line, Err: fmt.Errorf("retracts seq %d, which is not an earlier entry of the same resource (%s)", e.Retracts, e.Name())}
 			}
 		}
 		entries = append(entries, *e)

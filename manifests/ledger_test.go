@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -28,6 +29,8 @@ func sampleLedger() []LedgerEntry {
 		{RunID: run, Seq: 10, Time: at(7), Target: "apple", Kind: ResourceVM, Key: "sealbench-" + run + "-vm", Exe: "/usr/local/bin/container", Labels: map[string]string{RunLabel: run}},
 		{RunID: run, Seq: 11, Time: at(8), Target: "apple", Kind: ResourceVolume, Key: "0f3c1a2b", Exe: "/usr/local/bin/container", Detail: "the VM's anonymous volume"},
 		{RunID: run, Seq: 12, Time: at(9), Kind: ResourceKernelParam, Key: "/sys/module/fuse/parameters/enable_uring", Value: "Y", Previous: "N", Detail: "--fuse-uring"},
+		{RunID: run, Seq: 13, Time: at(10), Target: "docker", Kind: ResourceImage, Key: "sha256:" + strings.Repeat("cd", 32), Engine: "unix:///run/docker.sock"},
+		{RunID: run, Seq: 14, Time: at(11), Target: "docker", Kind: ResourceImage, Key: "sha256:" + strings.Repeat("cd", 32), Engine: "unix:///run/docker.sock", Retracts: 13, Detail: "never made: the Engine refused the load and has no such image"},
 	}
 }
 
@@ -52,6 +55,36 @@ func TestLedgerGolden(t *testing.T) {
 	}
 	if len(got) != len(sampleLedger()) || got[6].Labels[RunLabel] != got[6].RunID || got[9].Exe != "/usr/local/bin/container" {
 		t.Errorf("read back %d entries; container labels %v", len(got), got[6].Labels)
+	}
+	// The retracted image and its retraction are not standing.
+	if st := Standing(got); len(st) != len(got)-2 || st[len(st)-1].Seq != 12 {
+		t.Errorf("Standing: %d entries, the last seq %d; want all but the retracted image and its retraction", len(st), st[len(st)-1].Seq)
+	}
+}
+
+// TestLedgerRetractionNamesAnEarlierEntryOfTheSameResource: a retraction
+// of an entry that is not there, or of another resource, or of itself,
+// is refused, naming its line.
+func TestLedgerRetractionNamesAnEarlierEntryOfTheSameResource(t *testing.T) {
+	base := sampleLedger()[:13]
+	for name, r := range map[string]LedgerEntry{
+		"no such seq":        {Target: "docker", Kind: ResourceImage, Key: base[12].Key, Engine: base[12].Engine, Retracts: 99},
+		"another resource":   {Target: "local", Kind: ResourceDir, Key: base[1].Key, Retracts: 13},
+		"itself":             {Target: "docker", Kind: ResourceImage, Key: base[12].Key, Engine: base[12].Engine, Retracts: 14},
+		"another host's one": {Target: "docker", Kind: ResourceImage, Key: base[12].Key, Engine: base[12].Engine, Host: "ssh://root@127.0.0.2:22", Retracts: 13},
+	} {
+		var b bytes.Buffer
+		for _, e := range append(base, r) {
+			if e.RunID == "" {
+				e.RunID, e.Seq, e.Time = base[0].RunID, 14, base[12].Time
+			}
+			e.FillDefaults()
+			line, _ := json.Marshal(e)
+			b.Write(append(line, '\n'))
+		}
+		if _, _, err := ReadLedger(&b); err == nil || !strings.Contains(err.Error(), "line 14") {
+			t.Errorf("%s: ReadLedger: %v, want line 14 refused", name, err)
+		}
 	}
 }
 

@@ -495,7 +495,9 @@ func writeHostPlan(ctx context.Context, run *runs.Run, b *Bundle, o RunOptions, 
 	if err != nil {
 		return nil, err
 	}
-	hostRun := path.Join(state, "runs", run.ID)
+	// Apart from the run's directory here and on its other hosts, even
+	// when they are one machine.
+	hostRun := runs.HostRunDir(state, run.ID, g.host)
 	if err := run.Ledger.Record(manifests.LedgerEntry{Host: g.host, Kind: manifests.ResourceDir, Key: hostRun, Detail: "the run's directory on the host"}); err != nil {
 		return nil, err
 	}

@@ -118,8 +118,62 @@ func TestRunOnLocalAndALocalHostOverSSH(t *testing.T) {
 	if !strings.Contains(removed, "process ") || !strings.Contains(removed, "stateDir ") || !strings.Contains(removed, " on "+far.Host.String()) {
 		t.Errorf("teardown removed %q: want the stand-in and its state on %s", o.Teardown.Removed, far.Host)
 	}
-	if left, _ := filepath.Glob(filepath.Join(hostState, "runs", "*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(hostState, "remote", "*")); len(left) > 0 {
 		t.Errorf("the host still holds %v", left)
+	}
+}
+
+// TestRunLocalBesideHostsOnThisMachine runs `--target
+// local,local@ssh://...127.0.0.2,local@ssh://...127.0.0.3` where both
+// hosts are this machine with this run's own state directory, as when a
+// user tries the SSH targets against their own machine: the run's
+// directory here and its directory on each host must be three, so that
+// teardown removes everything (nothing refused as lying outside the run's
+// directory on a host) and the audit then finds nothing, here or on
+// either host.
+func TestRunLocalBesideHostsOnThisMachine(t *testing.T) {
+	sshtest.Need(t)
+	state := testenv.ShortTempDir(t, "sbh-")
+	h2 := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(runs.StateDirEnv, state))
+	h3 := sshtest.Start(t, "127.0.0.3", sshtest.SetEnv(runs.StateDirEnv, state), sshtest.Authorize(h2))
+	b := provisiontest.GetRunnerBundle(t)
+	ctx := context.Background()
+	opened, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := orchestrate.CheckTargets([]string{"local",
+		fmt.Sprintf("local@ssh://%s@%s:%d", h2.User, h2.Addr, h2.Port), fmt.Sprintf("local@ssh://%s@%s:%d", h3.User, h3.Addr, h3.Port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(known, []byte(h2.KnownHostsLine()+"\n"+h3.KnownHostsLine()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	far := map[string]remote.Spec{specs[1].Name: specs[1], specs[2].Name: specs[2]}
+	o, err := orchestrate.Run(ctx, orchestrate.RunOptions{Bundle: opened, Targets: orchestrate.Names(specs), Specs: far,
+		SSH: orchestrate.SSH{Identity: h2.ClientKey, KnownHosts: known}, Cells: []string{"C01"}, Samples: 1, Seed: 1,
+		Out: t.TempDir(), StateDir: state, Log: t.Logf})
+	var ue *cliutil.UserError
+	if !errors.As(err, &ue) || ue.Code != orchestrate.ExitMismatch || !strings.Contains(err.Error(), "3 of 3 samples failed") {
+		t.Fatalf("Run: %v, want the three failed samples reported, and nothing else (exit %d)", err, orchestrate.ExitMismatch)
+	}
+	if o.Samples != 3 || len(o.Leftovers) != 0 || o.Kept {
+		t.Fatalf("outcome %+v: want a sample on each target, torn down with nothing left", o)
+	}
+	checkRunners(t, o.Dir, map[string]string{"local": "", specs[1].Name: specs[1].Host.String(), specs[2].Name: specs[2].Host.String()})
+	res, err := runs.Audit(ctx, runs.AuditOptions{StateDir: state, SSH: runs.SSHOptions{Identity: h2.ClientKey, KnownHosts: known}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Leftovers) != 0 {
+		t.Errorf("the audit after the run finds %v (notes %q)", res.Leftovers, res.Notes)
+	}
+	for _, d := range []string{runs.RunsDir(state), runs.HostRunsDir(state)} {
+		if left, _ := filepath.Glob(filepath.Join(d, "*")); len(left) > 0 {
+			t.Errorf("%s still holds %v", d, left)
+		}
 	}
 }
 

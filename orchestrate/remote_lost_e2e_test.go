@@ -92,7 +92,7 @@ func hostLostMidRun(t *testing.T, here ...string) {
 	if _, err := orchestrate.Teardown(ctx, orchestrate.TeardownOptions{Run: o.Run, StateDir: state, SSH: orchestrate.SSH{Identity: h.ClientKey, KnownHosts: h.KnownHosts}, Log: t.Logf}); err != nil {
 		t.Fatalf("teardown with the host back: %v", err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(hostState, "runs", "*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(hostState, "remote", "*")); len(left) > 0 {
 		t.Errorf("the host still holds %v", left)
 	}
 	// And the audit, which asks the run's hosts too, finds nothing of it.

@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -24,11 +25,16 @@ type TeardownOptions struct {
 	SSH      SSH
 	StateDir string // empty: runs.DefaultStateDir
 	Log      func(string, ...any)
+	// Force tears down a run in progress too (one whose process holds its
+	// lock, runs.LockFile); without it such a run is left as it is: with
+	// All, said so in its result, with Run, an error.
+	Force bool
 }
 
 // Teardown takes down every resource of the runs o names, from their
 // ledgers, each run to the end whatever fails, and returns what each run's
-// teardown did with every failure.
+// teardown did with every failure. A run in progress is left alone unless
+// o.Force: each run's lock is taken for its teardown.
 func Teardown(ctx context.Context, o TeardownOptions) ([]*runs.TeardownResult, error) {
 	state := o.StateDir
 	if state == "" {
@@ -49,8 +55,22 @@ func Teardown(ctx context.Context, o TeardownOptions) ([]*runs.TeardownResult, e
 	}
 	results := []*runs.TeardownResult{}
 	var errs *multierror.Error
+	logf := orNop(o.Log)
 	for _, id := range ids {
-		res, err := runs.Teardown(ctx, filepath.Join(runs.RunsDir(state), id), runs.TeardownOptions{Targets: o.Targets, SSH: o.SSH.provision(), Log: o.Log})
+		dir := filepath.Join(runs.RunsDir(state), id)
+		release, err := runs.TakeOver(dir, o.Force)
+		var ip *runs.InProgressError
+		if errors.As(err, &ip) && o.All {
+			logf("%v", err)
+			results = append(results, &runs.TeardownResult{Run: id, InProgress: ip.Error()})
+			continue
+		}
+		if err != nil {
+			errs = multierror.Append(errs, err)
+			continue
+		}
+		res, err := runs.Teardown(ctx, dir, runs.TeardownOptions{Targets: o.Targets, SSH: o.SSH.provision(), Log: o.Log})
+		release()
 		results = append(results, res)
 		if err != nil {
 			errs = multierror.Append(errs, fmt.Errorf("run %s: %w", id, err))

@@ -45,6 +45,10 @@ type AuditOptions struct {
 	// Hosts, no remote host is asked but through the runs' ledgers;
 	// without Targets, every host of the hosts history is.
 	Hosts []string
+	// Force makes Fix tear down runs in progress too (another process
+	// holds their lock, LockFile); without it Fix leaves them, and
+	// everything found of them, as it is.
+	Force bool
 }
 
 func (o AuditOptions) wants(target string) bool {
@@ -142,6 +146,13 @@ func Audit(ctx context.Context, opts AuditOptions) (*AuditResult, error) {
 				a.add(Resource{Target: TargetLocal, Run: runOf(a.runs, argUnder(p.Argv, a.runs)), Kind: manifests.ResourceProcess, Key: "pid " + strconv.Itoa(p.Pid), Detail: strings.Join(p.Argv, " ")})
 			}
 		}
+		// A process is not gone until it has exited: one exiting shows no
+		// command line, but still holds what it had open.
+		for _, p := range FindExiting(a.runs) {
+			if !a.seenPid[p.Pid] {
+				a.add(Resource{Target: TargetLocal, Run: runOf(a.runs, p.Holds), Kind: manifests.ResourceProcess, Key: "pid " + strconv.Itoa(p.Pid), Detail: "still alive with no command line (exiting), holding " + p.Holds})
+			}
+		}
 	}
 	for _, t := range backendTargets() {
 		if !a.opts.wants(t) {
@@ -180,6 +191,9 @@ func (a *auditor) run(ctx context.Context, id, dir string) {
 			a.add(Resource{Target: TargetLocal, Run: id, Kind: manifests.ResourceDir, Key: dir, Detail: fmt.Sprintf("run directory with an unreadable ledger: %v", err)})
 		}
 		return
+	}
+	if busy, pid := InProgress(dir); busy && (a.opts.Run == "" || a.opts.Run == id) {
+		a.res.Notes = append(a.res.Notes, fmt.Sprintf("run %s is in progress (pid %d holds its lock): what it holds is in use, listed as found", id, pid))
 	}
 	held := false
 	rh, err := newRemoteHosts(dir, entries, a.opts.SSH)
@@ -370,7 +384,7 @@ func Exists(ctx context.Context, runDir string, e manifests.LedgerEntry) (bool, 
 		}
 		return true, "file", nil
 	case manifests.ResourceProcess:
-		ps := FindProcs(MarkedBy(e.Exe, e.Key))
+		ps := append(FindProcs(MarkedBy(e.Exe, e.Key)), exitingBeside(e.Key)...)
 		if len(ps) == 0 {
 			return false, "", nil
 		}
@@ -454,19 +468,33 @@ func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*Au
 	if err != nil {
 		return nil, err
 	}
+	// Runs in progress (another process holds their lock) are left, and
+	// so is everything below that is theirs, unless forced.
+	live := map[string]bool{}
 	for _, id := range ids {
 		if opts.Run != "" && id != opts.Run {
 			continue
 		}
 		dir := filepath.Join(runs, id)
+		release, err := TakeOver(dir, opts.Force)
+		if ip := (*InProgressError)(nil); errors.As(err, &ip) {
+			live[id] = true
+			logf("%v", err)
+			continue
+		} else if err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("run %s: %w", id, err))
+			continue
+		}
 		if _, _, err := ledger.Read(dir); err != nil {
+			release()
 			continue // no usable ledger: handled as a plain directory below
 		}
 		if _, err := Teardown(ctx, dir, TeardownOptions{Targets: opts.Targets, SSH: opts.SSH, Log: logf}); err != nil {
 			errs = multierror.Append(errs, fmt.Errorf("run %s: %w", id, err))
 		}
+		release()
 	}
-	if err := fixHistoryHosts(ctx, abs, opts, logf); err != nil {
+	if err := fixHistoryHosts(ctx, abs, opts, live, logf); err != nil {
 		errs = multierror.Append(errs, err)
 	}
 	found, err := Audit(ctx, opts)
@@ -488,11 +516,14 @@ func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*Au
 		return oi < oj
 	})
 	for _, r := range found.Leftovers {
+		if live[r.Run] {
+			continue // the run is in progress: it is in use, not left
+		}
 		var err error
 		switch {
 		case r.Kind == manifests.ResourceProcess && strings.HasPrefix(r.Key, "pid "):
 			pid, _ := strconv.Atoi(strings.TrimPrefix(r.Key, "pid "))
-			if p, ok := readProc(pid); ok {
+			if p, ok := procOf(pid); ok {
 				err = Kill(ctx, p, argvUnder(runs), ProcessGrace)
 			}
 		case r.Kind == manifests.ResourceMount:
@@ -500,6 +531,9 @@ func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*Au
 		case r.Kind == manifests.ResourceDir && within(r.Key, runs) && r.Key != runs:
 			if _, _, lerr := ledger.Read(r.Key); lerr == nil && r.Run != "" {
 				continue // a run whose teardown failed: its error is above
+			}
+			if busy, _ := InProgress(r.Key); busy && !opts.Force {
+				continue // a run being made (.new-ID): its process holds the lock
 			}
 			for _, p := range FindProcs(argvUnder(r.Key)) {
 				if kerr := Kill(ctx, p, argvUnder(r.Key), ProcessGrace); kerr != nil {

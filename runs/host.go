@@ -18,9 +18,19 @@ type Proc struct {
 	Pid       int
 	Argv      []string
 	StartTime uint64 // when it started (Linux: clock ticks after boot, /proc/PID/stat field 22; macOS: microseconds since the epoch): with Pid, it names one process forever
+	// Holds is, for a process FindExiting found (no command line left),
+	// the path under the directory it was looked for in that it holds.
+	Holds string
 }
 
 func (p Proc) String() string {
+	if len(p.Argv) == 0 {
+		s := fmt.Sprintf("pid %d (no command line: exiting", p.Pid)
+		if p.Holds != "" {
+			s += ", holding " + p.Holds
+		}
+		return s + ")"
+	}
 	return fmt.Sprintf("pid %d (%s)", p.Pid, strings.Join(p.Argv, " "))
 }
 

@@ -96,7 +96,7 @@ func Kill(ctx context.Context, p Proc, match func([]string) bool, grace time.Dur
 	if err := unix.Kill(p.Pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("killing %s: %w", p, err)
 	}
-	if !gone(ctx, still, 10*time.Second) {
+	if !gone(ctx, still, KillPatience) {
 		return fmt.Errorf("%s did not exit after SIGKILL", p)
 	}
 	return nil
@@ -116,3 +116,13 @@ func gone(ctx context.Context, still func() bool, d time.Duration) bool {
 
 // detach unmounts a mount point, forcing it (macOS has no lazy unmount).
 func detach(point string) error { return unix.Unmount(point, unix.MNT_FORCE) }
+
+// FindExiting finds nothing on macOS: a process there keeps its argv
+// (kern.procargs2) until it is a zombie.
+func FindExiting(dir string) []Proc { return nil }
+
+// procOf is the process pid now.
+func procOf(pid int) (Proc, bool) { return readProc(pid) }
+
+// KillPatience is how long Kill waits for a process to exit after SIGKILL.
+const KillPatience = 10 * time.Second

@@ -41,30 +41,126 @@ func readProc(pid int) (Proc, bool) {
 	if err != nil || len(b) == 0 {
 		return Proc{}, false
 	}
+	st, ok := statProc(pid)
+	if !ok || st.state == 'Z' {
+		return Proc{}, false
+	}
+	return Proc{Pid: pid, Argv: strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), StartTime: st.start}, true
+}
+
+// procStat is what /proc/PID/stat says that teardown needs.
+type procStat struct {
+	state byte   // R, S, D, Z...
+	flags uint64 // PF_* flags
+	start uint64 // clock ticks after boot
+}
+
+// pfKthread is the kernel's PF_KTHREAD: a kernel thread, which has no
+// command line and is never ours.
+const pfKthread = 0x00200000
+
+// statProc reads /proc/PID/stat, which a process has until it is reaped,
+// even while it exits with its memory (and so its command line) gone.
+func statProc(pid int) (procStat, bool) {
 	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return Proc{}, false
+		return procStat{}, false
 	}
 	// The command name may hold spaces and parentheses: fields start after the last ')'.
 	i := bytes.LastIndexByte(st, ')')
 	if i < 0 {
-		return Proc{}, false
+		return procStat{}, false
 	}
 	f := strings.Fields(string(st[i+1:]))
-	if len(f) < 20 || f[0] == "Z" {
-		return Proc{}, false
+	if len(f) < 20 || len(f[0]) != 1 {
+		return procStat{}, false
 	}
-	start, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return Proc{}, false
+	flags, err1 := strconv.ParseUint(f[6], 10, 64)
+	start, err2 := strconv.ParseUint(f[19], 10, 64)
+	if err1 != nil || err2 != nil {
+		return procStat{}, false
 	}
-	return Proc{Pid: pid, Argv: strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), StartTime: start}, true
+	return procStat{state: f[0][0], flags: flags, start: start}, true
 }
 
-// Kill stops p, if it is still the process that was found (same pid,
-// start time and a matching argv: never a recycled pid): SIGTERM, then
-// SIGKILL after grace. The process is held by a pidfd from the check on,
-// so the signal cannot reach another process. A process already gone is
+// FindExiting lists the live processes that show no command line and hold
+// a file under dir open, or work in a directory under it: a process shows
+// no command line while it exits (its memory is being freed, which for a
+// VM's gigabytes takes seconds), so FindProcs, which matches command
+// lines, no longer sees it, and it is not gone until it has exited.
+// Zombies (exited) and kernel threads never match.
+func FindExiting(dir string) []Proc {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []Proc
+	self := os.Getpid()
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || len(b) > 0 {
+			continue
+		}
+		st, ok := statProc(pid)
+		if !ok || st.state == 'Z' || st.flags&pfKthread != 0 {
+			continue
+		}
+		if held := heldUnder(pid, dir); held != "" {
+			out = append(out, Proc{Pid: pid, StartTime: st.start, Holds: held})
+		}
+	}
+	return out
+}
+
+// heldUnder names a path under dir that process pid works in or holds
+// open, or "".
+func heldUnder(pid int, dir string) string {
+	base := fmt.Sprintf("/proc/%d/", pid)
+	for _, l := range []string{"cwd", "root"} {
+		if t, err := os.Readlink(base + l); err == nil && within(t, dir) {
+			return t
+		}
+	}
+	fds, _ := os.ReadDir(base + "fd")
+	for _, fd := range fds {
+		if t, err := os.Readlink(base + "fd/" + fd.Name()); err == nil && within(t, dir) {
+			return t
+		}
+	}
+	return ""
+}
+
+// procOf is the process pid now, command line or not (an exiting process
+// has none): what the audit names by its pid.
+func procOf(pid int) (Proc, bool) {
+	if p, ok := readProc(pid); ok {
+		return p, true
+	}
+	st, ok := statProc(pid)
+	if !ok || st.state == 'Z' {
+		return Proc{}, false
+	}
+	return Proc{Pid: pid, StartTime: st.start}, true
+}
+
+// KillPatience is how long Kill waits for a process to exit after
+// SIGKILL: the kernel frees its memory first (seconds for a VM's
+// gigabytes), and one in uninterruptible sleep (a FUSE request, say)
+// exits only once that ends.
+const KillPatience = time.Minute
+
+// Kill stops p, if it is still the process that was found (same pid and
+// start time: never a recycled pid), and returns once it has exited: a
+// process counts as removed only then. SIGTERM first, then SIGKILL after
+// grace, then up to KillPatience for it to exit. The process is held by a
+// pidfd from the check on, so no signal can reach another process. It is
+// the same process whatever its command line shows now: one that exec'd
+// (a wrapper that became QEMU) or is exiting (no command line left) is
+// still stopped and waited for; match is consulted only for a Proc whose
+// start time is unknown. A process already gone (or a zombie: exited) is
 // not an error.
 func Kill(ctx context.Context, p Proc, match func([]string) bool, grace time.Duration) error {
 	fd, err := unix.PidfdOpen(p.Pid, 0)
@@ -75,9 +171,16 @@ func Kill(ctx context.Context, p Proc, match func([]string) bool, grace time.Dur
 		return fmt.Errorf("opening %s: %w", p, err)
 	}
 	defer unix.Close(fd)
-	now, ok := readProc(p.Pid)
-	if !ok || now.StartTime != p.StartTime || !match(now.Argv) {
-		return nil // gone, or the pid now names another process: ours is gone
+	st, ok := statProc(p.Pid)
+	if !ok || st.state == 'Z' {
+		return nil // gone, or exited and not yet reaped
+	}
+	if p.StartTime == 0 {
+		if now, ok := readProc(p.Pid); !ok || !match(now.Argv) {
+			return nil
+		}
+	} else if st.start != p.StartTime {
+		return nil // the pid now names another process: ours is gone
 	}
 	if err := unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0); err != nil {
 		if errors.Is(err, unix.ESRCH) {
@@ -91,13 +194,22 @@ func Kill(ctx context.Context, p Proc, match func([]string) bool, grace time.Dur
 	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("killing %s: %w", p, err)
 	}
-	if !exited(ctx, fd, 10*time.Second) {
-		return fmt.Errorf("%s did not exit after SIGKILL", p)
+	if !exited(ctx, fd, KillPatience) {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("waiting for %s to exit after SIGKILL: %w", p, err)
+		}
+		return fmt.Errorf("%s has not exited %s after SIGKILL (state %c)", p, KillPatience, stateOf(p.Pid))
 	}
 	return nil
 }
 
-// exited waits up to d for the process behind pidfd fd to exit.
+func stateOf(pid int) byte {
+	st, _ := statProc(pid)
+	return st.state
+}
+
+// exited waits up to d for the process behind pidfd fd to exit (the
+// pidfd turns readable when it does: a zombie has exited).
 func exited(ctx context.Context, fd int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for {

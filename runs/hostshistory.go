@@ -258,8 +258,9 @@ func forEachHost(ctx context.Context, hosts map[string]HostRecord, o AuditOption
 }
 
 // fixHistoryHosts removes what carries the label on the hosts the audit
-// asks (of Run, when set), and returns every failure.
-func fixHistoryHosts(ctx context.Context, stateDir string, o AuditOptions, logf func(string, ...any)) error {
+// asks (of Run, when set), but what is a live run's, and returns every
+// failure.
+func fixHistoryHosts(ctx context.Context, stateDir string, o AuditOptions, live map[string]bool, logf func(string, ...any)) error {
 	hosts, err := o.auditHosts(stateDir)
 	if err != nil {
 		return err
@@ -283,6 +284,9 @@ func fixHistoryHosts(ctx context.Context, stateDir string, o AuditOptions, logf 
 			return boolInt(a.Kind != manifests.ResourceContainer) - boolInt(b.Kind != manifests.ResourceContainer)
 		})
 		for _, r := range rs {
+			if live[r.Run] {
+				continue
+			}
 			if err := s.remove(ctx, r); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", r, err))
 			} else {

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -61,7 +64,7 @@ func newRemoteHosts(runDir string, entries []manifests.LedgerEntry, o SSHOptions
 		}
 		// The run's directory on the host is the one named by the run
 		// id: every path the ledger names there must lie in it.
-		if e.Kind == manifests.ResourceDir && filepath.Base(e.Key) == e.RunID {
+		if isRunDir(e) {
 			h.runDirs = append(h.runDirs, e.Key)
 		}
 	}
@@ -158,7 +161,15 @@ func (h *remoteHost) remove(ctx context.Context, e manifests.LedgerEntry, grace 
 	}
 	switch e.Kind {
 	case manifests.ResourceDir, manifests.ResourceStore:
-		return h.removeTree(ctx, e.Key, false)
+		if err := h.removeTree(ctx, e.Key, false); err != nil || !isRunDir(e) {
+			return err
+		}
+		// HostRunDir's tag directory goes with its last run.
+		if tag := path.Dir(e.Key); path.Base(path.Dir(tag)) == path.Base(HostRunsDir("/")) {
+			_, err := h.c.Exec(ctx, sshx.Command{Argv: []string{"sh", "-c", `rmdir -- "$1" 2>/dev/null; :`, "sh", tag}, Name: "rmdir"})
+			return err
+		}
+		return nil
 	case manifests.ResourceStateDir:
 		// A stand-in killed with SIGKILL leaves its Sandboxes' inits, and
 		// what they mounted, as here.
@@ -240,9 +251,30 @@ func (h *remoteHost) exists(ctx context.Context, e manifests.LedgerEntry) (bool,
 }
 
 // isRunDir reports whether e is the run's directory on the host, which
-// holds the ledger the run's runner there keeps.
+// holds the ledger the run's runner there keeps: named by the run id
+// (HostRunDir's, or runs/<run> in a ledger written before it).
 func isRunDir(e manifests.LedgerEntry) bool {
 	return e.Host != "" && e.Kind == manifests.ResourceDir && filepath.Base(e.Key) == e.RunID
+}
+
+// HostRunsDir is the directory, under a remote host's state directory,
+// of the directories runs made elsewhere keep on that host. It is not the
+// host's own runs/: a host may be the machine a run is made on too, or
+// the same machine as another host of the run (two addresses, two
+// sshds), and the directories of each must never be one.
+func HostRunsDir(hostState string) string { return path.Join(hostState, "remote") }
+
+// HostRunDir is run's directory on the remote host host (ssh://...),
+// whose state directory is hostState: HostRunsDir/<tag>/<run>, tag the
+// first 8 hex digits of the SHA-256 of host. It is apart from the run's
+// directory on this machine and from its directory on every other host
+// of the run, even where several of them are one machine; short, as a
+// unix socket in it must be; and named by the run id, as the runner
+// there reads its ledger's run from its directory's name. Teardown
+// removes the tag's directory too once it is empty.
+func HostRunDir(hostState, run, host string) string {
+	sum := sha256.Sum256([]byte(host))
+	return path.Join(HostRunsDir(hostState), hex.EncodeToString(sum[:4]), run)
 }
 
 // ledgerIn reads the ledger a runner kept on the host in dir, the run's
@@ -258,6 +290,7 @@ func (h *remoteHost) ledgerIn(ctx context.Context, dir string) ([]manifests.Ledg
 	if err != nil {
 		return nil, fmt.Errorf("the ledger %s on %s: %w", p, h.host, err)
 	}
+	entries = manifests.Standing(entries)
 	for i := range entries {
 		if entries[i].RunID != h.run || entries[i].Host != "" && entries[i].Host != h.host {
 			return nil, fmt.Errorf("the ledger %s on %s: entry %d is run %s's on %q, not run %s's there", p, h.host, entries[i].Seq, entries[i].RunID, entries[i].Host, h.run)
@@ -338,9 +371,24 @@ func (h *remoteHost) mountsUnder(ctx context.Context, dir string) ([]mountinfo.M
 	return mountinfo.UnderOf(mountinfo.Parse(out), dir), nil
 }
 
-// listProcs prints, per process, its pid and its argv (/proc/PID/cmdline,
-// NUL-separated) in base64: arguments may hold any byte but NUL.
-const listProcs = `for d in /proc/[0-9]*; do c=$(base64 -w0 "$d/cmdline" 2>/dev/null) && [ -n "$c" ] && printf '%s %s\n' "${d#/proc/}" "$c"; done; :`
+// listProcs prints, per process, its pid, its start time (/proc/PID/stat
+// field 22, after the name, which may hold anything) and its argv
+// (/proc/PID/cmdline, NUL-separated) in base64: arguments may hold any
+// byte but NUL.
+const listProcs = `for d in /proc/[0-9]*; do c=$(base64 -w0 "$d/cmdline" 2>/dev/null) && [ -n "$c" ] && s=$(cat "$d/stat" 2>/dev/null) && s=${s##*) } && set -- $s && printf '%s %s %s\n' "${d#/proc/}" "${20}" "$c"; done; :`
+
+// signalProcs, given a signal (or - for none) and PID:START pairs, sends
+// the signal to each process that is still that one (the same start time)
+// and has not exited (not a zombie), and prints the pid of each such: the
+// ones still alive. A process shows no command line while it exits, so
+// this, not listProcs, says whether it is gone.
+const signalProcs = `sig=$1; shift
+alive() { want=$1; shift; [ "$1" != Z ] && [ "${20}" = "$want" ]; }
+for p; do pid=${p%%:*}; s=$(cat "/proc/$pid/stat" 2>/dev/null) || continue; s=${s##*) }
+alive "${p#*:}" $s || continue
+[ "$sig" = - ] || kill -s "$sig" "$pid" 2>/dev/null
+echo "$pid"
+done; :`
 
 // procs lists the host's processes whose argv match: as FindProcs does
 // here, by what they run and their marker, never by a pid alone.
@@ -353,66 +401,71 @@ func (h *remoteHost) procs(ctx context.Context, match func([]string) bool) ([]Pr
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
-		pidText, enc, ok := strings.Cut(sc.Text(), " ")
-		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil {
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 {
 			continue
 		}
-		raw, err := base64.StdEncoding.DecodeString(enc)
-		if err != nil {
+		pid, err1 := strconv.Atoi(f[0])
+		start, err2 := strconv.ParseUint(f[1], 10, 64)
+		raw, err3 := base64.StdEncoding.DecodeString(f[2])
+		if err1 != nil || err2 != nil || err3 != nil {
 			continue
 		}
 		argv := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
 		if match(argv) {
-			ps = append(ps, Proc{Pid: pid, Argv: argv})
+			ps = append(ps, Proc{Pid: pid, Argv: argv, StartTime: start})
 		}
 	}
 	return ps, sc.Err()
 }
 
 // kill sends the matching processes SIGTERM, and SIGKILL to those still
-// there after grace; each signal goes only to a pid that still runs what
-// the ledger names, as listed just before.
+// there after grace, and returns once each has exited (up to
+// KillPatience after SIGKILL): a process counts as removed only then.
+// Each signal goes only to a pid that is still the process listed (its
+// start time), and one that exits shows no command line, so it is
+// followed by its pid and start time, not by what it runs.
 func (h *remoteHost) kill(ctx context.Context, match func([]string) bool, grace time.Duration) error {
-	signal := func(sig string, ps []Proc) error {
-		argv := []string{"sh", "-c", `s=$1; shift; kill -s "$s" "$@" 2>/dev/null; :`, "sh", sig}
-		for _, p := range ps {
-			argv = append(argv, strconv.Itoa(p.Pid))
-		}
-		_, err := h.c.Exec(ctx, sshx.Command{Argv: argv, Name: "kill"})
-		return err
-	}
 	ps, err := h.procs(ctx, match)
 	if err != nil || len(ps) == 0 {
 		return err
 	}
-	if err := signal("TERM", ps); err != nil {
+	signal := func(sig string) ([]string, error) {
+		argv := []string{"sh", "-c", signalProcs, "sh", sig}
+		for _, p := range ps {
+			argv = append(argv, fmt.Sprintf("%d:%d", p.Pid, p.StartTime))
+		}
+		out, err := h.c.Exec(ctx, sshx.Command{Argv: argv, Name: "kill"})
+		return strings.Fields(string(out)), err
+	}
+	waitGone := func(d time.Duration) ([]string, error) {
+		deadline := time.Now().Add(d)
+		for {
+			alive, err := signal("-")
+			if err != nil || len(alive) == 0 || time.Now().After(deadline) {
+				return alive, err
+			}
+			select {
+			case <-ctx.Done():
+				return alive, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	if _, err := signal("TERM"); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(grace)
-	for {
-		if ps, err = h.procs(ctx, match); err != nil || len(ps) == 0 {
-			return err
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	if err := signal("KILL", ps); err != nil {
+	alive, err := waitGone(grace)
+	if err != nil || len(alive) == 0 {
 		return err
 	}
-	for range 50 {
-		if ps, err = h.procs(ctx, match); err != nil || len(ps) == 0 {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
+	if _, err := signal("KILL"); err != nil {
+		return err
 	}
-	return fmt.Errorf("process %d on %s outlived SIGKILL", ps[0].Pid, h.host)
+	if alive, err = waitGone(KillPatience); err != nil || len(alive) == 0 {
+		return err
+	}
+	return fmt.Errorf("process %s on %s has not exited %s after SIGKILL", strings.Join(alive, ", "), h.host, KillPatience)
 }
 
 // unreachable is the error of a host teardown could not reach, naming

@@ -38,11 +38,14 @@ func DefaultStateDir() string {
 // RunsDir is the directory of run directories under stateDir.
 func RunsDir(stateDir string) string { return filepath.Join(stateDir, "runs") }
 
-// Run is one run: its id, its directory and its ledger.
+// Run is one run: its id, its directory and its ledger. While it is
+// open, its process holds the run's lock (LockFile), which tells every
+// other command that the run is in progress.
 type Run struct {
 	ID     string
 	Dir    string
 	Ledger *ledger.Ledger
+	lock   *os.File
 }
 
 // NewRunID returns a short unique run id: the UTC time to the second and
@@ -81,44 +84,67 @@ func NewRun(stateDir string) (*Run, error) {
 		if err := os.Mkdir(tmp, 0o700); err != nil {
 			return nil, fmt.Errorf("making run directory: %w", err)
 		}
+		// The lock is held before the directory has its name, so no other
+		// command ever sees the run without it.
+		lock, err := createLock(tmp)
+		if err != nil {
+			os.RemoveAll(tmp)
+			return nil, err
+		}
 		l, err := ledger.Create(tmp, id)
 		if err != nil {
+			lock.Close()
 			os.RemoveAll(tmp)
 			return nil, err
 		}
 		if err := l.Record(manifests.LedgerEntry{Kind: manifests.ResourceDir, Key: final, Detail: "the run directory"}); err != nil {
 			l.Close()
+			lock.Close()
 			os.RemoveAll(tmp)
 			return nil, err
 		}
 		if err := os.Rename(tmp, final); err != nil {
 			l.Close()
+			lock.Close()
 			os.RemoveAll(tmp)
 			return nil, fmt.Errorf("moving run directory into place: %w", err)
 		}
 		if err := ledger.SyncDir(runs); err != nil {
+			l.Close()
+			lock.Close()
 			return nil, err
 		}
-		return &Run{ID: id, Dir: final, Ledger: l}, nil
+		return &Run{ID: id, Dir: final, Ledger: l, lock: lock}, nil
 	}
 	return nil, errors.New("could not pick an unused run id")
 }
 
-// OpenRun opens run id under stateDir to add to its ledger.
+// OpenRun opens run id under stateDir to add to its ledger, holding its
+// lock; a run in progress elsewhere is refused (*InProgressError).
 func OpenRun(stateDir, id string) (*Run, error) {
 	if err := manifests.ValidateRunID(id); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(RunsDir(stateDir), id)
-	l, err := ledger.Open(dir)
+	lock, err := takeLock(dir)
 	if err != nil {
 		return nil, err
 	}
-	return &Run{ID: id, Dir: dir, Ledger: l}, nil
+	l, err := ledger.Open(dir)
+	if err != nil {
+		closeLock(lock)
+		return nil, err
+	}
+	return &Run{ID: id, Dir: dir, Ledger: l, lock: lock}, nil
 }
 
-// Close closes the run's ledger.
-func (r *Run) Close() error { return r.Ledger.Close() }
+// Close closes the run's ledger and lets its lock go.
+func (r *Run) Close() error {
+	err := r.Ledger.Close()
+	closeLock(r.lock)
+	r.lock = nil
+	return err
+}
 
 // Refresh reads into the run's ledger what other processes (the bundle's
 // runners) appended to it.

@@ -45,6 +45,9 @@ type TeardownResult struct {
 	// Unreachable are the remote hosts teardown could not reach, with
 	// what is left on each: a later teardown of the run finishes them.
 	Unreachable []UnreachableHost `json:"unreachable,omitempty"`
+	// InProgress, when set, says why the run was left as it is: another
+	// process holds its lock (teardown --all without --force).
+	InProgress string `json:"inProgress,omitempty"`
 }
 
 // UnreachableHost is a remote host teardown could not reach.
@@ -64,7 +67,9 @@ const ProcessGrace = 10 * time.Second
 // (*multierror.Error), each naming its resource. The run directory, which
 // holds the ledger, goes last and only when everything else went, so a
 // failed teardown can be run again. A run directory that does not exist is
-// torn down already: Teardown is safe to run twice.
+// torn down already: Teardown is safe to run twice. Teardown does not look
+// at the run's lock: it is the run's own process's call (its rollback, its
+// end), and another command takes the lock first (TakeOver).
 func Teardown(ctx context.Context, runDir string, opts TeardownOptions) (*TeardownResult, error) {
 	res := &TeardownResult{Run: filepath.Base(runDir)}
 	logf := opts.Log
@@ -274,7 +279,9 @@ func RemoveResource(ctx context.Context, runDir string, e manifests.LedgerEntry,
 	case manifests.ResourceProcess:
 		match := MarkedBy(e.Exe, e.Key)
 		var errs *multierror.Error
-		for _, p := range FindProcs(match) {
+		// Kill returns once each has exited; one exiting already shows
+		// no command line, and is waited for too.
+		for _, p := range append(FindProcs(match), exitingBeside(e.Key)...) {
 			if err := Kill(ctx, p, match, grace); err != nil {
 				errs = multierror.Append(errs, err)
 			}
@@ -286,6 +293,17 @@ func RemoveResource(ctx context.Context, runDir string, e manifests.LedgerEntry,
 		return restoreKernelParam(e)
 	}
 	return fmt.Errorf("unknown resource kind %q", e.Kind)
+}
+
+// exitingBeside lists the exiting processes (FindExiting) holding a file
+// in the directory of a process marker that is a path (the stand-in's
+// state directory, QEMU's pid file): a process of the entry's that shows
+// no command line any more, but has not exited.
+func exitingBeside(marker string) []Proc {
+	if !filepath.IsAbs(marker) || filepath.Dir(marker) == "/" {
+		return nil
+	}
+	return FindExiting(filepath.Dir(marker))
 }
 
 // runLocalEngine reports whether endpoint is a unix socket in runDir: a

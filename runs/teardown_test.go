@@ -326,3 +326,80 @@ func TestListErrorsHasNoBlankLines(t *testing.T) {
 		t.Errorf("ListErrors:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// holdLock starts a process that holds the lock of the run in dir until
+// the test ends: a run in progress, as its own process holds it.
+func holdLock(t *testing.T, dir string) {
+	t.Helper()
+	flock := testenv.NeedCommand(t, "flock")
+	c := exec.Command(flock, "--exclusive", filepath.Join(dir, LockFile), "sleep", "600")
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go c.Wait()
+	t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL) })
+	// The holder's pid, as a run's process writes its own.
+	if err := os.WriteFile(filepath.Join(dir, LockFile), []byte(fmt.Sprint(c.Process.Pid)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { busy, _ := InProgress(dir); return busy })
+}
+
+// TestARunInProgressIsLeftAlone: while another process holds a run's
+// lock, no other command takes the run down: TakeOver refuses it,
+// naming the run, and `audit --fix` leaves its directory and the process
+// its ledger names, with a note; forced, it tears the run down.
+func TestARunInProgressIsLeftAlone(t *testing.T) {
+	state, run := newTestRun(t)
+	sh := testenv.NeedCommand(t, "sh")
+	exe := filepath.Join(run.Dir, "sh")
+	b, _ := os.ReadFile(sh)
+	if err := os.WriteFile(exe, b, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	marker := run.Dir + "/marker-busy"
+	if err := run.Ledger.Record(manifests.LedgerEntry{Target: "local", Kind: manifests.ResourceProcess, Key: marker, Exe: exe}); err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command(exe, "-c", "sleep 1000", marker)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go c.Wait()
+	t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL) })
+	waitFor(t, func() bool { return len(FindProcs(MarkedBy(exe, marker))) == 1 })
+	run.Close() // this process lets the lock go; another holds it from now on
+	holdLock(t, run.Dir)
+
+	var ip *InProgressError
+	if _, err := TakeOver(run.Dir, false); !errors.As(err, &ip) || ip.Run != run.ID {
+		t.Fatalf("TakeOver of a run in progress: %v, want an *InProgressError naming run %s", err, run.ID)
+	}
+	ctx := context.Background()
+	res, err := Fix(ctx, AuditOptions{StateDir: state}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(run.Dir); err != nil {
+		t.Fatalf("audit --fix removed the directory of a run in progress: %v", err)
+	}
+	if !alive(c.Process.Pid) {
+		t.Fatal("audit --fix killed the process of a run in progress")
+	}
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "run "+run.ID+" is in progress") {
+		t.Errorf("audit notes %q: want the run in progress named", res.Notes)
+	}
+	res, err = Fix(ctx, AuditOptions{StateDir: state, Force: true}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Leftovers) != 0 {
+		t.Errorf("after audit --fix --force: %v", res.Leftovers)
+	}
+	if _, err := os.Stat(run.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("audit --fix --force left the run directory: %v", err)
+	}
+	waitFor(t, func() bool { return !alive(c.Process.Pid) })
+}

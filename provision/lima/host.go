@@ -199,6 +199,11 @@ func (c *limactl) status(ctx context.Context) (string, error) {
 // directory, no directory.
 func removeInstance(ctx context.Context, c *limactl) error {
 	var errs []error
+	// What the instance runs now: limactl stop -f signals the hostagent
+	// and QEMU and returns before they have exited, and a QEMU freeing
+	// its guest's memory shows no command line: each is waited for below,
+	// by its pid and start time, whatever it shows by then.
+	before := procsUnder(c.l.instDir)
 	if _, err := os.Stat(c.l.instDir); err == nil && c.exe != "" {
 		if _, err := os.Stat(c.exe); err == nil {
 			// stop -f kills the hostagent and QEMU; delete -f removes the
@@ -209,6 +214,11 @@ func removeInstance(ctx context.Context, c *limactl) error {
 			if _, err := c.run(ctx, nil, "delete", "-f", Instance); err != nil {
 				errs = append(errs, err)
 			}
+		}
+	}
+	for _, p := range before {
+		if err := runs.Kill(ctx, p, argUnder(c.l.instDir), runs.ProcessGrace); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := killUnder(ctx, c.l.instDir); err != nil {
@@ -227,9 +237,11 @@ func removeInstance(ctx context.Context, c *limactl) error {
 
 // procsUnder lists the processes with an argument naming a path under dir
 // (the hostagent's --pidfile, QEMU's -pidfile and disks, ssh's
-// ControlPath=...): what a Lima instance in dir runs on the host.
+// ControlPath=...): what a Lima instance in dir runs on the host; and
+// those exiting with a file under dir still open (runs.FindExiting),
+// which are not gone until they have exited.
 func procsUnder(dir string) []runs.Proc {
-	return runs.FindProcs(argUnder(dir))
+	return append(runs.FindProcs(argUnder(dir)), runs.FindExiting(dir)...)
 }
 
 func argUnder(dir string) func([]string) bool {

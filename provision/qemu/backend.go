@@ -70,7 +70,9 @@ func (backend) Remove(ctx context.Context, _ string, e manifests.LedgerEntry) er
 		errs = append(errs, perr)
 	}
 	match := runs.MarkedBy(e.Exe, filepath.Join(dir, "qemu.pid"))
-	for _, p := range ps {
+	// Kill returns once each has exited; a QEMU already exiting (no
+	// command line left, its disks still open) is waited for too.
+	for _, p := range append(ps, runs.FindExiting(dir)...) {
 		if err := runs.Kill(ctx, p, match, runs.ProcessGrace); err != nil {
 			errs = append(errs, err)
 		}
@@ -87,6 +89,7 @@ func (backend) Exists(_ context.Context, _ string, e manifests.LedgerEntry) (boo
 		return false, "", orGeneric(err)
 	}
 	ps, _ := procs(e.Exe, dir)
+	ps = append(ps, runs.FindExiting(dir)...)
 	_, serr := os.Stat(dir)
 	if errors.Is(serr, os.ErrNotExist) && len(ps) == 0 {
 		return false, "", nil

@@ -207,6 +207,17 @@ func (o onHost) Record(e manifests.LedgerEntry) error {
 	return o.rec.Record(e)
 }
 
+// Retract takes back the host's entry of e's resource, when the ledger
+// can.
+func (o onHost) Retract(e manifests.LedgerEntry, why string) error {
+	r, ok := o.rec.(engine.Retracter)
+	if !ok {
+		return nil
+	}
+	e.Host = o.host
+	return r.Retract(e, why)
+}
+
 // Destroy removes what carries the run's label in the host's dockerd,
 // then what the run's ledger names of the target (through the run's
 // hosts.json for what is on the host), then the forward: every step

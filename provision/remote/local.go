@@ -20,7 +20,8 @@ import (
 
 // DefaultHostStateDir is the state directory on a host whose sessions set
 // no SEALBENCH_STATE_DIR: a run's files there are in
-// /var/lib/sealbench/runs/<run>/.
+// /var/lib/sealbench/remote/<tag>/<run>/ (runs.HostRunDir), apart from the
+// host's own runs/ and from the run's directory on every other host.
 const DefaultHostStateDir = "/var/lib/sealbench"
 
 var _ provision.Target = (*Local)(nil)
@@ -36,8 +37,9 @@ var _ provision.Target = (*Local)(nil)
 // socket into the run directory here (or, where the host's sshd forwards
 // no sockets, runs `standin dial` there for each connection). On the
 // host, a run's local@ssh target lives in
-// $SEALBENCH_STATE_DIR/runs/<run>/<target> (SEALBENCH_STATE_DIR as the
-// host's sessions have it, or /var/lib/sealbench):
+// $SEALBENCH_STATE_DIR/remote/<tag>/<run>/<target> (runs.HostRunDir;
+// SEALBENCH_STATE_DIR as the host's sessions have it, or
+// /var/lib/sealbench):
 //
 //	bundle/             the stand-in and its SHA256SUMS line, checked there
 //	sock/standin.sock   its Engine API socket (the directory is 0700)
@@ -156,7 +158,7 @@ func (l *Local) paths(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l.hostRun = path.Join(state, "runs", l.o.Run.ID)
+	l.hostRun = runs.HostRunDir(state, l.o.Run.ID, l.o.Host)
 	l.dir = path.Join(l.hostRun, l.o.Name)
 	l.bundle = path.Join(l.dir, "bundle")
 	l.state = path.Join(l.dir, "state")

@@ -76,7 +76,7 @@ func TestLocalOverSSHConformance(t *testing.T) {
 		Engine: manifests.EngineStandin,
 		Host:   f.host,
 	})
-	if left, _ := filepath.Glob(filepath.Join(f.state, "runs", "*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(f.state, "remote", "*")); len(left) > 0 {
 		t.Errorf("the host's state directory still holds %v", left)
 	}
 }
@@ -130,7 +130,7 @@ func TestKilledRemoteStandinTornDownLater(t *testing.T) {
 	if err := cli.ContainerStart(ctx, cid, container.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	hostRun := filepath.Join(f.state, "runs", run.ID)
+	hostRun := runs.HostRunDir(f.state, run.ID, f.host)
 	standin := filepath.Join(hostRun, "local-h", "bundle", "bin", "linux-"+arch(), "standin")
 	marker := filepath.Join(hostRun, "local-h", "state")
 	inits := func() []runs.Proc {

@@ -20,7 +20,7 @@ const ExitLeftovers = 1
 
 func newAuditCmd(g *global) *cobra.Command {
 	var runID string
-	var fix bool
+	var fix, force bool
 	var sc scope
 	c := &cobra.Command{
 		Use:   "audit [--target T,...] [--run ID] [--fix]",
@@ -43,7 +43,10 @@ Exit codes for audit: 0 nothing left; 1 something is left (each listed);
 3 bad input, such as a --run that names no run made here (the state
 directory's runs.history lists every run made in it, torn down or not).
 --fix tears down what it finds (every run through its ledger, then what no
-ledger names) and exits 0 only if nothing is left afterwards.`,
+ledger names) and exits 0 only if nothing is left afterwards. A run in
+progress (its process holds its lock, run.lock in the run directory) is
+listed with a note, and --fix leaves it and everything of it as it is, unless
+--force.`,
 		Example: `  sealbench audit
   sealbench audit --json
   sealbench audit --run 20261129T085500-3f9a1c
@@ -51,7 +54,10 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
   sealbench audit --fix            # after a crash: remove what was left`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			opts := runs.AuditOptions{StateDir: runs.DefaultStateDir(), Run: runID, SSH: runs.SSHOptions{Identity: sc.ssh.identity, KnownHosts: sc.ssh.knownHosts}}
+			if force && !fix {
+				return usageErrorf("--force goes with --fix: sealbench audit --fix --force", "--force without --fix")
+			}
+			opts := runs.AuditOptions{StateDir: runs.DefaultStateDir(), Run: runID, SSH: runs.SSHOptions{Identity: sc.ssh.identity, KnownHosts: sc.ssh.knownHosts}, Force: force}
 			if runID != "" {
 				if err := manifests.ValidateRunID(runID); err != nil {
 					return usageErrorf("run ids look like 20261129T085500-3f9a1c", "--run: %v", err)
@@ -121,7 +127,8 @@ ledger names) and exits 0 only if nothing is left afterwards.`,
 		},
 	}
 	sc.flags(c.Flags(), provision.CommandAudit, "audit only these targets, comma-separated: "+strings.Join(provision.Names(), ", ")+" (default: all)")
-	c.Flags().BoolVar(&fix, "fix", false, "tear down what is found")
+	c.Flags().BoolVar(&fix, "fix", false, "tear down what is found (but runs in progress)")
+	c.Flags().BoolVar(&force, "force", false, "with --fix, tear down runs in progress too (another process holds their lock)")
 	c.Flags().StringVar(&runID, "run", "", "audit (and fix) only this run")
 	return c
 }

@@ -509,7 +509,7 @@ func TestProvisionOnALocalHostCLI(t *testing.T) {
 	if code, stdout, stderr = run(t, "teardown", "--run", out.Run); code != ExitOK {
 		t.Fatalf("teardown --run %s: exit %d\n%s\n%s", out.Run, code, stdout, stderr)
 	}
-	if left, _ := filepath.Glob(filepath.Join(hostState, "runs", "*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(hostState, "remote", "*")); len(left) > 0 {
 		t.Errorf("the host still holds %v", left)
 	}
 	code, stdout, stderr = run(t, append([]string{"audit", "--json"}, ssh...)...)

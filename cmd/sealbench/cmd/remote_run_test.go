@@ -99,7 +99,7 @@ func TestRunOnTwoHostsAndLocal(t *testing.T) {
 		t.Errorf("audit after the run: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	for _, d := range []string{s1, s2} {
-		if left, _ := filepath.Glob(filepath.Join(d, "runs", "*")); len(left) > 0 {
+		if left, _ := filepath.Glob(filepath.Join(d, "remote", "*")); len(left) > 0 {
 			t.Errorf("a host still holds %v", left)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 
 func newTeardownCmd(g *global) *cobra.Command {
 	var runID string
-	var all bool
+	var all, force bool
 	var sc scope
 	c := &cobra.Command{
 		Use:   "teardown --run ID | --all [--target T,...]",
@@ -41,7 +41,13 @@ connected to again.
 --target limits teardown to the resources of those targets (as run and
 provision name them, KIND@ssh://USER@HOST[:PORT] for one on a remote host);
 the run directory and the other targets' resources stay, for a later
-teardown of the whole run.`,
+teardown of the whole run.
+
+A run in progress is never torn down by another command: the process that
+made it (run, provision while it works) holds its lock (run.lock in the run
+directory) until it exits, however it exits. --all leaves such a run as it is
+and says so; --run fails, naming the process. --force tears it down anyway,
+under the feet of the process still using it.`,
 		Example: `  sealbench teardown --run 20261129T085500-3f9a1c
   sealbench teardown --all --json
   sealbench teardown --run 20261129T085500-3f9a1c --target ` + remoteExample() + `
@@ -58,7 +64,7 @@ teardown of the whole run.`,
 			}
 			p := newProgress(g.stderr, "teardown")
 			defer p.Close()
-			results, err := orchestrate.Teardown(c.Context(), orchestrate.TeardownOptions{Run: runID, All: all, Targets: targets, SSH: sc.ssh.options(), Log: p.Logf})
+			results, err := orchestrate.Teardown(c.Context(), orchestrate.TeardownOptions{Run: runID, All: all, Targets: targets, SSH: sc.ssh.options(), Log: p.Logf, Force: force})
 			if results == nil {
 				return err
 			}
@@ -75,6 +81,8 @@ teardown of the whole run.`,
 						}
 					}
 					switch {
+					case r.InProgress != "":
+						fmt.Fprintf(g.stdout, "run %s: in progress, left as it is (--force tears it down anyway)\n", r.Run)
 					case len(r.Kept) > 0:
 						fmt.Fprintf(g.stdout, "run %s: %d removed; kept %s, because of the failures below\n", r.Run, len(r.Removed), r.Kept[0])
 					case len(r.Removed) == 0 && len(targets) > 0:
@@ -99,7 +107,8 @@ teardown of the whole run.`,
 		},
 	}
 	c.Flags().StringVar(&runID, "run", "", "the run to tear down (its id, as provision printed it)")
-	c.Flags().BoolVar(&all, "all", false, "tear down every run in the state directory")
+	c.Flags().BoolVar(&all, "all", false, "tear down every run in the state directory (but runs in progress)")
+	c.Flags().BoolVar(&force, "force", false, "tear down runs in progress too (another process holds their lock)")
 	sc.flags(c.Flags(), provision.CommandTeardown, "tear down only these targets' resources, comma-separated (the run directory stays)")
 	return c
 }

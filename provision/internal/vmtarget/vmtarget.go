@@ -200,19 +200,31 @@ func (v *VM) LoadImage(ctx context.Context, present func(context.Context) (bool,
 	if have, err := present(ctx); err != nil || have {
 		return err
 	}
-	if err := v.Record(manifests.LedgerEntry{Kind: manifests.ResourceImage, Key: img.Ref, Exe: v.Tool.Path,
-		Detail: "the Sandbox image " + img.ID.String() + " in " + v.C.Spec.Default + "'s image store"}); err != nil {
-		return err
-	}
+	// Recorded only once it may exist: not for a tar that is not there.
 	if _, err := os.Stat(img.Tar); err != nil {
 		return fmt.Errorf("the Sandbox image: %w", err)
 	}
+	entry := manifests.LedgerEntry{Target: v.C.Target, Kind: manifests.ResourceImage, Key: img.Ref, Exe: v.Tool.Path,
+		Detail: "the Sandbox image " + img.ID.String() + " in " + v.C.Spec.Default + "'s image store"}
+	if err := v.Record(entry); err != nil {
+		return err
+	}
+	// A load that failed with the tool then holding no such image made
+	// nothing: its entry is retracted, so that teardown passes it.
+	retract := func(err error) error {
+		if have, perr := present(ctx); perr == nil && !have {
+			if rerr := v.C.Run.Ledger.Retract(entry, "never made: the load failed and "+v.C.Spec.Default+" holds no such image"); rerr != nil {
+				return fmt.Errorf("%w (and retracting its ledger entry: %v)", err, rerr)
+			}
+		}
+		return err
+	}
 	args, err := prepare(ctx)
 	if err != nil {
-		return fmt.Errorf("preparing the Sandbox image for %s: %w", v.C.Spec.Default, err)
+		return retract(fmt.Errorf("preparing the Sandbox image for %s: %w", v.C.Spec.Default, err))
 	}
 	if _, err := v.Tool.RunTimeout(ctx, v.C.LoadTimeout, args...); err != nil {
-		return fmt.Errorf("loading the Sandbox image into %s: %w", v.C.Spec.Default, err)
+		return retract(fmt.Errorf("loading the Sandbox image into %s: %w", v.C.Spec.Default, err))
 	}
 	if have, err := present(ctx); err != nil {
 		return err
