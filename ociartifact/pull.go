@@ -187,6 +187,7 @@ func (p *Pulled) fetch(ctx context.Context, tmp string, d v1.Hash, o Options) er
 		return fmt.Errorf("%s: %w", p.ref, err)
 	}
 	o.logf("pulling %s (%s, %d layers) into the cache", p.Reference, name, len(m.Layers))
+	f := fetcher{ref: p.ref}
 	dir := filepath.Join(tmp, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
@@ -199,7 +200,7 @@ func (p *Pulled) fetch(ctx context.Context, tmp string, d v1.Hash, o Options) er
 	for _, l := range m.Layers {
 		title := l.Annotations[AnnotationTitle]
 		if title == manifests.ManifestFile && l.MediaType == FileMediaType {
-			b, err := p.blob(ctx, l, maxSmallBlob, opts)
+			b, err := f.blob(ctx, l, maxSmallBlob, opts)
 			if err != nil {
 				return err
 			}
@@ -226,11 +227,11 @@ func (p *Pulled) fetch(ctx context.Context, tmp string, d v1.Hash, o Options) er
 			if mode == 0 {
 				mode = 0o644
 			}
-			if err := p.writeFile(ctx, l, filepath.Join(dir, filepath.FromSlash(title)), mode, opts); err != nil {
+			if err := f.writeFile(ctx, l, filepath.Join(dir, filepath.FromSlash(title)), mode, opts); err != nil {
 				return err
 			}
 		case LockMediaType:
-			b, err := p.blob(ctx, l, maxSmallBlob, opts)
+			b, err := f.blob(ctx, l, maxSmallBlob, opts)
 			if err != nil {
 				return err
 			}
@@ -241,7 +242,7 @@ func (p *Pulled) fetch(ctx context.Context, tmp string, d v1.Hash, o Options) er
 			return fmt.Errorf("%s: layer %s has media type %q, which a bundle has not", p.ref, l.Digest, l.MediaType)
 		}
 	}
-	if err := p.fetchAttestation(ctx, tmp, name, d, opts); err != nil {
+	if err := f.fetchAttestation(ctx, tmp, name+".sigstore.json", d, opts); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(tmp, entryManifest), desc.Manifest, 0o644)
@@ -256,9 +257,15 @@ func checkTitle(t string) error {
 	return nil
 }
 
+// fetcher reads blobs of one repository.
+type fetcher struct {
+	ref  Ref
+	opts []remote.Option
+}
+
 // open reads layer l by digest, never more than its declared size, and
 // fails at its end unless the bytes are the digest's.
-func (p *Pulled) open(l v1.Descriptor, opts []remote.Option) (io.Reader, io.Closer, error) {
+func (p fetcher) open(l v1.Descriptor, opts []remote.Option) (io.Reader, io.Closer, error) {
 	lr := p.ref.Digest(l.Digest.String())
 	layer, err := remote.Layer(lr.Reference.(name.Digest), opts...)
 	if err != nil {
@@ -271,7 +278,7 @@ func (p *Pulled) open(l v1.Descriptor, opts []remote.Option) (io.Reader, io.Clos
 	return manifests.NewVerifyingReader(rc, l.Size, manifests.Digest{Algorithm: l.Digest.Algorithm, Hex: l.Digest.Hex}), rc, nil
 }
 
-func (p *Pulled) blob(_ context.Context, l v1.Descriptor, max int64, opts []remote.Option) ([]byte, error) {
+func (p fetcher) blob(_ context.Context, l v1.Descriptor, max int64, opts []remote.Option) ([]byte, error) {
 	if l.Size > max {
 		return nil, fmt.Errorf("%s: layer %s declares %d bytes, more than %d", p.ref, l.Digest, l.Size, max)
 	}
@@ -287,7 +294,7 @@ func (p *Pulled) blob(_ context.Context, l v1.Descriptor, max int64, opts []remo
 	return b, nil
 }
 
-func (p *Pulled) writeFile(_ context.Context, l v1.Descriptor, dst string, mode fs.FileMode, opts []remote.Option) error {
+func (p fetcher) writeFile(_ context.Context, l v1.Descriptor, dst string, mode fs.FileMode, opts []remote.Option) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
@@ -312,10 +319,10 @@ func (p *Pulled) writeFile(_ context.Context, l v1.Descriptor, dst string, mode 
 }
 
 // fetchAttestation writes the Sigstore bundle attached to artifact d
-// beside the bundle, as <name>.sigstore.json: through the referrers API,
+// into tmp as file: through the referrers API,
 // or the referrers tag schema where the registry has none. When several
 // are attached (a bundle sealed twice), the first by digest is taken.
-func (p *Pulled) fetchAttestation(ctx context.Context, tmp, name string, d v1.Hash, opts []remote.Option) error {
+func (p fetcher) fetchAttestation(ctx context.Context, tmp, file string, d v1.Hash, opts []remote.Option) error {
 	idx, err := remote.Referrers(p.ref.Context().Digest(d.String()), opts...)
 	if err != nil {
 		return explain("listing the referrers of", p.ref, err)
@@ -344,7 +351,7 @@ func (p *Pulled) fetchAttestation(ctx context.Context, tmp, name string, d v1.Ha
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(filepath.Join(tmp, name+".sigstore.json"), b, 0o644)
+		return os.WriteFile(filepath.Join(tmp, file), b, 0o644)
 	}
 	return nil
 }

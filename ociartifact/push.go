@@ -144,22 +144,34 @@ func Push(ctx context.Context, r Ref, b Bundle, o Options) (*Pushed, error) {
 		}{SigstoreBundleType, b.Name + ".sigstore.json", b.Attestation})
 	}
 	for _, rf := range refs {
-		l := memBlob(types.MediaType(rf.typ), rf.data, map[string]string{AnnotationTitle: rf.title})
-		ra, err := newArtifact(rf.typ, []blob{l}, &desc, map[string]string{AnnotationBundle: b.Name})
+		ref, err := Attach(ctx, r, desc, rf.typ, rf.title, rf.data, map[string]string{AnnotationBundle: b.Name}, o)
 		if err != nil {
 			return nil, err
 		}
-		rimg, err := ra.image()
-		if err != nil {
-			return nil, err
-		}
-		rd := ra.descriptor().Digest.String()
-		rr := r.Digest(rd)
-		if err := remote.Write(rr.Reference, rimg, o.remote(r, remote.WithContext(ctx))...); err != nil {
-			return nil, explain("attaching "+rf.title+" as", rr, err)
-		}
-		out.Referrers = append(out.Referrers, Referrer{ArtifactType: rf.typ, Digest: rd})
+		out.Referrers = append(out.Referrers, ref)
 	}
 	o.logf("pushed %s as %s", b.Name, out.Reference)
 	return out, nil
+}
+
+// Attach pushes data into r's repository as a referrer of subject (OCI
+// 1.1): a manifest of artifactType with data as its one layer, titled
+// title; where the registry has no referrers API, the referrers tag
+// schema's index (sha256-<hex of subject>) lists it too.
+func Attach(ctx context.Context, r Ref, subject v1.Descriptor, artifactType, title string, data []byte, ann map[string]string, o Options) (Referrer, error) {
+	l := memBlob(types.MediaType(artifactType), data, map[string]string{AnnotationTitle: title})
+	ra, err := newArtifact(artifactType, []blob{l}, &subject, ann)
+	if err != nil {
+		return Referrer{}, err
+	}
+	img, err := ra.image()
+	if err != nil {
+		return Referrer{}, err
+	}
+	rd := ra.descriptor().Digest.String()
+	rr := r.Digest(rd)
+	if err := remote.Write(rr.Reference, img, o.remote(r, remote.WithContext(ctx))...); err != nil {
+		return Referrer{}, explain("attaching "+title+" as", rr, err)
+	}
+	return Referrer{ArtifactType: artifactType, Digest: rd}, nil
 }

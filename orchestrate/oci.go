@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 
 	"github.com/sealbench/sealbench/bundle"
+	"github.com/sealbench/sealbench/bundle/attest"
 	"github.com/sealbench/sealbench/internal/toolcache"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/ociartifact"
@@ -235,4 +237,63 @@ func pulledSandboxImage(ctx context.Context, p *ociartifact.Pulled, res *bundle.
 		return fmt.Errorf("writing the Sandbox image %s into %s: %w", p.Image, dir, err)
 	}
 	return nil
+}
+
+// ResultsCacheDir is where run results pulled from registries are kept,
+// one directory per artifact digest.
+func ResultsCacheDir() string { return filepath.Join(toolcache.Dir(), "results") }
+
+// resultsReports are the reports a run writes beside its results, which
+// PushResults publishes with them when they are there.
+var resultsReports = []string{"report.md", "report.html", "report.json", "report.csv"}
+
+// PushResults publishes the run directory dir at ref: samples.jsonl and
+// pins.json (read and checked as report reads them), the reports beside
+// them, and results.sigstore.json, when the run was signed, attached as a
+// referrer. Whoever reads them checks the signature: report oci://...
+// --require-signed --key PUB.
+func PushResults(ctx context.Context, dir, ref string, insecure bool, logf func(string, ...any)) (*ociartifact.Pushed, error) {
+	r, err := ociartifact.ParseRef(ref, insecure)
+	if err != nil {
+		return nil, usagef("oci://REGISTRY/REPOSITORY:TAG, e.g. oci://localhost:5000/bench/results:run-1", "%v", err)
+	}
+	res := ociartifact.Results{Files: map[string][]byte{}, AttestationName: attest.ResultsFile}
+	for _, n := range append([]string{manifests.SamplesFile, manifests.PinsFile}, resultsReports...) {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if errors.Is(err, fs.ErrNotExist) && n != manifests.SamplesFile && n != manifests.PinsFile {
+			continue
+		}
+		if err != nil {
+			return nil, usagef("--results takes a run directory (samples.jsonl and pins.json), e.g. out/runs/<run id>", "reading the results: %v", err)
+		}
+		res.Files[n] = b
+	}
+	pins, err := manifests.ReadRunPins(bytes.NewReader(res.Files[manifests.PinsFile]))
+	if err != nil {
+		return nil, usagef("", "%s: %v", filepath.Join(dir, manifests.PinsFile), err)
+	}
+	if _, err := manifests.ReadSamples(bytes.NewReader(res.Files[manifests.SamplesFile])); err != nil {
+		return nil, usagef("", "%s: %v", filepath.Join(dir, manifests.SamplesFile), err)
+	}
+	res.RunID, res.BundleID = pins.RunID, pins.BundleID
+	switch b, err := os.ReadFile(filepath.Join(dir, attest.ResultsFile)); {
+	case errors.Is(err, fs.ErrNotExist):
+		logf("no %s in %s: the run was not signed, so the results are pushed unsigned", attest.ResultsFile, dir)
+	case err != nil:
+		return nil, err
+	default:
+		res.Attestation = b
+	}
+	return ociartifact.PushResults(ctx, r, res, ociartifact.Options{Log: logf})
+}
+
+// PullResults fetches the run results at ref into the results cache and
+// returns the run directory there, for report to read as any other (its
+// signature, when one is attached, in it as results.sigstore.json).
+func PullResults(ctx context.Context, ref string, insecure bool, logf func(string, ...any)) (*ociartifact.PulledResults, error) {
+	r, err := ociartifact.ParseRef(ref, insecure)
+	if err != nil {
+		return nil, usagef("oci://REGISTRY/REPOSITORY[:TAG|@DIGEST], as push --results printed it", "%v", err)
+	}
+	return ociartifact.PullResults(ctx, r, ResultsCacheDir(), attest.ResultsFile, ociartifact.Options{Log: logf})
 }

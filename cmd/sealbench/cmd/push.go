@@ -13,11 +13,11 @@ import (
 )
 
 func newPushCmd(g *global) *cobra.Command {
-	var bundlePath, key string
+	var bundlePath, results, key string
 	var insecure bool
 	c := &cobra.Command{
-		Use:   "push --bundle DIR|TAR oci://REGISTRY/REPOSITORY[:TAG]",
-		Short: "Publish a bundle to an OCI registry, signed, with its Sandbox image",
+		Use:   "push --bundle DIR|TAR | --results RUN  oci://REGISTRY/REPOSITORY[:TAG]",
+		Short: "Publish a bundle (or a run's results) to an OCI registry, signed",
 		Long: `Publish a sealed bundle as an OCI artifact (artifact type
 application/vnd.sealbench.bundle.v1), after verifying it, and the Sigstore bundle
 beside it, with --key: nothing that does not verify is published.
@@ -39,21 +39,48 @@ Prints the artifact's reference by digest: what verify, run, provision and
 image take as --bundle. A registry is availability, not integrity: whoever
 pulls verifies with the key.
 
+--results RUN publishes a run's results instead (artifact type
+application/vnd.sealbench.results.v1): samples.jsonl, pins.json and the reports
+beside them, one layer each, with results.sigstore.json (run --sign-key)
+attached as a referrer. report takes the reference it prints, as a run
+directory: report oci://... --require-signed --key PUB checks the signature.
+
 Credentials come from ~/.docker/config.json and its credential helpers (docker
 login). Plain HTTP is used only for a registry on loopback, or with --insecure.`,
 		Example: `  sealbench push --bundle out/build-linux-0123456789ab oci://localhost:5000/bench/bundle:v1
   sealbench push --bundle /mnt/usb/build-linux-0123456789ab.tar oci://registry.example.com/bench/bundle:v1 --json
   sealbench push --bundle out/build-linux-0123456789ab oci://10.0.0.5:5000/bench/bundle:v1 --insecure
+  sealbench push --results out/runs/run-20261206-101500-ab12 oci://registry.example.com/bench/results:2026-12-06
+  sealbench report oci://registry.example.com/bench/results:2026-12-06 --require-signed --key sealbench.pub
   # then, anywhere:
   sealbench verify --bundle oci://registry.example.com/bench/bundle:v1 --key sealbench.pub
   skopeo inspect --raw docker://registry.example.com/bench/bundle:v1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if bundlePath == "" {
-				return usageErrorf("pass --bundle out/build-linux-<hash> (or its .tar)", "--bundle is required")
+			switch {
+			case bundlePath == "" && results == "":
+				return usageErrorf("pass --bundle out/build-linux-<hash> (or its .tar), or --results out/runs/<run id>", "--bundle or --results is required")
+			case bundlePath != "" && results != "":
+				return usageErrorf("push one thing at a time", "pass --bundle or --results, not both")
 			}
 			p := newProgress(g.stderr, "push")
 			defer p.Close()
+			if results != "" {
+				pushed, err := orchestrate.PushResults(c.Context(), results, args[0], insecure, p.Logf)
+				p.Close()
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return writeJSON(g.stdout, pushed)
+				}
+				signed := "unsigned"
+				if len(pushed.Referrers) > 0 {
+					signed = "its signature attached"
+				}
+				fmt.Fprintf(g.stdout, "pushed the results of %s: %s\n  %d files, %s; %s\n", results, pushed.Reference, pushed.Layers, humanBytes(pushed.Bytes), signed)
+				return nil
+			}
 			pushed, err := orchestrate.PushBundle(c.Context(), orchestrate.PushOptions{
 				Bundle: bundlePath, Ref: args[0], Insecure: insecure, Key: key, Log: p.Logf,
 			})
@@ -77,6 +104,7 @@ login). Plain HTTP is used only for a registry on loopback, or with --insecure.`
 		},
 	}
 	c.Flags().StringVar(&bundlePath, "bundle", "", "bundle directory or tar to publish (required)")
+	c.Flags().StringVar(&results, "results", "", "a run directory whose results to publish (samples.jsonl, pins.json, the reports, results.sigstore.json)")
 	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key the bundle must verify with before it is published")
 	c.Flags().BoolVar(&insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
 	return c

@@ -3,6 +3,7 @@
 package cmd
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sealbench/sealbench/bundle/attest"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/ociartifact"
@@ -115,4 +117,78 @@ func TestBundleThroughARegistry(t *testing.T) {
 			t.Errorf("pins: bundle %s, origin %+v; want %s at %s", pins.BundleID, o, tag, pushed.Digest)
 		}
 	})
+}
+
+// TestResultsThroughARegistry: a signed run's results pushed to a real
+// registry come back for report by reference, their signature with them:
+// --require-signed --key passes; the same results with samples.jsonl
+// edited and pushed under another tag are refused as altered (exit 1),
+// and unsigned ones as untrusted (exit 2).
+func TestResultsThroughARegistry(t *testing.T) {
+	reg := testenv.Registry(t)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("SEALBENCH_PASSWORD", testPassword)
+	keys := t.TempDir()
+	if code, _, stderr := run(t, "keygen", "--out", keys); code != ExitOK {
+		t.Fatalf("keygen: exit %d: %s", code, stderr)
+	}
+	signer, pub := loadKeys(t, keys)
+	const runID = "run-20261130T100000Z"
+	tag := "oci://" + reg + "/bench/results:r1"
+
+	signed := signedRun(t, signer, runID, runID)
+	code, stdout, stderr := run(t, "push", "--results", signed, tag)
+	if code != ExitOK || !strings.Contains(stdout, "its signature attached") {
+		t.Fatalf("push --results: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = run(t, "report", tag, "--key", pub, "--require-signed", "--format", "json")
+	if code != ExitOK {
+		t.Fatalf("report by reference: exit %d\n%s", code, stderr)
+	}
+	if got := reportSignature(t, stdout); got.State != "verified" {
+		t.Errorf("results by reference: signature %+v", got)
+	}
+
+	from, err := ociartifact.ParseRef(tag, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited, err := ociartifact.ParseRef("oci://"+reg+"/bench/results:edited", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := os.ReadFile(filepath.Join(reportRun, manifests.SamplesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	faster := []byte(strings.Replace(string(samples), `"commandNs":26808800,"execWallNs":30808800`, `"commandNs":16808800,"execWallNs":20808800`, 1))
+	desc := ocitest.EditLayer(t, from.Reference, manifests.SamplesFile, faster, edited.Reference)
+	// The edit has a digest of its own, so the run's signature does not
+	// follow it: the results are unsigned.
+	if code, _, stderr := run(t, "report", edited.String(), "--key", pub, "--require-signed"); code != ExitSignature {
+		t.Errorf("edited results by reference: exit %d\n%s", code, stderr)
+	}
+	// A thorough attacker attaches the run's signature to the edit too:
+	// the signature verifies, and what it signed is not what is there.
+	sig, err := os.ReadFile(filepath.Join(signed, attest.ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ociartifact.Attach(context.Background(), edited, desc, ociartifact.SigstoreBundleType, attest.ResultsFile, sig, nil, ociartifact.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // the edit as first pulled, unsigned, is in the cache
+	if code, _, stderr := run(t, "report", edited.String(), "--key", pub, "--require-signed"); code != ExitMismatch || !strings.Contains(stderr, "differ from what") {
+		t.Errorf("edited results with the run's signature attached: exit %d\n%s", code, stderr)
+	}
+
+	// Another run, unsigned (the same bytes as a signed run would share
+	// its artifact, and so its signature).
+	unsigned := "oci://" + reg + "/bench/results:unsigned"
+	if code, stdout, stderr := run(t, "push", "--results", signedRun(t, nil, runID, "run-20261130T110000Z"), unsigned); code != ExitOK || !strings.Contains(stdout, "unsigned") {
+		t.Fatalf("push --results of an unsigned run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if code, _, stderr := run(t, "report", unsigned, "--key", pub, "--require-signed"); code != ExitSignature {
+		t.Errorf("unsigned results by reference: exit %d\n%s", code, stderr)
+	}
 }
