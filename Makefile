@@ -20,7 +20,7 @@ TEST_TIMEOUT ?= 40m
 # openssh-server: the fake remote hosts (sshx/sshtest) are its sshd;
 # iptables: the Kubernetes fixture's sweep (internal/kubetest) removes the kubelet's chains;
 # bash-completion, fish, zsh: the shell completion tests complete in each.
-TEST_PACKAGES := git coreutils dpkg apt skopeo umoci busybox-static fuse3 fio stress-ng xfsprogs e2fsprogs chromium openssh-server iptables bash-completion fish zsh
+TEST_PACKAGES := git coreutils dpkg apt skopeo docker-registry umoci busybox-static fuse3 fio stress-ng xfsprogs e2fsprogs chromium openssh-server iptables bash-completion fish zsh
 # What building and booting VM images needs (make vm-image, make test-vm).
 VM_PACKAGES := mmdebstrap e2fsprogs qemu-utils qemu-system-x86
 

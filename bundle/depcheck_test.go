@@ -22,6 +22,9 @@ var forbiddenInBundle = []string{
 	Module + "/bundle/attest",
 	Module + "/provision/lima",
 	Module + "/vmimages",
+	// Registries are the host's business: the runner never pulls.
+	Module + "/ociartifact",
+	"github.com/google/go-containerregistry/pkg/v1/remote",
 }
 
 func deps(t *testing.T, tags, pkg string) []string {

@@ -63,6 +63,9 @@ type RunPlan struct {
 	// started over SSH with its stdin kept open for the run, so a lost
 	// connection stops it (docs/design/remote-hosts.md).
 	StopOnStdinEOF bool `json:"stopOnStdinEOF,omitempty"`
+	// BundleOrigin is the registry reference the bundle was pulled from,
+	// for the pins; absent for a bundle taken from a directory.
+	BundleOrigin *BundleOrigin `json:"bundleOrigin,omitempty"`
 }
 
 // PlanTarget is one target's Engine, as the host identified it.
@@ -106,6 +109,7 @@ type SampleDone struct {
 func (p *RunPlan) Validate() error {
 	ps := &problems{doc: "run plan"}
 	ps.runHeader(p.FormatVersion, p.Kind, RunPlanKind, p.RunID, p.BundleID)
+	ps.origin("bundleOrigin", p.BundleOrigin)
 	for _, f := range []struct{ name, path string }{{"ledger", p.Ledger}, {"lock", p.Lock}, {"outDir", p.OutDir}} {
 		if !filepath.IsAbs(f.path) {
 			ps.addf(f.name, "%q is not an absolute path", f.path)

@@ -611,6 +611,10 @@ type RunPins struct {
 	// committed (its locked files could no longer be had).
 	ImageLock     *PackageLock `json:"imageLock,omitempty"`
 	ImageRelocked string       `json:"imageRelocked,omitempty"`
+	// BundleOrigin is the registry reference the bundle was pulled from,
+	// and the digest it resolved to; absent for a bundle taken from a
+	// directory.
+	BundleOrigin *BundleOrigin `json:"bundleOrigin,omitempty"`
 	// RunnerSHA256 is the digest of the runner that ran the samples, as
 	// it hashed its own executable (equal to the bundle manifest's entry
 	// for RunnerPlatform's runner, or the run was refused);
@@ -637,6 +641,27 @@ type RunPins struct {
 	Samples             int               `json:"samples"`
 	Start               time.Time         `json:"start"`
 	End                 time.Time         `json:"end,omitzero"` // zero while the run is going, or if it was interrupted
+}
+
+// BundleOrigin is where a bundle was pulled from: an OCI registry
+// reference as given (oci://REGISTRY/REPO:TAG, or @DIGEST) and the digest
+// of the artifact it resolved to, once, before anything ran.
+type BundleOrigin struct {
+	Ref    string `json:"ref"`
+	Digest Digest `json:"digest"`
+}
+
+// origin checks a BundleOrigin, when there is one.
+func (ps *problems) origin(field string, o *BundleOrigin) {
+	if o == nil {
+		return
+	}
+	if !strings.HasPrefix(o.Ref, "oci://") {
+		ps.addf(field+".ref", "%q is not an oci:// reference", o.Ref)
+	}
+	if err := o.Digest.Validate(); err != nil {
+		ps.addf(field+".digest", "%v", err)
+	}
 }
 
 // TargetPins is what a run pinned about one target.
@@ -866,6 +891,7 @@ func (p *RunPins) Validate() error {
 			ps.addf("imageLock", "%v", err)
 		}
 	}
+	ps.origin("bundleOrigin", p.BundleOrigin)
 	if len(p.Targets) == 0 {
 		ps.addf("targets", "missing: a run has at least one target")
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/ociartifact"
 	"github.com/sealbench/sealbench/vmimages"
 )
 
@@ -33,12 +34,15 @@ func usagef(hint, format string, args ...any) error { return cliutil.Usagef(hint
 
 // BundleOptions says which bundle to open, and how to find its image.
 type BundleOptions struct {
-	// Dir is the bundle directory; empty seals Source (default: the tree
-	// around the working directory) with a throw-away key.
+	// Dir is the bundle directory, or an oci:// reference to pull it from
+	// (into the bundle cache, by digest); empty seals Source (default:
+	// the tree around the working directory) with a throw-away key.
 	Dir    string
 	Source string
 	Key    string // the public key to verify with
 	Expect string // pin the bundle's name (--id); empty: any
+	// Insecure allows plain HTTP to a registry not on loopback.
+	Insecure bool
 	// Debs says where the Sandbox image's packages come from when the
 	// image has to be built.
 	Debs Debs
@@ -58,6 +62,12 @@ type Bundle struct {
 	Key      string // the public key it was verified with
 	Verified *bundle.VerifyResult
 	Image    engine.Image
+	// Origin is the registry reference the bundle was pulled from and the
+	// digest it resolved to; nil for a directory.
+	Origin *manifests.BundleOrigin
+	// Attestation is the Sigstore bundle checked with the bundle, when it
+	// was pulled from a registry with one attached.
+	Attestation *BundleAttestation
 }
 
 // CheckBundleArgs checks what a command was given before anything runs:
@@ -90,6 +100,22 @@ func OpenBundle(ctx context.Context, o BundleOptions) (*Bundle, error) {
 			return nil, err
 		}
 	}
+	var pulled *ociartifact.Pulled
+	if ociartifact.IsRef(b.Dir) {
+		// The key is checked before anything is fetched.
+		if _, err := LoadVerifier(b.Key); err != nil {
+			return nil, err
+		}
+		p, err := PullBundle(ctx, b.Dir, o.Insecure, logf)
+		if err != nil {
+			return nil, err
+		}
+		d, err := manifests.ParseDigest(p.Digest)
+		if err != nil {
+			return nil, err
+		}
+		pulled, b.Dir, b.Origin = p, p.Dir, &manifests.BundleOrigin{Ref: p.Ref, Digest: d}
+	}
 	if err := CheckBundleArgs(b.Dir, o.Expect, "the bundle's binaries run from it"); err != nil {
 		return nil, err
 	}
@@ -101,8 +127,32 @@ func OpenBundle(ctx context.Context, o BundleOptions) (*Bundle, error) {
 		return nil, err
 	}
 	logf("verified %s (key %s)", b.Verified.Name, v.KeyID())
+	attested := false
+	if pulled != nil {
+		// A pulled bundle is checked as verify checks it: its attached
+		// Sigstore bundle too, and the Sandbox image the artifact names
+		// against the one the provenance signed.
+		switch b.Attestation, err = VerifyAttestation(b.Dir, b.Verified, v); {
+		case errors.Is(err, ErrNoAttestation):
+			b.Attestation = nil
+			logf("%s has no Sigstore bundle attached: checked %s alone", pulled.Reference, manifests.SignatureFile)
+		case err != nil:
+			return nil, err
+		default:
+			logf("checked the attached Sigstore bundle: SLSA provenance v1, %d subjects", b.Attestation.Subjects)
+		}
+		if attested, err = CheckPulledImage(pulled, b.Attestation); err != nil {
+			return nil, err
+		}
+		if err := pulledSandboxImage(ctx, pulled, b.Verified, attested, logf); err != nil {
+			return nil, err
+		}
+	}
 	if b.Image, err = sandboxImage(ctx, b.Dir, b.Verified, o.Debs, logf); err != nil {
 		return nil, err
+	}
+	if attested && b.Image.ID != b.Attestation.Image.Config {
+		return nil, fmt.Errorf("the Sandbox image in %s.image is %s, the bundle's signed provenance names %s: remove that directory and pull again", b.Dir, b.Image.ID, b.Attestation.Image.Config)
 	}
 	return b, nil
 }

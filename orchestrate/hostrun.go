@@ -442,7 +442,7 @@ func (h *hostRunner) run(ctx context.Context, o RunOptions, g *group, logf func(
 func (h *hostRunner) plannedPins() *manifests.RunPins {
 	p := h.plan
 	pins := &manifests.RunPins{FormatVersion: p.FormatVersion, RunID: p.RunID, BundleID: p.BundleID,
-		ImageID: p.Image.ID, ImageLock: p.Image.Lock, ImageRelocked: p.Image.Relocked,
+		ImageID: p.Image.ID, ImageLock: p.Image.Lock, ImageRelocked: p.Image.Relocked, BundleOrigin: p.BundleOrigin,
 		RunnerSHA256: p.RunnerSHA256, RunnerPlatform: h.platform, StandinSHA256: p.StandinSHA256,
 		StoreProfile: manifests.StoreDisposable, ConstructionWorkers: 1, Tools: map[string]string{},
 		Cells: p.Cells, Native: p.Native, Seed: p.Seed, Samples: p.Samples, Start: h.start}

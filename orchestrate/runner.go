@@ -64,7 +64,7 @@ func basePlan(run *runs.Run, b *Bundle, o RunOptions) *manifests.RunPlan {
 		FormatVersion: manifests.ResultsFormatVersion, Kind: manifests.RunPlanKind,
 		RunID: run.ID, BundleID: b.Verified.Name,
 		Image: manifests.PlanImage{ID: b.Image.ID, Ref: b.Image.Ref, Lock: b.Image.Lock, Relocked: b.Image.Relocked},
-		Cells: o.Cells, Samples: o.Samples, Seed: o.Seed, Native: o.Native,
+		Cells: o.Cells, Samples: o.Samples, Seed: o.Seed, Native: o.Native, BundleOrigin: b.Origin,
 		Tools: map[string]string{"host.sealbench": version.Version, "host.go": runtime.Version()},
 	}
 }

@@ -77,7 +77,7 @@ func RunPlan(ctx context.Context, plan *manifests.RunPlan, o PlanOptions) ([]man
 		}
 	}
 	return RunEngine(ctx, EngineOptions{
-		RunID: plan.RunID, Ledger: led, Targets: ids, BundleID: plan.BundleID,
+		RunID: plan.RunID, Ledger: led, Targets: ids, BundleID: plan.BundleID, BundleOrigin: plan.BundleOrigin,
 		Image:        engine.Image{Ref: plan.Image.Ref, ID: plan.Image.ID, Lock: plan.Image.Lock, Relocked: plan.Image.Relocked},
 		RunnerSHA256: self, RunnerPlatform: runtime.GOOS + "/" + runtime.GOARCH, StandinSHA256: plan.StandinSHA256,
 		Cells: plan.Cells, Samples: plan.Samples, Seed: plan.Seed, Native: plan.Native,

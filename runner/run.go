@@ -55,6 +55,9 @@ type EngineOptions struct {
 	// image, already on every target's Engine under Image.ID.
 	BundleID string
 	Image    engine.Image
+	// BundleOrigin is the registry reference the bundle was pulled from
+	// (nil: a directory), for the pins.
+	BundleOrigin *manifests.BundleOrigin
 	// RunnerSHA256 is the digest of the runner taking the samples, and
 	// RunnerPlatform its os/arch; StandinSHA256 the bundle's stand-in's.
 	RunnerSHA256, StandinSHA256 manifests.Digest
@@ -111,7 +114,7 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 	}
 	pins := &manifests.RunPins{
 		FormatVersion: manifests.ResultsFormatVersion, RunID: o.RunID, BundleID: o.BundleID,
-		ImageID: o.Image.ID, ImageLock: o.Image.Lock, ImageRelocked: o.Image.Relocked, RunnerSHA256: o.RunnerSHA256, RunnerPlatform: o.RunnerPlatform, StandinSHA256: o.StandinSHA256,
+		ImageID: o.Image.ID, ImageLock: o.Image.Lock, ImageRelocked: o.Image.Relocked, BundleOrigin: o.BundleOrigin, RunnerSHA256: o.RunnerSHA256, RunnerPlatform: o.RunnerPlatform, StandinSHA256: o.StandinSHA256,
 		StoreProfile: manifests.StoreDisposable, ConstructionWorkers: 1,
 		Tools: map[string]string{}, Cells: o.Cells, Native: o.Native,
 		Seed: o.Seed, Samples: o.Samples, Start: time.Now().UTC(),

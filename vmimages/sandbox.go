@@ -213,6 +213,54 @@ func sandboxImage(l *manifests.PackageLock, lockDigest manifests.Digest, bundleN
 	)
 }
 
+// WriteSandbox writes a Sandbox image built elsewhere (pulled from a
+// registry by digest) into outDir as BuildSandbox writes one: the `docker
+// save` tar, the OCI layout, the package lock it was built from (lockBytes,
+// which its config's sealbench.lock label must name) and ImageInfo beside
+// them. What the image is worth is for the caller to check: its id against
+// the bundle's signed provenance.
+func WriteSandbox(img v1.Image, outDir, bundleName string, lockBytes []byte) (*ImageInfo, error) {
+	lock, err := manifests.ParsePackageLock(lockBytes)
+	if err != nil {
+		return nil, fmt.Errorf("the Sandbox image's lock: %w", err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("reading the Sandbox image's config: %w", err)
+	}
+	lockDigest := manifests.DigestOf(lockBytes)
+	if got := cfg.Config.Labels["sealbench.lock"]; got != lockDigest.String() {
+		return nil, fmt.Errorf("the Sandbox image was built from lock %q, not the lock given (%s)", got, lockDigest)
+	}
+	if got := cfg.Config.Labels["sealbench.bundle"]; got != bundleName {
+		return nil, fmt.Errorf("the Sandbox image holds bundle %q, not %s", got, bundleName)
+	}
+	info, err := writeImage(img, outDir, bundleName)
+	if err != nil {
+		return nil, err
+	}
+	info.Arch, info.Bundle, info.LockDigest = lock.Arch, bundleName, lockDigest
+	info.Lock = filepath.Join(outDir, SandboxLock)
+	if err := atomicfile.WriteFile(info.Lock, lockBytes, 0o644); err != nil {
+		return nil, err
+	}
+	if ls, err := img.Layers(); err == nil && len(ls) == 2 {
+		for i, d := range []*manifests.Digest{&info.BaseLayer, &info.BundleLayer} {
+			if h, err := ls[i].Digest(); err == nil {
+				*d = manifests.Digest{Algorithm: h.Algorithm, Hex: h.Hex}
+			}
+		}
+	}
+	b, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.WriteFile(filepath.Join(outDir, SandboxInfo), append(b, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	return info, nil
+}
+
 // writeImage writes the docker save tar and the OCI layout into outDir,
 // each atomically.
 func writeImage(img v1.Image, outDir, bundleName string) (*ImageInfo, error) {

@@ -42,6 +42,9 @@ func TestCheckSeal(t *testing.T) {
 	if len(c.Problems) != 0 || c.Subjects != 7 || c.Checked != 6 || len(c.Unchecked) != 1 || c.Unchecked[0] != s.Image.Ref {
 		t.Fatalf("a matching bundle: %+v", c)
 	}
+	if c.Image == nil || c.Image.Ref != s.Image.Ref || c.Image.Config != s.Image.Config {
+		t.Errorf("the image subject: %+v, want %s %s", c.Image, s.Image.Ref, s.Image.Config)
+	}
 	if c := CheckSeal(st, s.Name, files, nil); len(c.Problems) != 0 || len(c.Unchecked) != 2 {
 		t.Errorf("without the tar at hand: %+v", c)
 	}

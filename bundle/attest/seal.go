@@ -156,6 +156,16 @@ type SealCheck struct {
 	// tar when it is not at hand, the Sandbox image.
 	Unchecked []string  `json:"unchecked,omitempty"`
 	Problems  []Problem `json:"problems,omitempty"`
+	// Image is the Sandbox image the provenance names (its reference and
+	// config digest, the image id), for a caller that has an image to
+	// compare with it; nil when it names none.
+	Image *ImageSubject `json:"image,omitempty"`
+}
+
+// ImageSubject is the Sandbox image among a provenance's subjects.
+type ImageSubject struct {
+	Ref    string           `json:"ref"`
+	Config manifests.Digest `json:"config"`
 }
 
 // CheckSeal compares a bundle's verified provenance with what is here:
@@ -185,6 +195,7 @@ func CheckSeal(st *intoto.Statement, bundleName string, files map[string]manifes
 			}
 		case strings.Contains(name, ":"): // an image reference; no bundle path has one
 			c.Unchecked = append(c.Unchecked, name)
+			c.Image = &ImageSubject{Ref: name, Config: d}
 		default:
 			signedFiles[name] = d
 		}

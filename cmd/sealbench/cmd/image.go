@@ -18,12 +18,14 @@ import (
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/ociartifact"
 	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/vmimages"
 )
 
 func newImageCmd(g *global) *cobra.Command {
 	var bundlePath, key, out, arch, lockFile string
+	var insecure bool
 	var debs debSettings
 	c := &cobra.Command{
 		Use:   "image",
@@ -54,6 +56,7 @@ An --out that is a file or lies inside the bundle, a --bundle that is a tar
 bundle is verified or a package fetched.`,
 		Example: `  sealbench image --bundle out/build-linux-0123456789ab --out out/image
   sealbench image --bundle out/build-linux-0123456789ab --arch arm64 --json
+  sealbench image --bundle oci://localhost:5000/bench/bundle:v1 --arch arm64 --out out/image-arm64
   sealbench image --bundle out/build-linux-0123456789ab --deb-source /mnt/old-debs --no-relock
   sealbench image export-debs --out /mnt/old-debs   # carry the locked .debs to another machine
   sealbench image lock --arch all        # refresh vmimages/locks/ from apt`,
@@ -65,14 +68,25 @@ bundle is verified or a package fetched.`,
 			if err := debs.check(); err != nil {
 				return err
 			}
+			p := newProgress(g.stderr, "image")
+			defer p.Close()
+			if ociartifact.IsRef(bundlePath) {
+				// Pulled into the bundle cache; verified below as any bundle.
+				if _, err := loadVerifier(key); err != nil {
+					return err
+				}
+				pulled, err := orchestrate.PullBundle(c.Context(), bundlePath, insecure, p.Logf)
+				if err != nil {
+					return err
+				}
+				bundlePath = pulled.Dir
+			}
 			if out == "" {
 				out = filepath.Clean(bundlePath) + ".image"
 			}
 			if err := checkImageArgs(bundlePath, out, arch, lockFile); err != nil {
 				return err
 			}
-			p := newProgress(g.stderr, "image")
-			defer p.Close()
 			info, err := buildImage(c.Context(), p, bundlePath, key, out, arch, lockFile, debs)
 			p.Close()
 			if err != nil {
@@ -86,7 +100,8 @@ bundle is verified or a package fetched.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&bundlePath, "bundle", "", "verified bundle directory to put at /opt/sealbench (required)")
+	c.Flags().StringVar(&bundlePath, "bundle", "", "verified bundle directory to put at /opt/sealbench, or oci://REGISTRY/REPO[:TAG|@DIGEST] to pull it from (required)")
+	c.Flags().BoolVar(&insecure, "insecure", false, "with --bundle oci://: allow plain HTTP to a registry that is not on loopback")
 	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to verify the bundle with")
 	c.Flags().StringVar(&out, "out", "", "directory to write the image into (default: the bundle's path + .image)")
 	c.Flags().StringVar(&arch, "arch", "amd64", "Debian architecture of the image: amd64 or arm64")

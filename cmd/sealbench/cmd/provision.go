@@ -18,6 +18,7 @@ import (
 
 func newProvisionCmd(g *global) *cobra.Command {
 	var bundlePath, key, expect string
+	var insecure bool
 	var fuseURing bool
 	var targets targetFlags
 	var debs debSettings
@@ -77,7 +78,7 @@ over io_uring on until teardown (recorded, then put back). More: docs/targets.md
 			}
 			p := newProgress(g.stderr, "provision")
 			defer p.Close()
-			b, err := orchestrate.OpenBundle(c.Context(), orchestrate.BundleOptions{Dir: bundlePath, Key: key, Expect: expect, Debs: debs.options(), Log: p.Logf})
+			b, err := orchestrate.OpenBundle(c.Context(), orchestrate.BundleOptions{Dir: bundlePath, Key: key, Expect: expect, Insecure: insecure, Debs: debs.options(), Log: p.Logf})
 			var ce *bundle.ContentError
 			if errors.As(err, &ce) {
 				return &problemsError{ce}
@@ -106,7 +107,8 @@ over io_uring on until teardown (recorded, then put back). More: docs/targets.md
 			return nil
 		},
 	}
-	c.Flags().StringVar(&bundlePath, "bundle", "", "verified bundle directory (required)")
+	c.Flags().StringVar(&bundlePath, "bundle", "", "verified bundle directory, or oci://REGISTRY/REPO[:TAG|@DIGEST] to pull it from (required)")
+	c.Flags().BoolVar(&insecure, "insecure", false, "with --bundle oci://: allow plain HTTP to a registry that is not on loopback")
 	c.Flags().StringVar(&expect, "id", "", "pin the bundle: refuse a validly signed bundle with another name (build-linux-<hash>)")
 	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to check the bundle's signature with")
 	c.Flags().BoolVar(&fuseURing, "fuse-uring", false, "turn the host's enable_uring (FUSE over io_uring, kernel-wide) on until teardown; recorded, and put back then")

@@ -17,6 +17,8 @@ import (
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/ociartifact"
+	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/runner/report"
 	"github.com/sealbench/sealbench/runner/report/benchstat"
 )
@@ -25,7 +27,7 @@ import (
 type reportFlags struct {
 	format, baseline, out string
 	seed                  uint64
-	compare               bool
+	compare, insecure     bool
 	match, cells          []string
 	bounds                []string
 	signing               reportSigning
@@ -67,7 +69,10 @@ medians with bootstrap 95% intervals; "~" marks a ratio whose interval
 includes 1.0: no difference shown.
 
 RESULTS are run directories (holding samples.jsonl and pins.json) or
-samples.jsonl files (pins.json is read when it lies beside one). Runs of
+samples.jsonl files (pins.json is read when it lies beside one), or oci://
+references to results push --results published: pulled by digest into
+~/.cache/sealbench/results/, their signature with them, then read as a run
+directory. Runs of
 different bundles are refused; each target may come from one run only.
 
 --compare OLD NEW puts two runs side by side, as benchstat does: per cell and
@@ -122,6 +127,9 @@ layerfsOverNative, nativeRepeatOverNative (the A/A check).`,
   # Last week's run against today's: what changed, and what did not
   sealbench report --compare out/runs/run-a out/runs/run-b
 
+  # A run published with push --results, its signature checked
+  sealbench report oci://registry.example.com/bench/results:2026-12-06 --key sealbench.pub --require-signed
+
   # Today's lima run against last week's local one, on two cells
   sealbench report --compare out/runs/run-a out/runs/run-b --match local=lima --cells C01,C06
 
@@ -130,6 +138,10 @@ layerfsOverNative, nativeRepeatOverNative (the A/A check).`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := f.check(c, g, args); err != nil {
+				return err
+			}
+			args, err := pullResults(c, g, f.insecure, args)
+			if err != nil {
 				return err
 			}
 			if f.compare {
@@ -172,8 +184,29 @@ layerfsOverNative, nativeRepeatOverNative (the A/A check).`,
 	c.Flags().StringSliceVar(&f.match, "match", nil, "with --compare: the target pairs to compare, OLD=NEW (repeat, or separate with commas); default: the same targets in both")
 	c.Flags().StringSliceVar(&f.cells, "cells", nil, "with --compare: the cells to compare (default: every cell, the same in both runs)")
 	c.Flags().StringArrayVar(&f.bounds, "bounds", nil, "METRIC=LOW:HIGH: exit 1 unless every cell's median of that timing lies in the range (repeat for more); prints the checks instead of the report")
+	c.Flags().BoolVar(&f.insecure, "insecure", false, "with oci:// results: allow plain HTTP to a registry that is not on loopback")
 	f.signing.flags(c.Flags())
 	return c
+}
+
+// pullResults replaces each oci:// reference among args with the run
+// directory it was pulled into (the results cache); report then reads it,
+// and checks its signature, as any run directory.
+func pullResults(c *cobra.Command, g *global, insecure bool, args []string) ([]string, error) {
+	out := slices.Clone(args)
+	for i, a := range args {
+		if !ociartifact.IsRef(a) {
+			continue
+		}
+		p := newProgress(g.stderr, "report")
+		pulled, err := orchestrate.PullResults(c.Context(), a, insecure, p.Logf)
+		p.Close()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = pulled.Dir
+	}
+	return out, nil
 }
 
 // check refuses flags and arguments that do not fit together, before

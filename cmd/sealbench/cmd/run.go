@@ -37,6 +37,7 @@ const maxSamples = 1000
 type runFlags struct {
 	targets, engine, name string
 	bundle, key, expect   string
+	insecure              bool
 	signKey               string
 	out, cells            string
 	native, keep, verbose bool
@@ -106,7 +107,8 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 	fl.StringVar(&f.targets, "target", "", "targets to provision and run on, comma-separated: "+strings.Join(provision.Names(), ", ")+", each as [NAME=]KIND[:PARAM][@NODE] or [NAME=]KIND@ssh://USER@HOST[:PORT]")
 	fl.StringVar(&f.engine, "engine", "", "run on this Engine API endpoint instead (unix:///path/to/socket)")
 	fl.StringVar(&f.name, "name", "target", "with --engine: the target's name in the results")
-	fl.StringVar(&f.bundle, "bundle", "", "verified bundle directory (its Sandbox image is <bundle>.image/); default: seal one")
+	fl.StringVar(&f.bundle, "bundle", "", "verified bundle directory (its Sandbox image is <bundle>.image/), or oci://REGISTRY/REPO[:TAG|@DIGEST] to pull it from; default: seal one")
+	fl.BoolVar(&f.insecure, "insecure", false, "with --bundle oci://: allow plain HTTP to a registry that is not on loopback")
 	fl.StringVar(&f.key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to verify the bundle with")
 	fl.StringVar(&f.signKey, "sign-key", "", "private key to sign the results with (results.sigstore.json, after the audit); password from $"+sign.PasswordEnv)
 	fl.StringVar(&f.expect, "id", "", "pin the bundle: refuse any other (build-linux-<hash>)")
@@ -207,7 +209,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	var rep *report.Report
 	var reports []string
 	g.outputs.Makes(cmp.Or(f.out, filepath.Join("out", "runs")))
-	b, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: f.bundle, Source: f.source, Key: f.key, Expect: f.expect, Debs: f.debs.options(), Log: p.Logf})
+	b, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: f.bundle, Source: f.source, Key: f.key, Expect: f.expect, Insecure: f.insecure, Debs: f.debs.options(), Log: p.Logf})
 	if err != nil {
 		return err
 	}

@@ -13,13 +13,15 @@ import (
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/ociartifact"
 	"github.com/sealbench/sealbench/orchestrate"
 )
 
 func newVerifyCmd(g *global) *cobra.Command {
 	var bundlePath, key, expect string
+	var insecure bool
 	c := &cobra.Command{
-		Use:   "verify --bundle DIR|TAR",
+		Use:   "verify --bundle DIR|TAR|oci://REF",
 		Short: "Check a bundle's signature, then every file",
 		Long: `Check the signature of the bundle's manifest with --key first, trusting nothing
 in the manifest before it verifies; then every file: present, a regular file,
@@ -36,11 +38,20 @@ each file of the bundle against the verified manifest (manifest.json,
 manifest.sig and SHA256SUMS against their bytes), exactly the same set, and the
 tar against its bytes when it is at hand. It says which it checked: manifest.sig
 alone, or manifest.sig and the Sigstore bundle. A Sigstore bundle that does
-not verify with the key exits 2; a subject that differs exits 1.`,
+not verify with the key exits 2; a subject that differs exits 1.
+
+--bundle oci://REGISTRY/REPO[:TAG|@DIGEST] (as sealbench push prints it) pulls
+the bundle first: a tag is resolved to a digest once, and the artifact is
+fetched by that digest into ~/.cache/sealbench/bundles/sha256-<hex>/, its
+Sigstore bundle (an attached referrer) beside it; then it is verified exactly
+as a local bundle, with the same key. The registry is not trusted: it is
+where the bytes come from, the key is what they are checked with. The Sandbox
+image the artifact names must also be the one the signed provenance names.`,
 		Example: `  sealbench verify --bundle out/build-linux-0123456789ab
   sealbench verify --bundle out/build-linux-0123456789ab.tar --key ./keys/sealbench.pub
   sealbench verify --bundle out/build-linux-0123456789ab --json; echo "exit $?"
-  sealbench verify --bundle /mnt/usb/bundle.tar --id build-linux-0123456789ab   # refuse any other bundle`,
+  sealbench verify --bundle /mnt/usb/bundle.tar --id build-linux-0123456789ab   # refuse any other bundle
+  sealbench verify --bundle oci://registry.example.com/bench/bundle:v1 --key ./keys/sealbench.pub`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -59,6 +70,16 @@ not verify with the key exits 2; a subject that differs exits 1.`,
 			}
 			if err := orchestrate.CheckBundleArgs("", expect, ""); err != nil {
 				return err
+			}
+			var pulled *ociartifact.Pulled
+			if ociartifact.IsRef(bundlePath) {
+				p := newProgress(g.stderr, "verify")
+				pulled, err = orchestrate.PullBundle(c.Context(), bundlePath, insecure, p.Logf)
+				p.Close()
+				if err != nil {
+					return err
+				}
+				bundlePath = pulled.Dir
 			}
 			res, err := bundle.Verify(c.Context(), bundlePath, bundle.VerifyOptions{Verifier: v, Expect: expect})
 			if err != nil {
@@ -83,18 +104,47 @@ not verify with the key exits 2; a subject that differs exits 1.`,
 			default:
 				checked = append(checked, filepath.Base(att.Path))
 			}
+			imageChecked := false
+			if pulled != nil {
+				// The Sandbox image the artifact names must be the one the
+				// signed provenance names.
+				if imageChecked, err = orchestrate.CheckPulledImage(pulled, att); err != nil {
+					var ce *bundle.ContentError
+					if errors.As(err, &ce) {
+						return &problemsError{ce}
+					}
+					return err
+				}
+			}
 			if g.json {
-				return writeJSON(g.stdout, map[string]any{
+				out := map[string]any{
 					"verified": true, "name": res.Name, "path": res.Path, "manifestDigest": res.ManifestDigest,
 					"files": res.Files, "bytes": res.Bytes, "keyId": v.KeyID(),
 					"source": res.Manifest.Source, "checked": checked, "attestation": att,
-				})
+				}
+				if pulled != nil {
+					out["pulled"], out["imageChecked"] = pulled, imageChecked
+				}
+				return writeJSON(g.stdout, out)
 			}
 			dirty := ""
 			if res.Manifest.Source.Dirty {
 				dirty = ", sealed from a DIRTY tree"
 			}
 			fmt.Fprintf(g.stdout, "verified %s: signature by key %s, %d files, %s%s\n", res.Name, v.KeyID(), res.Files, humanBytes(res.Bytes), dirty)
+			if pulled != nil {
+				cached := ""
+				if pulled.Cached {
+					cached = ", from the cache"
+				}
+				fmt.Fprintf(g.stdout, "  pulled %s as %s%s into %s\n", pulled.Ref, pulled.Digest, cached, pulled.Dir)
+				switch {
+				case imageChecked:
+					fmt.Fprintf(g.stdout, "  the Sandbox image it names, %s, is the one the signed provenance names\n", pulled.ImageID)
+				case pulled.Image != "":
+					fmt.Fprintf(g.stdout, "  the Sandbox image it names, %s, is named by no signed provenance: a run builds the image from the bundle instead\n", pulled.ImageID)
+				}
+			}
 			if att == nil {
 				fmt.Fprintf(g.stdout, "  checked %s; no %s beside the bundle, so no attestation was checked\n", manifests.SignatureFile, filepath.Base(orchestrate.AttestationPath(bundlePath)))
 				return nil
@@ -107,7 +157,8 @@ not verify with the key exits 2; a subject that differs exits 1.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&bundlePath, "bundle", "", "bundle directory or tar to verify (required)")
+	c.Flags().StringVar(&bundlePath, "bundle", "", "bundle directory or tar to verify, or oci://REGISTRY/REPO[:TAG|@DIGEST] to pull it from (required)")
+	c.Flags().BoolVar(&insecure, "insecure", false, "with --bundle oci://: allow plain HTTP to a registry that is not on loopback")
 	c.Flags().StringVar(&expect, "id", "", "pin the bundle: refuse a validly signed bundle with another name (build-linux-<hash>)")
 	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to check the signature with")
 	return c
