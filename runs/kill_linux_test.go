@@ -19,6 +19,8 @@ import (
 
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/sshx"
+	"github.com/sealbench/sealbench/sshx/sshtest"
 )
 
 // exitedOrGone reports whether pid has exited: no such process, or a
@@ -187,5 +189,48 @@ func TestAuditListsAProcessThatHasNotExited(t *testing.T) {
 	}
 	if len(after.Leftovers) != 0 {
 		t.Errorf("after --fix: %v", after.Leftovers)
+	}
+}
+
+// TestRemoteKillWaitsUntilTheProcessHasExited: on a remote host (a fake
+// host, this machine), a process of ours that answers SIGTERM by
+// exec'ing something that ignores it (its command line no longer what it
+// was found by) is followed by its pid and start time: teardown's kill
+// there sends SIGKILL after the grace and returns only once it has
+// exited.
+func TestRemoteKillWaitsUntilTheProcessHasExited(t *testing.T) {
+	hst := sshtest.Start(t, "127.0.0.2")
+	sh := testenv.NeedCommand(t, "sh")
+	testenv.NeedCommand(t, "sleep")
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "sh")
+	b, _ := os.ReadFile(sh)
+	if err := os.WriteFile(exe, b, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	marker := dir + "/marker-remote"
+	c := exec.Command(exe, "-c", `trap 'trap "" TERM; exec sleep 1000' TERM; while :; do sleep 0.05; done`, marker)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go c.Wait()
+	t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL) })
+	match := MarkedBy(exe, marker)
+	waitFor(t, func() bool { return len(FindProcs(match)) == 1 })
+
+	ctx := context.Background()
+	cl, err := sshx.Dial(ctx, hst.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	h := &remoteHost{host: fmt.Sprintf("ssh://%s@%s:%d", hst.User, hst.Addr, hst.Port), c: cl}
+	if err := h.kill(ctx, match, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if !exitedOrGone(c.Process.Pid) {
+		now, _ := readProc(c.Process.Pid)
+		t.Fatalf("kill on the host returned while pid %d is alive (state %c, now %q)", c.Process.Pid, stateOf(c.Process.Pid), now.Argv)
 	}
 }
