@@ -50,7 +50,7 @@ login). Plain HTTP is used only for a registry on loopback, or with --insecure.`
 		Example: `  sealbench push --bundle out/build-linux-0123456789ab oci://localhost:5000/bench/bundle:v1
   sealbench push --bundle /mnt/usb/build-linux-0123456789ab.tar oci://registry.example.com/bench/bundle:v1 --json
   sealbench push --bundle out/build-linux-0123456789ab oci://10.0.0.5:5000/bench/bundle:v1 --insecure
-  sealbench push --results out/runs/run-20261206-101500-ab12 oci://registry.example.com/bench/results:2026-12-06
+  sealbench push --results out/runs/run-20261206T101500Z oci://registry.example.com/bench/results:2026-12-06
   sealbench report oci://registry.example.com/bench/results:2026-12-06 --require-signed --key sealbench.pub
   # then, anywhere:
   sealbench verify --bundle oci://registry.example.com/bench/bundle:v1 --key sealbench.pub
@@ -103,7 +103,7 @@ login). Plain HTTP is used only for a registry on loopback, or with --insecure.`
 			return nil
 		},
 	}
-	c.Flags().StringVar(&bundlePath, "bundle", "", "bundle directory or tar to publish (required)")
+	c.Flags().StringVar(&bundlePath, "bundle", "", "bundle directory or tar to publish (this or --results)")
 	c.Flags().StringVar(&results, "results", "", "a run directory whose results to publish (samples.jsonl, pins.json, the reports, results.sigstore.json)")
 	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key the bundle must verify with before it is published")
 	c.Flags().BoolVar(&insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")
