@@ -25,8 +25,8 @@ beside it, with --key: nothing that does not verify is published.
 Each file of the bundle is one layer, its bytes as they are, its path in the
 org.opencontainers.image.title annotation: a layer's digest is the SHA-256 the
 signed manifest records for the file, so a file two bundles share (a cell body,
-a binary whose code did not change) is stored once, and oras pull writes the
-files under their names. manifest.sig and <bundle>.sigstore.json are attached
+a binary whose code did not change) is stored once, and a generic client (oras) sees each
+file under its own name. manifest.sig and <bundle>.sigstore.json are attached
 as OCI 1.1 referrers (subject: the artifact), and, for registries without the
 referrers API (distribution 2.8 among them), listed in the referrers tag
 schema's index (tag sha256-<hex>), where cosign, oras and crane look. The

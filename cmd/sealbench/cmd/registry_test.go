@@ -160,6 +160,10 @@ func TestResultsThroughARegistry(t *testing.T) {
 	if got := reportSignature(t, stdout); got.State != "verified" {
 		t.Errorf("results by reference: signature %+v", got)
 	}
+	var rep struct{ Runs []struct{ Source string } }
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Runs) != 1 || !strings.HasPrefix(rep.Runs[0].Source, "oci://"+reg+"/bench/results@sha256:") {
+		t.Errorf("the report names the results by %+v, not by their reference (%v)", rep.Runs, err)
+	}
 
 	from, err := ociartifact.ParseRef(tag, false)
 	if err != nil {
