@@ -54,7 +54,10 @@ login). Plain HTTP is used only for a registry on loopback, or with --insecure.`
   sealbench report oci://registry.example.com/bench/results:2026-12-06 --require-signed --key sealbench.pub
   # then, anywhere:
   sealbench verify --bundle oci://registry.example.com/bench/bundle:v1 --key sealbench.pub
-  skopeo inspect --raw docker://registry.example.com/bench/bundle:v1`,
+  skopeo inspect --raw docker://registry.example.com/bench/bundle:v1
+  # a Kubernetes node pulls the Sandbox image itself (the image push printed, without oci://):
+  sealbench run --target kubernetes --bundle oci://registry.example.com/bench/bundle:v1 \
+    --kube-image registry.example.com/bench/bundle@sha256:<the Sandbox image's digest>`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			switch {
