@@ -250,9 +250,10 @@ func TestRunPinsValidateNamesEveryField(t *testing.T) {
 	p.Cells = []string{"C01", "C01", "c2"}
 	p.Samples = -1
 	p.End = p.Start.Add(-time.Hour)
+	p.BundleOrigin = &BundleOrigin{Ref: "docker://localhost:5000/b:v1"}
 	p.Machines = append(p.Machines, Machine{Host: "gpu1", PageReporting: "on", ReportedKiBStart: ptr(int64(-1)), TransparentHugepages: "[always]", SwapBytes: -1},
 		Machine{Host: "ssh://bench@gpu1:22", PageReporting: PageReportingUnknown})
-	wantProblems(t, p.Validate(), "formatVersion", "kind", "runId", "bundleId", "imageId", "targets[3].name", "targets[3].engine",
+	wantProblems(t, p.Validate(), "formatVersion", "kind", "runId", "bundleId", "imageId", "bundleOrigin.ref", "bundleOrigin.digest", "targets[3].name", "targets[3].engine",
 		"targets[3].kernel", "targets[3].cpus", "targets[3].memoryBytes", "targets[3].fuseURing", "targets[3].host", "targets[3].runnerHost",
 		"machines[2].host", "machines[2].pageReporting", "machines[2].reportedKibStart", "machines[2].transparentHugepages", "machines[2].swapBytes", "machines[3].host",
 		"storeProfile", "constructionWorkers", "tools", "cells[1]", "cells[2]", "samples", "end")

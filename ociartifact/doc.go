@@ -12,7 +12,7 @@
 // annotation. So a layer's digest is the SHA-256 the signed manifest
 // records for that file, a file unchanged between two bundles (a cell body,
 // a binary whose code did not change) is one blob in the registry, and
-// `oras pull` writes the bundle's files under their own names. The
+// a generic client (oras) sees each file under its own name. The
 // Sandbox image's package lock is one more layer. Annotations name the
 // bundle, its manifest's digest and the Sandbox image, pushed into the same
 // repository and named by digest.

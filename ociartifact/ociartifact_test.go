@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,6 +173,59 @@ func TestPushPullVerify(t *testing.T) {
 	p2, err := ociartifact.Pull(ctx, ref(t, pushed.Reference), cache, o)
 	if err != nil || !p2.Cached || p2.Dir != p.Dir {
 		t.Errorf("second pull, by digest: %+v, %v", p2, err)
+	}
+}
+
+// TestLayersDedupAcrossVersions is why a layer is a file: the next
+// version of a bundle, with one binary changed, uploads that binary and
+// the manifest's own three files, and not one byte of the cell bodies.
+func TestLayersDedupAcrossVersions(t *testing.T) {
+	reg := testenv.Registry(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var uploaded []string
+	count := roundTripper(func(req *http.Request) (*http.Response, error) {
+		if d := req.URL.Query().Get("digest"); req.Method == http.MethodPut && d != "" {
+			mu.Lock()
+			uploaded = append(uploaded, d)
+			mu.Unlock()
+		}
+		return http.DefaultTransport.RoundTrip(req)
+	})
+	o := ociartifact.Options{Transport: count}
+	v1files := maps.Clone(files)
+	a := smallBundle(t, v1files)
+	if _, err := ociartifact.Push(ctx, ref(t, "oci://"+reg+"/bench/bundle:v1"), toPush(a), o); err != nil {
+		t.Fatal(err)
+	}
+	v2files := maps.Clone(files)
+	v2files["bin/linux-amd64/sealbench"] += "v2"
+	b := smallBundle(t, v2files)
+	mu.Lock()
+	uploaded = nil
+	mu.Unlock()
+	if _, err := ociartifact.Push(ctx, ref(t, "oci://"+reg+"/bench/bundle:v2"), toPush(b), o); err != nil {
+		t.Fatal(err)
+	}
+	bin, _ := b.res.Manifest.File("bin/linux-amd64/sealbench")
+	if !slices.Contains(uploaded, bin.Digest.String()) {
+		t.Errorf("the changed binary %s was not uploaded: %v", bin.Digest, uploaded)
+	}
+	for _, p := range []string{"cells/C01.sh", "cells/C02.sh"} {
+		f, _ := b.res.Manifest.File(p)
+		if slices.Contains(uploaded, f.Digest.String()) {
+			t.Errorf("%s, the same in both versions, was uploaded again", p)
+		}
+	}
+}
+
+// TestRegistryErrorsSayWhat: a reference that is not there says so, with
+// the reference.
+func TestRegistryErrorsSayWhat(t *testing.T) {
+	reg := testenv.Registry(t)
+	_, err := ociartifact.Pull(context.Background(), ref(t, "oci://"+reg+"/bench/nothing:v1"), t.TempDir(), ociartifact.Options{})
+	if err == nil || !strings.Contains(err.Error(), "not found in the registry (404)") || !strings.Contains(err.Error(), "bench/nothing:v1") {
+		t.Errorf("pulling what is not there: %v", err)
 	}
 }
 

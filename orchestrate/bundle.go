@@ -124,6 +124,10 @@ func OpenBundle(ctx context.Context, o BundleOptions) (*Bundle, error) {
 		return nil, err
 	}
 	if b.Verified, err = bundle.VerifyDir(ctx, b.Dir, bundle.VerifyOptions{Verifier: v, Expect: o.Expect}); err != nil {
+		var ce *bundle.ContentError
+		if pulled != nil && errors.As(err, &ce) {
+			ce.Bundle = pulled.Reference + " (pulled into " + ce.Bundle + ")"
+		}
 		return nil, err
 	}
 	logf("verified %s (key %s)", b.Verified.Name, v.KeyID())

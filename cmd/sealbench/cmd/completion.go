@@ -37,6 +37,8 @@ func completeValues(root *cobra.Command) {
 		switch c.CommandPath() {
 		case "sealbench run", "sealbench provision", "sealbench image":
 			c.RegisterFlagCompletionFunc("bundle", completeDirs)
+		case "sealbench push":
+			c.RegisterFlagCompletionFunc("results", completeDirs) // a run directory
 		}
 		switch c.CommandPath() {
 		case "sealbench run", "sealbench seal", "sealbench keygen", "sealbench image", "sealbench image export-debs", "sealbench image lock":

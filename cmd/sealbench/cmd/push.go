@@ -25,8 +25,8 @@ beside it, with --key: nothing that does not verify is published.
 Each file of the bundle is one layer, its bytes as they are, its path in the
 org.opencontainers.image.title annotation: a layer's digest is the SHA-256 the
 signed manifest records for the file, so a file two bundles share (a cell body,
-a binary whose code did not change) is stored once, and oras pull writes the
-files under their names. manifest.sig and <bundle>.sigstore.json are attached
+a binary whose code did not change) is stored once, and a generic client (oras) sees each
+file under its own name. manifest.sig and <bundle>.sigstore.json are attached
 as OCI 1.1 referrers (subject: the artifact), and, for registries without the
 referrers API (distribution 2.8 among them), listed in the referrers tag
 schema's index (tag sha256-<hex>), where cosign, oras and crane look. The
@@ -50,11 +50,14 @@ login). Plain HTTP is used only for a registry on loopback, or with --insecure.`
 		Example: `  sealbench push --bundle out/build-linux-0123456789ab oci://localhost:5000/bench/bundle:v1
   sealbench push --bundle /mnt/usb/build-linux-0123456789ab.tar oci://registry.example.com/bench/bundle:v1 --json
   sealbench push --bundle out/build-linux-0123456789ab oci://10.0.0.5:5000/bench/bundle:v1 --insecure
-  sealbench push --results out/runs/run-20261206-101500-ab12 oci://registry.example.com/bench/results:2026-12-06
+  sealbench push --results out/runs/run-20261206T101500Z oci://registry.example.com/bench/results:2026-12-06
   sealbench report oci://registry.example.com/bench/results:2026-12-06 --require-signed --key sealbench.pub
   # then, anywhere:
   sealbench verify --bundle oci://registry.example.com/bench/bundle:v1 --key sealbench.pub
-  skopeo inspect --raw docker://registry.example.com/bench/bundle:v1`,
+  skopeo inspect --raw docker://registry.example.com/bench/bundle:v1
+  # a Kubernetes node pulls the Sandbox image itself (the image push printed, without oci://):
+  sealbench run --target kubernetes --bundle oci://registry.example.com/bench/bundle:v1 \
+    --kube-image registry.example.com/bench/bundle@sha256:<the Sandbox image's digest>`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			switch {
@@ -103,7 +106,7 @@ login). Plain HTTP is used only for a registry on loopback, or with --insecure.`
 			return nil
 		},
 	}
-	c.Flags().StringVar(&bundlePath, "bundle", "", "bundle directory or tar to publish (required)")
+	c.Flags().StringVar(&bundlePath, "bundle", "", "bundle directory or tar to publish (this or --results)")
 	c.Flags().StringVar(&results, "results", "", "a run directory whose results to publish (samples.jsonl, pins.json, the reports, results.sigstore.json)")
 	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key the bundle must verify with before it is published")
 	c.Flags().BoolVar(&insecure, "insecure", false, "allow plain HTTP to a registry that is not on loopback")

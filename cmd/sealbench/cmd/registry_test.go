@@ -45,6 +45,13 @@ func TestBundleThroughARegistry(t *testing.T) {
 		t.Errorf("pushed: %+v", pushed)
 	}
 
+	// The tar pushes as the same artifact: every manifest is deterministic.
+	code, stdout, stderr = run(t, "push", "--json", "--bundle", b.Dir+".tar", "--key", b.PubKey, "oci://"+reg+"/bench/bundle:from-tar")
+	var fromTar ociartifact.Pushed
+	if code != ExitOK || json.Unmarshal([]byte(stdout), &fromTar) != nil || fromTar.Digest != pushed.Digest {
+		t.Errorf("push of the tar: exit %d, digest %s, the directory's %s\n%s", code, fromTar.Digest, pushed.Digest, stderr)
+	}
+
 	t.Run("skopeo", func(t *testing.T) {
 		skopeo := testenv.NeedCommand(t, "skopeo")
 		out, err := exec.Command(skopeo, "inspect", "--raw", "--tls-verify=false", "docker://"+reg+"/bench/bundle:v1").Output()
@@ -70,6 +77,10 @@ func TestBundleThroughARegistry(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("verify by reference: exit %d\n%s\n%s", code, stdout, stderr)
 	}
+	t.Logf("verify --bundle %s:\n%s", tag, stdout)
+	if strings.Contains(stdout, "not here to check: "+b.Name+".tar, sealbench/sandbox") {
+		t.Errorf("verify by reference lists the Sandbox image it checked as unchecked:\n%s", stdout)
+	}
 	for _, want := range []string{"verified " + b.Name, "checked manifest.sig and " + b.Name + ".sigstore.json: SLSA provenance v1",
 		"pulled " + tag + " as " + pushed.Digest, "is the one the signed provenance names"} {
 		if !strings.Contains(stdout, want) {
@@ -88,9 +99,10 @@ func TestBundleThroughARegistry(t *testing.T) {
 		}
 		ocitest.EditLayer(t, from.Reference, "cells/C01.sh", []byte("echo edited\n"), to.Reference)
 		code, stdout, stderr := run(t, "verify", "--bundle", to.String(), "--key", b.PubKey)
-		if code != ExitMismatch || !strings.Contains(stderr, "cells/C01.sh") {
+		if code != ExitMismatch || !strings.Contains(stderr, "cells/C01.sh") || !strings.Contains(stderr, "bench/bundle@sha256:") {
 			t.Errorf("verify of the edited bundle: exit %d\n%s\n%s", code, stdout, stderr)
 		}
+		t.Logf("verify --bundle %s: exit %d\n%s", to, code, stderr)
 	})
 
 	t.Run("run", func(t *testing.T) {
@@ -147,6 +159,10 @@ func TestResultsThroughARegistry(t *testing.T) {
 	}
 	if got := reportSignature(t, stdout); got.State != "verified" {
 		t.Errorf("results by reference: signature %+v", got)
+	}
+	var rep struct{ Runs []struct{ Source string } }
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Runs) != 1 || !strings.HasPrefix(rep.Runs[0].Source, "oci://"+reg+"/bench/results@sha256:") {
+		t.Errorf("the report names the results by %+v, not by their reference (%v)", rep.Runs, err)
 	}
 
 	from, err := ociartifact.ParseRef(tag, false)

@@ -31,7 +31,8 @@ type reportFlags struct {
 	match, cells          []string
 	bounds                []string
 	signing               reportSigning
-	verifier              *sign.Verifier // from --key, once check has run
+	verifier              *sign.Verifier    // from --key, once check has run
+	origins               map[string]string // a pulled run's directory: its oci:// reference by digest
 }
 
 func newReportCmd(g *global) *cobra.Command {
@@ -140,7 +141,7 @@ layerfsOverNative, nativeRepeatOverNative (the A/A check).`,
 			if err := f.check(c, g, args); err != nil {
 				return err
 			}
-			args, err := pullResults(c, g, f.insecure, args)
+			args, err := f.pullResults(c, g, args)
 			if err != nil {
 				return err
 			}
@@ -192,19 +193,23 @@ layerfsOverNative, nativeRepeatOverNative (the A/A check).`,
 // pullResults replaces each oci:// reference among args with the run
 // directory it was pulled into (the results cache); report then reads it,
 // and checks its signature, as any run directory.
-func pullResults(c *cobra.Command, g *global, insecure bool, args []string) ([]string, error) {
+func (f *reportFlags) pullResults(c *cobra.Command, g *global, args []string) ([]string, error) {
 	out := slices.Clone(args)
 	for i, a := range args {
 		if !ociartifact.IsRef(a) {
 			continue
 		}
 		p := newProgress(g.stderr, "report")
-		pulled, err := orchestrate.PullResults(c.Context(), a, insecure, p.Logf)
+		pulled, err := orchestrate.PullResults(c.Context(), a, f.insecure, p.Logf)
 		p.Close()
 		if err != nil {
 			return nil, err
 		}
 		out[i] = pulled.Dir
+		if f.origins == nil {
+			f.origins = map[string]string{}
+		}
+		f.origins[pulled.Dir] = pulled.Reference
 	}
 	return out, nil
 }
@@ -302,6 +307,13 @@ func (f *reportFlags) loadResults(args []string) ([]report.Input, error) {
 	}
 	if err := f.signing.apply(inputs, f.verifier); err != nil {
 		return nil, err
+	}
+	// Results pulled from a registry are named by their reference, not
+	// by where the cache keeps them.
+	for i := range inputs {
+		if ref, ok := f.origins[inputs[i].Source]; ok {
+			inputs[i].Source = ref
+		}
 	}
 	return inputs, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -85,6 +86,9 @@ image the artifact names must also be the one the signed provenance names.`,
 			if err != nil {
 				var ce *bundle.ContentError
 				if errors.As(err, &ce) {
+					if pulled != nil {
+						ce.Bundle = pulled.Reference + " (pulled into " + ce.Bundle + ")"
+					}
 					return &problemsError{ce}
 				}
 				return err
@@ -115,6 +119,10 @@ image the artifact names must also be the one the signed provenance names.`,
 					}
 					return err
 				}
+				if imageChecked {
+					att.Checked++
+					att.Unchecked = slices.DeleteFunc(att.Unchecked, func(s string) bool { return s == att.Image.Ref })
+				}
 			}
 			if g.json {
 				out := map[string]any{
@@ -132,6 +140,19 @@ image the artifact names must also be the one the signed provenance names.`,
 				dirty = ", sealed from a DIRTY tree"
 			}
 			fmt.Fprintf(g.stdout, "verified %s: signature by key %s, %d files, %s%s\n", res.Name, v.KeyID(), res.Files, humanBytes(res.Bytes), dirty)
+			if att == nil {
+				where := "beside the bundle"
+				if pulled != nil {
+					where = "attached to it"
+				}
+				fmt.Fprintf(g.stdout, "  checked %s; no %s %s, so no attestation was checked\n", manifests.SignatureFile, filepath.Base(orchestrate.AttestationPath(bundlePath)), where)
+			} else {
+				fmt.Fprintf(g.stdout, "  checked %s and %s: SLSA provenance v1, %d subjects, %d matched here", manifests.SignatureFile, filepath.Base(att.Path), att.Subjects, att.Checked)
+				if len(att.Unchecked) > 0 {
+					fmt.Fprintf(g.stdout, ", not here to check: %s", strings.Join(att.Unchecked, ", "))
+				}
+				fmt.Fprintln(g.stdout)
+			}
 			if pulled != nil {
 				cached := ""
 				if pulled.Cached {
@@ -145,15 +166,6 @@ image the artifact names must also be the one the signed provenance names.`,
 					fmt.Fprintf(g.stdout, "  the Sandbox image it names, %s, is named by no signed provenance: a run builds the image from the bundle instead\n", pulled.ImageID)
 				}
 			}
-			if att == nil {
-				fmt.Fprintf(g.stdout, "  checked %s; no %s beside the bundle, so no attestation was checked\n", manifests.SignatureFile, filepath.Base(orchestrate.AttestationPath(bundlePath)))
-				return nil
-			}
-			fmt.Fprintf(g.stdout, "  checked %s and %s: SLSA provenance v1, %d subjects, %d matched here", manifests.SignatureFile, filepath.Base(att.Path), att.Subjects, att.Checked)
-			if len(att.Unchecked) > 0 {
-				fmt.Fprintf(g.stdout, ", not here to check: %s", strings.Join(att.Unchecked, ", "))
-			}
-			fmt.Fprintln(g.stdout)
 			return nil
 		},
 	}
