@@ -3,6 +3,7 @@
 package layerfs
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -22,24 +23,50 @@ var hashBufPool = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &
 
 // hashFile returns the SHA-256 and size of the file at path.
 func hashFile(path string) (Digest, int64, error) {
+	d, n, _, err := hashFileCtx(context.Background(), path)
+	return d, n, err
+}
+
+// digestFile returns the digest of the file at path as this Store names
+// blobs, its size, and how many bytes it read. It stops when ctx ends.
+func (s *Store) digestFile(ctx context.Context, path string) (Digest, int64, int64, error) {
+	return hashFileCtx(ctx, path)
+}
+
+// hashFileCtx returns the SHA-256 of the file at path, its size and how
+// many bytes it read, checking ctx between buffers.
+func hashFileCtx(ctx context.Context, path string) (Digest, int64, int64, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOATIME, 0)
 	if errors.Is(err, fs.ErrPermission) {
 		f, err = os.Open(path)
 	}
 	if err != nil {
-		return Digest{}, 0, fmt.Errorf("hashing %q: %w", path, err)
+		return Digest{}, 0, 0, fmt.Errorf("hashing %q: %w", path, err)
 	}
 	defer f.Close()
 	h := sha256.New()
 	bp := hashBufPool.Get().(*[]byte)
 	defer hashBufPool.Put(bp)
-	n, err := io.CopyBuffer(h, onlyReader{f}, *bp)
+	n, err := io.CopyBuffer(h, onlyReader{ctxReader{ctx, f}}, *bp)
 	if err != nil {
-		return Digest{}, 0, fmt.Errorf("hashing %q: %w", path, err)
+		return Digest{}, 0, n, fmt.Errorf("hashing %q: %w", path, err)
 	}
 	var d Digest
 	h.Sum(d[:0])
-	return d, n, nil
+	return d, n, n, nil
+}
+
+// ctxReader stops reading once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (r ctxReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.r.Read(p)
 }
 
 // onlyReader hides a file's WriterTo so that io.CopyBuffer uses the buffer.

@@ -213,6 +213,11 @@ func (ws *Workspace) copyUpWith(in *inode, truncate, cloneOnly bool) syscall.Err
 		return ws.failed(fmt.Errorf("copy-up of inode %d: %w", in.ino, err))
 	}
 	if !truncate && in.size > 0 {
+		if err := ws.verifyFor(context.Background(), in.blob); err != nil {
+			dst.Close()
+			os.Remove(p)
+			return syscall.EIO
+		}
 		src, err := os.Open(ws.store.blobPath(in.blob))
 		if err != nil {
 			return fail(err)
@@ -379,6 +384,9 @@ func (ws *Workspace) openData(in *inode, flags uint32) (fs.FileHandle, syscall.E
 		f, err = os.OpenFile(ws.upperPath(in), int(flags&^openFlagsDropped)|syscall.O_CLOEXEC, 0)
 	} else {
 		h.onBlob = true
+		if err := ws.verifyFor(context.Background(), in.blob); err != nil {
+			return nil, syscall.EIO
+		}
 		f, err = os.OpenFile(ws.store.blobPath(in.blob), syscall.O_RDONLY|syscall.O_CLOEXEC|int(flags&syscall.O_DIRECT), 0)
 	}
 	if err != nil {
@@ -399,6 +407,18 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	defer ws.mu.Unlock()
 	if !n.in.isRegular() {
 		return nil, 0, syscall.EINVAL
+	}
+	if !n.in.upper && !ws.noVerify && flags&syscall.O_TRUNC == 0 {
+		// The blob's first check hashes it whole: outside the lock,
+		// so that other requests go on meanwhile.
+		d := n.in.blob
+		ws.mu.Unlock()
+		err := ws.store.verifyBlob(ctx, d)
+		ws.mu.Lock()
+		if err != nil && !n.in.upper && n.in.blob == d {
+			ws.badBlob(ctx, d, err)
+			return nil, 0, syscall.EIO
+		}
 	}
 	if wantsLazy(n.in, flags) && !ws.cloneUp(n.in) {
 		return ws.openLazy(n.in, flags)

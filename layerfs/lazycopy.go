@@ -126,6 +126,9 @@ func (ws *Workspace) finishLazy(in *inode) syscall.Errno {
 	if len(gaps) == 0 {
 		return 0
 	}
+	if err := ws.verifyFor(context.Background(), in.blob); err != nil {
+		return syscall.EIO
+	}
 	p := ws.upperPath(in)
 	var st unix.Stat_t
 	if err := unix.Lstat(p, &st); err != nil {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,6 +98,12 @@ type Store struct {
 
 	statements atomic.Int64 // SQL statements executed
 	getTree    *sql.Stmt
+
+	// verified holds the blobs this process has checked against their
+	// digests (Digest → struct{}); verifying serializes the first check
+	// of each (Digest → *sync.Mutex). See verify.go.
+	verified, verifying sync.Map
+	verifiedBytes       atomic.Int64 // bytes read to verify blobs
 }
 
 // Dir returns the Store's directory.

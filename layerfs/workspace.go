@@ -55,8 +55,11 @@ type MountOptions struct {
 	// and Features.TransportReason says why), uring.URing (io_uring or
 	// an error) or uring.Dev (/dev/fuse).
 	Transport uring.Transport
-	Debug     bool
-	Logger    *log.Logger
+	// NoVerify turns off checking each blob against its digest on its
+	// first open (verify.go): for measuring what the check costs.
+	NoVerify bool
+	Debug    bool
+	Logger   *log.Logger
 }
 
 // Features says which kernel features a mount uses.
@@ -99,7 +102,10 @@ type Workspace struct {
 	closed     bool
 
 	causesMu sync.Mutex
-	causes   map[string]int // errors answered to the kernel, by cause (see failed)
+	causes   map[string]int  // errors answered to the kernel, by cause (see failed)
+	badBlobs map[Digest]bool // blobs found bad and logged (see badBlob)
+
+	noVerify bool // MountOptions.NoVerify
 }
 
 func (ws *Workspace) logf(format string, args ...any) {
@@ -240,7 +246,7 @@ func Mount(ctx context.Context, s *Store, mountpoint string, opts MountOptions) 
 		return nil, fmt.Errorf("mounting workspace at %q: creating overlay: %w", mountpoint, err)
 	}
 	ws := &Workspace{store: s, mountpoint: mountpoint, upperDir: upper, logger: opts.Logger,
-		workers: opts.Workers, base: base, links: map[uint64]*inode{},
+		workers: opts.Workers, base: base, links: map[uint64]*inode{}, noVerify: opts.NoVerify,
 		releasing: map[<-chan struct{}]*handle{},
 		reap:      make(chan string, 4096), reaped: make(chan struct{})}
 	go ws.reaper()

@@ -72,6 +72,21 @@ type CheckResult struct {
 	OK         bool     `json:"ok"`
 	FoundBy    string   `json:"foundBy,omitempty"`
 	Problems   []string `json:"problems"`
+	// Blobs and BlobBytes say how many blobs, and bytes, were read and
+	// compared with their digests (none with --quick); BadBlobs lists
+	// the damaged and missing ones.
+	Blobs     int       `json:"blobs"`
+	BlobBytes int64     `json:"blobBytes"`
+	BadBlobs  []BadBlob `json:"badBlobs,omitempty"`
+}
+
+// BadBlob is a blob that is missing, or whose content does not hash to
+// its name, with every Layer and path it breaks.
+type BadBlob struct {
+	Digest  string   `json:"digest"`
+	Problem string   `json:"problem"` // "missing", or "damaged: ..."
+	Layers  []string `json:"layers"`
+	Paths   []string `json:"paths"`
 }
 
 // Layer is a Layer as layerfsd prints it (import, show, log, and inside

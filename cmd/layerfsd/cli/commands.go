@@ -602,14 +602,19 @@ func cmdCheck(g *globals) *cobra.Command {
 	var quick bool
 	c := &cobra.Command{
 		Use:   "check --store DIR [--quick]",
-		Short: "check a Store's database whole (PRAGMA integrity_check); exit 3 when it is damaged",
-		Long: `Check a Store's database: PRAGMA integrity_check, which reads every page
-and checks every index against its table, or with --quick the check every
-command does when it opens a Store (the database's header against the file's
-size, and PRAGMA quick_check up to 64 MiB). It prints what ran, on how large
-a database, and how long it took; a damaged Store exits 3 with the problems
-found. A damaged Store is restored from a backup, or its trees re-imported
-into a new Store (layerfsd init, then layerfsd import).`,
+		Short: "check a Store whole: its database and every blob; exit 3 when it is damaged",
+		Long: `Check a Store: PRAGMA integrity_check, which reads every page of the
+database and checks every index against its table, then every blob, read
+whole and compared with its digest. Each damaged or missing blob is listed
+with the Layers and paths it breaks. With --quick, only the check every
+command does when it opens a Store (the database's header against the
+file's size, and PRAGMA quick_check up to 64 MiB), no blob read.
+
+It prints what ran, on how large a database and how many blobs, and how
+long it took. A damaged Store (a bad database page, a blob damaged or
+missing) exits 3 with the problems found. A damaged Store is restored from
+a backup, or its trees re-imported into a new Store (layerfsd init, then
+layerfsd import); a Workspace answers EIO for a damaged or missing blob.`,
 		Example: `  layerfsd check --store /s/store
   layerfsd check --store /s/store --quick --json`,
 		Args: exactArgs(0),
@@ -621,7 +626,7 @@ into a new Store (layerfsd init, then layerfsd import).`,
 			if quick {
 				level = layerfs.CheckQuick
 			}
-			res, err := layerfs.Check(c.Context(), store, level)
+			res, err := layerfs.Check(c.Context(), store, level, !quick)
 			if err != nil {
 				return err
 			}
@@ -634,11 +639,15 @@ into a new Store (layerfsd init, then layerfsd import).`,
 				return &layerfs.DamageError{Store: store, Check: res.FoundBy, Problems: res.Problems}
 			}
 			return g.print(res, func(w io.Writer) {
-				fmt.Fprintf(w, "store %s: ok (%s of %.1f MiB in %.1f ms)\n", res.Store, res.Check, float64(res.DBBytes)/(1<<20), float64(res.DurationNs)/1e6)
+				fmt.Fprintf(w, "store %s: ok (%s of %.1f MiB", res.Store, res.Check, float64(res.DBBytes)/(1<<20))
+				if !quick {
+					fmt.Fprintf(w, ", %d blobs, %.1f MiB read", res.Blobs, float64(res.BlobBytes)/(1<<20))
+				}
+				fmt.Fprintf(w, " in %.1f ms)\n", float64(res.DurationNs)/1e6)
 			})
 		},
 	}
 	c.Flags().StringVar(&store, "store", "", "Store directory")
-	c.Flags().BoolVar(&quick, "quick", false, "only the quick check every command does when it opens a Store")
+	c.Flags().BoolVar(&quick, "quick", false, "only the quick database check every command does when it opens a Store; no blob read")
 	return c
 }
