@@ -203,7 +203,13 @@ func Check(ctx context.Context, dir string, level CheckLevel, readBlobs bool) (*
 	}
 	defer s.Close()
 	if readBlobs {
+		// Shared with writers, exclusive of gc: no blob goes meanwhile.
+		l, err := s.lockGC(ctx, false)
+		if err != nil {
+			return nil, err
+		}
 		bc, err := s.CheckBlobs(ctx, 0)
+		l.unlock()
 		if err != nil {
 			return nil, err
 		}

@@ -4,8 +4,8 @@ package layerfs
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sort"
 	"syscall"
@@ -240,7 +240,11 @@ func (ws *Workspace) copyUpWith(in *inode, truncate, cloneOnly bool) syscall.Err
 			return syscall.EOPNOTSUPP
 		}
 		if !cloned {
-			n, err := io.Copy(dst, src)
+			// Data extents only: the blob's holes stay holes.
+			n, err := copySparse(context.Background(), src, dst, 0, in.size)
+			if err == nil {
+				err = dst.Truncate(in.size)
+			}
 			if err != nil {
 				src.Close()
 				return fail(err)
@@ -408,7 +412,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if !n.in.isRegular() {
 		return nil, 0, syscall.EINVAL
 	}
-	if !n.in.upper && !ws.noVerify && flags&syscall.O_TRUNC == 0 {
+	if !n.in.upper && !n.in.blob.IsZero() && !ws.noVerify && flags&syscall.O_TRUNC == 0 {
 		// The blob's first check hashes it whole: outside the lock,
 		// so that other requests go on meanwhile.
 		d := n.in.blob
@@ -416,8 +420,14 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		err := ws.store.verifyBlob(ctx, d)
 		ws.mu.Lock()
 		if err != nil && !n.in.upper && n.in.blob == d {
-			ws.badBlob(ctx, d, err)
-			return nil, 0, syscall.EIO
+			switch {
+			case errors.Is(err, ErrBadBlob):
+				ws.badBlob(ctx, d, err)
+				return nil, 0, syscall.EIO
+			case ctx.Err() != nil:
+				return nil, 0, syscall.EINTR
+			}
+			return nil, 0, ws.failed(fmt.Errorf("checking blob %s: %w", d.Short(), err))
 		}
 	}
 	if wantsLazy(n.in, flags) && !ws.cloneUp(n.in) {

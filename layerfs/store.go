@@ -50,8 +50,11 @@ func synchronous(p Profile) string {
 }
 
 // SchemaVersion is the version of the database schema this code writes. A
-// Store with a newer schema is refused with ErrNewerSchema.
-const SchemaVersion = 1
+// Store with a newer schema is refused with ErrNewerSchema. Schema 2 has
+// schema 1's tables; it names blobs over 1 MiB by their chunked digest
+// (sparse.go), so that hashing skips holes. Schema 1 Stores are still read
+// and written, with plain SHA-256 names.
+const SchemaVersion = 2
 
 const (
 	dbName       = "layerfs.db"
@@ -95,6 +98,7 @@ type Store struct {
 	dir     string
 	db      *sql.DB
 	profile Profile
+	schema  int // the database's user_version: how blobs are named
 
 	statements atomic.Int64 // SQL statements executed
 	getTree    *sql.Stmt
@@ -294,7 +298,7 @@ func OpenWith(ctx context.Context, dir string, opts OpenOptions) (*Store, error)
 	}
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
-	s := &Store{dir: dir, db: db, profile: p}
+	s := &Store{dir: dir, db: db, profile: p, schema: version}
 	s.getTree, err = db.PrepareContext(ctx, "SELECT data FROM trees WHERE digest = ?")
 	if err != nil {
 		db.Close()
