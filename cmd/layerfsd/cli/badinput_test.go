@@ -196,7 +196,7 @@ func TestDaemonLogsEIOOncePerCause(t *testing.T) {
 	db.Close()
 	// The database check cannot tell; reading the trees can.
 	run(t, daemonapi.ExitOK, "check", "--store", e.store, "--quick")
-	if r := run(t, daemonapi.ExitStore, "check", "--store", e.store); !strings.Contains(r.stdout, "directory /sub/") {
+	if r := run(t, daemonapi.ExitStore, "check", "--store", e.store); !strings.Contains(r.stdout, "trees: directory /") || !strings.Contains(r.stdout, "content hashes to") {
 		t.Errorf("check does not name the damaged directory:\n%s", r.stdout)
 	}
 	e.mount(t)
