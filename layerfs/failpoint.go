@@ -54,8 +54,15 @@ func parseFailpoints(s string) map[string]*failpointAction {
 	return out
 }
 
+// failpointFuncs are functions tests of this package run at a step, set
+// before the step can run.
+var failpointFuncs = map[string]func(){}
+
 // failpoint runs what LAYERFS_FAILPOINTS says for the step name, if anything.
 func failpoint(name string) {
+	if f, ok := failpointFuncs[name]; ok {
+		f()
+	}
 	a, ok := failpoints[name]
 	if !ok {
 		return

@@ -38,6 +38,8 @@ func TestFaults(t *testing.T) {
 		{"killed commits", testKilledCommits},
 		{"disk full/commit", func(t *testing.T) { testDiskFull(t, "commit") }},
 		{"disk full/import", func(t *testing.T) { testDiskFull(t, "import") }},
+		{"stopped commit", func(t *testing.T) { testStoppedCommit(t, false) }},
+		{"stopped commit beside a writer", func(t *testing.T) { testStoppedCommit(t, true) }},
 		{"flipped byte", func(t *testing.T) { testBadBlob(t, "flipped byte") }},
 		{"deleted blob", func(t *testing.T) { testBadBlob(t, "deleted blob") }},
 		{"sparse", testHolesKept},
@@ -525,5 +527,75 @@ func TestGC(t *testing.T) {
 	}
 	if res, err := s.GC(ctx); err != nil || res.Blobs+res.BlobRows+res.Trees+res.TempFiles != 0 {
 		t.Errorf("a second gc: %+v %v, want nothing to do", res, err)
+	}
+}
+
+// testStoppedCommit stops a Commit (its context canceled) right after it
+// moved the first data file into the blobs: the Commit fails, every file
+// of the Workspace reads as before, and the blob goes; beside another
+// writer (gc.lock held shared) the blob stays for gc, the file comes back
+// as a copy, and gc then removes the blob without touching the file. The
+// next Commit stores it all.
+func testStoppedCommit(t *testing.T, besideWriter bool) {
+	s := newStore(t, ProfileFast)
+	ws := mountWS(t, s, nil)
+	files := map[string][]byte{}
+	for i := 0; i < 3; i++ {
+		b := bytes.Repeat([]byte{byte('a' + i)}, 100<<10+i)
+		files[fmt.Sprintf("f%d", i)] = b
+		if err := os.WriteFile(filepath.Join(ws.Mountpoint(), fmt.Sprintf("f%d", i)), b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readAll := func(when string) {
+		t.Helper()
+		for name, b := range files {
+			p := filepath.Join(ws.Mountpoint(), name)
+			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, b) {
+				t.Errorf("%s: %s differs (%v)", when, name, err)
+			}
+			if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o640 {
+				t.Errorf("%s: %s: %v %v", when, name, fi.Mode(), err)
+			}
+		}
+	}
+	before := len(blobFiles(t, s))
+	var writer *storeLock
+	if besideWriter {
+		var err error
+		if writer, err = s.lockGC(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	failpointFuncs["blob-installed"] = cancel
+	_, err := ws.Commit(ctx, "stopped")
+	delete(failpointFuncs, "blob-installed")
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("the stopped Commit: %v, want context.Canceled", err)
+	}
+	readAll("after the stopped Commit")
+	left := len(blobFiles(t, s)) - before
+	switch {
+	case !besideWriter && left != 0:
+		t.Errorf("the stopped Commit left %d blobs", left)
+	case besideWriter && (left != 1 || !strings.Contains(err.Error(), "layerfsd gc")):
+		t.Errorf("beside a writer, the stopped Commit left %d blobs (want 1, for gc) and said %q", left, err)
+	}
+	if besideWriter {
+		writer.unlock()
+		gc, err := s.GC(context.Background())
+		if err != nil || gc.Blobs != 1 {
+			t.Errorf("gc after the writer: %+v %v, want the one blob left", gc, err)
+		}
+		readAll("after gc")
+	}
+	res, err := ws.Commit(context.Background(), "whole")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll("after the next Commit")
+	if res.UpToDate {
+		t.Errorf("the next Commit found nothing to store")
 	}
 }

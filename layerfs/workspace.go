@@ -783,13 +783,20 @@ func (c *commit) rollback() string {
 		return ""
 	}
 	ws := c.ws
-	if !c.lock.tryExclusive() {
-		return fmt.Sprintf("left %d blobs it wrote for `layerfsd gc` (another commit or import is running)", len(c.moved)+len(c.created))
-	}
+	exclusive := c.lock.tryExclusive()
 	var errs []error
 	for _, m := range c.moved {
 		in, p := m.f.in, ws.upperPath(m.f.in)
-		if err := os.Rename(ws.store.blobPath(m.f.digest), p); err != nil {
+		if exclusive {
+			err := os.Rename(ws.store.blobPath(m.f.digest), p)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		} else if err := copyBack(ws.store.blobPath(m.f.digest), p, in); err != nil {
+			// Another writer may have taken the blob for a duplicate
+			// of its own: it stays, and the data file comes back as a
+			// copy, so gc can never take the Workspace's data.
 			errs = append(errs, err)
 			continue
 		}
@@ -798,14 +805,48 @@ func (c *commit) rollback() string {
 		}
 		in.upper, in.blob = true, m.blob
 	}
-	if _, err := ws.store.removeCreated(c.created); err != nil {
-		errs = append(errs, err)
+	if exclusive {
+		if _, err := ws.store.removeCreated(c.created); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	n := len(c.moved) + len(c.created)
 	c.moved, c.created = nil, nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Sprintf("could not undo all it wrote (%v); `layerfsd gc` removes what is left", err)
 	}
+	if !exclusive {
+		return fmt.Sprintf("left %d blobs it wrote for `layerfsd gc` (another commit or import is running)", n)
+	}
 	return ""
+}
+
+// copyBack copies the blob at src to a new data file of in at dst, holes
+// kept, with in's owner and times (its mode is the caller's).
+func copyBack(src, dst string, in *inode) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = copyFileSparse(context.Background(), f, out)
+	if err == nil {
+		err = out.Chown(int(in.uid), int(in.gid))
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.UtimesNanoAt(unix.AT_FDCWD, dst, []unix.Timespec{unix.NsecToTimespec(in.atime), unix.NsecToTimespec(in.mtime)}, 0)
+	}
+	if err != nil {
+		os.Remove(dst)
+	}
+	return err
 }
 
 // writeLayer writes the Layer, its trees and its blobs' rows in one
