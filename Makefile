@@ -149,6 +149,10 @@ bench-layerfs: deps ## The twelve cells on a LayerFS workspace, a plain director
 	@echo "the same cells with everything on XFS, whose reflinks make copy-ups clones:"
 	scripts/with-loopfs xfs $(GO) test -count=1 -run '^$$' -bench Cells -benchtime 3x -timeout 45m ./layerfs/
 
+.PHONY: bench-layerfs-verify
+bench-layerfs-verify: ## What checking a blob against its digest costs: C09's cold read of 64 MiB with and without, alternating, and their ratio (root, FUSE)
+	$(GO) test -count=1 -run '^$$' -bench ColdReadVerify -benchtime 10x -v ./layerfs/
+
 .PHONY: bench-uring
 bench-uring: deps ## FUSE over io_uring against /dev/fuse: 1,000 creates through go-fuse's loopback over each, in process and as C01's shell (root; turns enable_uring on for the run and restores it)
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 20x -timeout 10m ./layerfs/uring/

@@ -3,6 +3,7 @@
 package layerfs
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -20,26 +21,49 @@ import (
 // hashBufPool holds read buffers for hashing.
 var hashBufPool = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
-// hashFile returns the SHA-256 and size of the file at path.
-func hashFile(path string) (Digest, int64, error) {
+// digestFile returns the digest of the file at path as this Store names
+// blobs, its size, and how many bytes it read. It stops when ctx ends.
+func (s *Store) digestFile(ctx context.Context, path string) (Digest, int64, int64, error) {
+	if s.schema >= 2 {
+		return chunkedDigest(ctx, path)
+	}
+	return hashFileCtx(ctx, path)
+}
+
+// hashFileCtx returns the SHA-256 of the file at path, its size and how
+// many bytes it read, checking ctx between buffers.
+func hashFileCtx(ctx context.Context, path string) (Digest, int64, int64, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOATIME, 0)
 	if errors.Is(err, fs.ErrPermission) {
 		f, err = os.Open(path)
 	}
 	if err != nil {
-		return Digest{}, 0, fmt.Errorf("hashing %q: %w", path, err)
+		return Digest{}, 0, 0, fmt.Errorf("hashing %q: %w", path, err)
 	}
 	defer f.Close()
 	h := sha256.New()
 	bp := hashBufPool.Get().(*[]byte)
 	defer hashBufPool.Put(bp)
-	n, err := io.CopyBuffer(h, onlyReader{f}, *bp)
+	n, err := io.CopyBuffer(h, onlyReader{ctxReader{ctx, f}}, *bp)
 	if err != nil {
-		return Digest{}, 0, fmt.Errorf("hashing %q: %w", path, err)
+		return Digest{}, 0, n, fmt.Errorf("hashing %q: %w", path, err)
 	}
 	var d Digest
 	h.Sum(d[:0])
-	return d, n, nil
+	return d, n, n, nil
+}
+
+// ctxReader stops reading once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (r ctxReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.r.Read(p)
 }
 
 // onlyReader hides a file's WriterTo so that io.CopyBuffer uses the buffer.
@@ -57,8 +81,9 @@ func (s *Store) tempFile() (*os.File, error) {
 
 // copyToTemp copies the file at src into a new temporary file in the Store
 // (copy_file_range: in the kernel, a reflink where the filesystem has them),
-// and returns the temporary file's path.
-func (s *Store) copyToTemp(src string) (string, error) {
+// data extents only, so that its holes stay holes, and returns the
+// temporary file's path.
+func (s *Store) copyToTemp(ctx context.Context, src string) (string, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return "", fmt.Errorf("copying %q into the store: %w", src, err)
@@ -68,7 +93,7 @@ func (s *Store) copyToTemp(src string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	_, err = io.Copy(out, in)
+	_, err = copyFileSparse(ctx, in, out)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
@@ -81,39 +106,42 @@ func (s *Store) copyToTemp(src string) (string, error) {
 
 // installBlob makes the file at path the blob d: renamed into place, or
 // removed if the blob already exists. The file must not change afterwards.
-func (s *Store) installBlob(path string, d Digest) error {
+// created says whether this call put the blob there.
+func (s *Store) installBlob(path string, d Digest) (created bool, err error) {
 	dst := s.blobPath(d)
 	if _, err := os.Lstat(dst); err == nil {
 		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("removing duplicate of blob %s: %w", d.Short(), err)
+			return false, fmt.Errorf("removing duplicate of blob %s: %w", d.Short(), err)
 		}
-		return nil
+		return false, nil
 	}
 	if err := os.Chmod(path, 0o444); err != nil {
-		return fmt.Errorf("installing blob %s: %w", d.Short(), err)
+		return false, fmt.Errorf("installing blob %s: %w", d.Short(), err)
 	}
 	if err := os.Rename(path, dst); err != nil {
-		return fmt.Errorf("installing blob %s from %q: %w", d.Short(), path, err)
+		return false, fmt.Errorf("installing blob %s from %q: %w", d.Short(), path, err)
 	}
-	return nil
+	failpoint("blob-installed")
+	return true, nil
 }
 
 // ingestFile copies the file at src into the Store as a blob, hashing the
-// copy (the bytes that are kept are the bytes that were hashed).
-func (s *Store) ingestFile(src string) (Digest, int64, error) {
-	tmp, err := s.copyToTemp(src)
+// copy (the bytes that are kept are the bytes that were hashed). created
+// says whether the blob is new.
+func (s *Store) ingestFile(ctx context.Context, src string) (d Digest, n int64, created bool, err error) {
+	tmp, err := s.copyToTemp(ctx, src)
 	if err != nil {
-		return Digest{}, 0, err
+		return Digest{}, 0, false, err
 	}
-	d, n, err := hashFile(tmp)
+	d, n, _, err = s.digestFile(ctx, tmp)
 	if err == nil {
-		err = s.installBlob(tmp, d)
+		created, err = s.installBlob(tmp, d)
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return Digest{}, 0, err
+		return Digest{}, 0, false, err
 	}
-	return d, n, nil
+	return d, n, created, nil
 }
 
 // Workers returns how many hashing workers Commit and import use:

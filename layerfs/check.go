@@ -180,26 +180,51 @@ func dbBytes(path string) int64 {
 	return n
 }
 
-// Check checks the Store in dir at level without opening it for use. A
-// damaged Store is not an error here: the result says what was found. An
-// error means the check could not run, or dir is not a Store at all.
-func Check(ctx context.Context, dir string, level CheckLevel) (*CheckResult, error) {
+// Check checks the Store in dir at level without opening it for use; with
+// readBlobs it then reads every blob and compares it with its digest
+// (CheckBlobs). A damaged Store is not an error here: the result says what
+// was found. An error means the check could not run, or dir is not a Store
+// at all.
+func Check(ctx context.Context, dir string, level CheckLevel, readBlobs bool) (*CheckResult, error) {
 	t0 := time.Now()
 	s, err := OpenWith(ctx, dir, OpenOptions{Check: level})
 	res := &CheckResult{Store: dir, DBBytes: dbBytes(filepath.Join(dir, dbName)), Check: level.String(), Problems: []string{}}
 	if level == CheckQuick && res.DBBytes > QuickCheckMaxBytes || level == CheckHeader {
 		res.Check = "header"
 	}
-	res.DurationNs = int64(time.Since(t0))
 	var de *DamageError
 	switch {
 	case errors.As(err, &de):
+		res.DurationNs = int64(time.Since(t0))
 		res.FoundBy, res.Problems = de.Check, de.Problems
 		return res, nil
 	case err != nil:
 		return nil, err
 	}
-	s.Close()
-	res.OK = true
+	defer s.Close()
+	if readBlobs {
+		// Shared with writers, exclusive of gc: no blob goes meanwhile.
+		l, err := s.lockGC(ctx, false)
+		if err != nil {
+			return nil, err
+		}
+		bc, err := s.CheckBlobs(ctx, 0)
+		l.unlock()
+		if err != nil {
+			return nil, err
+		}
+		res.Check += "+blobs"
+		res.Blobs, res.BlobBytes, res.BadBlobs = bc.Blobs, bc.Bytes, bc.Bad
+		if len(bc.Trees) > 0 {
+			res.FoundBy = "trees"
+			res.Problems = append(res.Problems, bc.Trees...)
+		}
+		for _, b := range bc.Bad {
+			res.FoundBy = "blobs"
+			res.Problems = append(res.Problems, describeBadBlob(b))
+		}
+	}
+	res.DurationNs = int64(time.Since(t0))
+	res.OK = len(res.Problems) == 0
 	return res, nil
 }

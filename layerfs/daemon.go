@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -113,7 +114,13 @@ func isMountpoint(dir string) bool { return mountinfo.IsMountpoint(dir) }
 func cleanStale(storeDir, workspace string) []string {
 	var fixed []string
 	detach := func(dir, why string) {
+		// Detached, then its connection aborted: whatever still waits
+		// on the dead daemon fails instead of hanging.
+		minor, hasConn := fuseConnection(dir)
 		if err := unmount(dir, unix.MNT_DETACH); err == nil {
+			if hasConn {
+				abortConnection(minor)
+			}
 			fixed = append(fixed, fmt.Sprintf("unmounted stale mount %s (%s)", dir, why))
 		} else {
 			fixed = append(fixed, fmt.Sprintf("could not unmount stale mount %s: %v", dir, err))
@@ -161,6 +168,97 @@ func cleanStale(storeDir, workspace string) []string {
 		}
 	}
 	return fixed
+}
+
+// fuseConnection is the FUSE connection (its number under
+// /sys/fs/fuse/connections, the mount's device minor) of the mount at dir,
+// read from mountinfo: a dead mount cannot be stat'ed.
+func fuseConnection(dir string) (uint32, bool) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return 0, false
+	}
+	var minor uint32
+	found := false
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || strings.ReplaceAll(f[4], "\\040", " ") != dir {
+			continue
+		}
+		if _, minorText, ok := strings.Cut(f[2], ":"); ok {
+			if n, err := strconv.ParseUint(minorText, 10, 32); err == nil {
+				minor, found = uint32(n), true // the last mount there is the one seen
+			}
+		}
+	}
+	return minor, found
+}
+
+// ErrDaemonAlive says a daemon that does not answer is still alive: its
+// mount is not cleared from under it.
+var ErrDaemonAlive = errors.New("the daemon is alive")
+
+// ClearDeadMount clears what a daemon that died left (for `layerfsd
+// unmount` when nobody answers on the control socket): its mount, detached
+// lazily and its FUSE connection aborted, so nothing hangs on it; its
+// control socket; and, given the Store, its mount record and overlay. It
+// takes the Store's mount lock first, which only a dead daemon leaves free;
+// without the Store, it clears the mount only if the mount answers as dead
+// (ENOTCONN). It returns what it did.
+func ClearDeadMount(store, workspace, control string) ([]string, error) {
+	for _, p := range []*string{&store, &workspace, &control} {
+		if *p != "" {
+			abs, err := filepath.Abs(*p)
+			if err != nil {
+				return nil, err
+			}
+			*p = abs
+		}
+	}
+	var fixed []string
+	if store != "" {
+		lock, err := lockStore(store)
+		if err != nil {
+			return nil, fmt.Errorf("clearing the mount of store %q: %w", store, err)
+		}
+		defer lock.Close()
+		if b, err := os.ReadFile(filepath.Join(store, mountInfoNam)); err == nil {
+			var r mountRecord
+			if json.Unmarshal(b, &r) == nil && r.Workspace != "" && workspace == "" {
+				workspace = r.Workspace
+			}
+		}
+		fixed = cleanStale(store, workspace)
+	} else if workspace != "" && isMountpoint(workspace) {
+		if err := probeMount(workspace); !isDeadMount(err) {
+			return nil, fmt.Errorf("clearing the mount at %q: %w (it still answers%s); give --store to check by the Store's lock, or stop the daemon", workspace, ErrDaemonAlive, errSuffix(err))
+		}
+		minor, hasConn := fuseConnection(workspace)
+		if err := unmount(workspace, unix.MNT_DETACH); err != nil {
+			return nil, fmt.Errorf("clearing the mount at %q: %w", workspace, err)
+		}
+		if hasConn {
+			abortConnection(minor)
+		}
+		fixed = append(fixed, fmt.Sprintf("unmounted stale mount %s (its daemon is gone)", workspace))
+	}
+	if control != "" {
+		if fi, err := os.Lstat(control); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			if c, err := net.DialTimeout("unix", control, 200*time.Millisecond); err == nil {
+				c.Close()
+			} else if os.Remove(control) == nil {
+				fixed = append(fixed, fmt.Sprintf("removed stale control socket %s", control))
+			}
+		}
+	}
+	return fixed, nil
+}
+
+func errSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ": " + err.Error()
 }
 
 // probeMount asks the file system mounted at dir for something it must
@@ -302,7 +400,10 @@ func Serve(ctx context.Context, cfg ServeConfig, ready func(ReadyInfo)) (err err
 			reply(w, nil, fmt.Errorf("reading commit request: %w", err))
 			return
 		}
-		res, err := ws.Commit(context.WithoutCancel(r.Context()), req.Message)
+		// The daemon's context, not the request's: a Commit ends when
+		// the daemon is told to stop (SIGINT, SIGTERM), and then
+		// leaves the Store as it was; not when its client goes.
+		res, err := ws.Commit(ctx, req.Message)
 		if err != nil {
 			reply(w, nil, err)
 			return

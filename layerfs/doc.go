@@ -10,7 +10,9 @@
 // A Store is one directory holding a SQLite database (layerfs.db, opened with
 // the pure-Go modernc.org/sqlite driver so binaries stay static) and
 // content-addressed blobs (blobs/ab/abcdef..., named by the SHA-256 of their
-// bytes, read-only once written). The database holds tree objects (one per
+// bytes, or over 1 MiB by a chunked SHA-256 that skips holes (sparse.go);
+// read-only once written, checked against their names on first open
+// (verify.go), holes kept). The database holds tree objects (one per
 // directory, also content-addressed, so identical subtrees are stored once)
 // and Layers. Three profiles set how hard the Store works to survive a crash:
 // Durable (WAL, synchronous=FULL, blobs synced before the transaction that
@@ -47,7 +49,9 @@
 // builds tree objects only for directories that were loaded, moves each
 // closed data file into the blobs by rename (a copy when the overlay is on
 // another filesystem, a private copy for a file still open), and writes the
-// Layer in one transaction. The new Layer becomes the Workspace's base.
+// Layer in one transaction. The new Layer becomes the Workspace's base. A
+// Commit that fails or whose context ends puts everything back and removes
+// the blobs it created; GC removes what a killed one left (gc.go).
 //
 // # Kernel features
 //

@@ -4,8 +4,8 @@ package layerfs
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sort"
 	"syscall"
@@ -213,6 +213,11 @@ func (ws *Workspace) copyUpWith(in *inode, truncate, cloneOnly bool) syscall.Err
 		return ws.failed(fmt.Errorf("copy-up of inode %d: %w", in.ino, err))
 	}
 	if !truncate && in.size > 0 {
+		if err := ws.verifyFor(context.Background(), in.blob); err != nil {
+			dst.Close()
+			os.Remove(p)
+			return syscall.EIO
+		}
 		src, err := os.Open(ws.store.blobPath(in.blob))
 		if err != nil {
 			return fail(err)
@@ -235,7 +240,11 @@ func (ws *Workspace) copyUpWith(in *inode, truncate, cloneOnly bool) syscall.Err
 			return syscall.EOPNOTSUPP
 		}
 		if !cloned {
-			n, err := io.Copy(dst, src)
+			// Data extents only: the blob's holes stay holes.
+			n, err := copySparse(context.Background(), src, dst, 0, in.size)
+			if err == nil {
+				err = dst.Truncate(in.size)
+			}
 			if err != nil {
 				src.Close()
 				return fail(err)
@@ -379,6 +388,9 @@ func (ws *Workspace) openData(in *inode, flags uint32) (fs.FileHandle, syscall.E
 		f, err = os.OpenFile(ws.upperPath(in), int(flags&^openFlagsDropped)|syscall.O_CLOEXEC, 0)
 	} else {
 		h.onBlob = true
+		if err := ws.verifyFor(context.Background(), in.blob); err != nil {
+			return nil, syscall.EIO
+		}
 		f, err = os.OpenFile(ws.store.blobPath(in.blob), syscall.O_RDONLY|syscall.O_CLOEXEC|int(flags&syscall.O_DIRECT), 0)
 	}
 	if err != nil {
@@ -399,6 +411,24 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	defer ws.mu.Unlock()
 	if !n.in.isRegular() {
 		return nil, 0, syscall.EINVAL
+	}
+	if !n.in.upper && !n.in.blob.IsZero() && !ws.noVerify && flags&syscall.O_TRUNC == 0 {
+		// The blob's first check hashes it whole: outside the lock,
+		// so that other requests go on meanwhile.
+		d := n.in.blob
+		ws.mu.Unlock()
+		err := ws.store.verifyBlob(ctx, d)
+		ws.mu.Lock()
+		if err != nil && !n.in.upper && n.in.blob == d {
+			switch {
+			case errors.Is(err, ErrBadBlob):
+				ws.badBlob(ctx, d, err)
+				return nil, 0, syscall.EIO
+			case ctx.Err() != nil:
+				return nil, 0, syscall.EINTR
+			}
+			return nil, 0, ws.failed(fmt.Errorf("checking blob %s: %w", d.Short(), err))
+		}
 	}
 	if wantsLazy(n.in, flags) && !ws.cloneUp(n.in) {
 		return ws.openLazy(n.in, flags)

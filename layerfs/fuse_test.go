@@ -5,7 +5,6 @@ package layerfs
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -787,7 +786,11 @@ func TestCopyUpClonesWhereItCan(t *testing.T) {
 				t.Errorf("on ext4 the copy-up should be lazy, with the writes through the daemon")
 			}
 			// The base Layer still reads as it was.
-			blob, err := os.ReadFile(s.blobPath(Digest(sha256.Sum256(base))))
+			ents, err := s.loadTree(ctx, l.Root.Content)
+			if err != nil || len(ents) != 1 {
+				t.Fatalf("base layer: %v %v", ents, err)
+			}
+			blob, err := os.ReadFile(s.blobPath(ents[0].Content))
 			if err != nil || !bytes.Equal(blob, base) {
 				t.Errorf("the base blob changed (err %v)", err)
 			}

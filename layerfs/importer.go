@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"syscall"
 	"time"
 
@@ -166,6 +167,22 @@ func (s *Store) Import(ctx context.Context, dir string, opts ImportOptions) (*La
 			return nil, fmt.Errorf("importing %q: parent: %w", dir, err)
 		}
 	}
+	lock, err := s.lockGC(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("importing %q: %w", dir, err)
+	}
+	defer lock.unlock()
+	var (
+		createdMu sync.Mutex
+		created   []Digest // blobs this import put in the Store
+	)
+	// A failed or stopped import removes the blobs it wrote.
+	fail := func(err error) (*Layer, error) {
+		if why := s.rollback(lock, created); why != "" {
+			err = fmt.Errorf("%w; %s", err, why)
+		}
+		return nil, err
+	}
 	root := &importNode{path: dir}
 	var files []*importNode
 	inodes := map[[2]uint64][]*importNode{}
@@ -178,11 +195,16 @@ func (s *Store) Import(ctx context.Context, dir string, opts ImportOptions) (*La
 	}
 	nl := &newLayer{blobs: map[Digest]int64{}, trees: map[Digest][]byte{}}
 	sizes := make([]int64, len(files))
-	err := parallel(len(files), workers, func(i int) error {
+	err = parallel(len(files), workers, func(i int) error {
 		if err := ctx.Err(); err != nil {
-			return err
+			return fmt.Errorf("importing %q: %w", dir, err)
 		}
-		d, n, err := s.ingestFile(files[i].path)
+		d, n, isNew, err := s.ingestFile(ctx, files[i].path)
+		if isNew {
+			createdMu.Lock()
+			created = append(created, d)
+			createdMu.Unlock()
+		}
 		if err != nil {
 			return fmt.Errorf("importing: %w", err)
 		}
@@ -190,7 +212,7 @@ func (s *Store) Import(ctx context.Context, dir string, opts ImportOptions) (*La
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	for i, f := range files {
 		nl.blobs[f.blob] = sizes[i]
@@ -251,7 +273,7 @@ func (s *Store) Import(ctx context.Context, dir string, opts ImportOptions) (*La
 	l.ID = layerID(l.Parent, &l.Root, l.Message, l.Time)
 	nl.layer = l
 	if err := s.writeLayer(ctx, nl); err != nil {
-		return nil, fmt.Errorf("importing %q: %w", dir, err)
+		return fail(fmt.Errorf("importing %q: %w", dir, err))
 	}
 	return l, nil
 }

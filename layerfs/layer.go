@@ -260,6 +260,7 @@ func (s *Store) writeLayer(ctx context.Context, nl *newLayer) error {
 		return fmt.Errorf("writing layer %s to %q: %w", l.ID.Short(), s.dir, err)
 	}
 	s.statements.Add(1)
+	failpoint("layer-tx")
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing layer %s to %q: %w", l.ID.Short(), s.dir, err)
 	}

@@ -87,8 +87,9 @@ func (ws *Workspace) startLazy(in *inode) syscall.Errno {
 		return ws.errno(err)
 	}
 	// Allocate the blocks now (as unwritten extents, one cheap metadata
-	// operation) rather than one page at a time under the writes.
-	if err := unix.Fallocate(fd, 0, 0, in.size); err != nil {
+	// operation) rather than one page at a time under the writes; not
+	// for a sparse blob, whose holes would become allocated blocks.
+	if ws.blobHasHoles(in) || unix.Fallocate(fd, 0, 0, in.size) != nil {
 		if err := unix.Ftruncate(fd, in.size); err != nil {
 			return fail(err)
 		}
@@ -111,6 +112,16 @@ func (ws *Workspace) startLazy(in *inode) syscall.Errno {
 	return 0
 }
 
+// blobHasHoles says whether the blob of in has holes.
+func (ws *Workspace) blobHasHoles(in *inode) bool {
+	f, err := os.Open(ws.store.blobPath(in.blob))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return hasHoles(int(f.Fd()), in.size)
+}
+
 // finishLazy fills the ranges nobody wrote from the blob. The data file's
 // mtime is what the writes made it.
 func (ws *Workspace) finishLazy(in *inode) syscall.Errno {
@@ -125,6 +136,9 @@ func (ws *Workspace) finishLazy(in *inode) syscall.Errno {
 	gaps := l.gaps()
 	if len(gaps) == 0 {
 		return 0
+	}
+	if err := ws.verifyFor(context.Background(), in.blob); err != nil {
+		return syscall.EIO
 	}
 	p := ws.upperPath(in)
 	var st unix.Stat_t
@@ -142,8 +156,10 @@ func (ws *Workspace) finishLazy(in *inode) syscall.Errno {
 	}
 	defer dst.Close()
 	for _, g := range gaps {
-		n, err := copyRange(int(src.Fd()), g.start, int(dst.Fd()), g.start, int(g.end-g.start))
-		ws.tel.copyUpBytes.Add(int64(n))
+		// Data extents only: the blob's holes stay holes (startLazy
+		// left the data file sparse where the blob is).
+		n, err := copySparse(context.Background(), src, dst, g.start, g.end)
+		ws.tel.copyUpBytes.Add(n)
 		if err != nil {
 			return ws.failed(fmt.Errorf("finishing copy-up of inode %d: %w", in.ino, err))
 		}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,8 +50,11 @@ func synchronous(p Profile) string {
 }
 
 // SchemaVersion is the version of the database schema this code writes. A
-// Store with a newer schema is refused with ErrNewerSchema.
-const SchemaVersion = 1
+// Store with a newer schema is refused with ErrNewerSchema. Schema 2 has
+// schema 1's tables; it names blobs over 1 MiB by their chunked digest
+// (sparse.go), so that hashing skips holes. Schema 1 Stores are still read
+// and written, with plain SHA-256 names.
+const SchemaVersion = 2
 
 const (
 	dbName       = "layerfs.db"
@@ -94,9 +98,16 @@ type Store struct {
 	dir     string
 	db      *sql.DB
 	profile Profile
+	schema  int // the database's user_version: how blobs are named
 
 	statements atomic.Int64 // SQL statements executed
 	getTree    *sql.Stmt
+
+	// verified holds the blobs this process has checked against their
+	// digests (Digest → struct{}); verifying serializes the first check
+	// of each (Digest → *sync.Mutex). See verify.go.
+	verified, verifying sync.Map
+	verifiedBytes       atomic.Int64 // bytes read to verify blobs
 }
 
 // Dir returns the Store's directory.
@@ -287,7 +298,7 @@ func OpenWith(ctx context.Context, dir string, opts OpenOptions) (*Store, error)
 	}
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
-	s := &Store{dir: dir, db: db, profile: p}
+	s := &Store{dir: dir, db: db, profile: p, schema: version}
 	s.getTree, err = db.PrepareContext(ctx, "SELECT data FROM trees WHERE digest = ?")
 	if err != nil {
 		db.Close()

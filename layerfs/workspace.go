@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,8 +56,11 @@ type MountOptions struct {
 	// and Features.TransportReason says why), uring.URing (io_uring or
 	// an error) or uring.Dev (/dev/fuse).
 	Transport uring.Transport
-	Debug     bool
-	Logger    *log.Logger
+	// NoVerify turns off checking each blob against its digest on its
+	// first open (verify.go): for measuring what the check costs.
+	NoVerify bool
+	Debug    bool
+	Logger   *log.Logger
 }
 
 // Features says which kernel features a mount uses.
@@ -99,7 +103,10 @@ type Workspace struct {
 	closed     bool
 
 	causesMu sync.Mutex
-	causes   map[string]int // errors answered to the kernel, by cause (see failed)
+	causes   map[string]int  // errors answered to the kernel, by cause (see failed)
+	badBlobs map[Digest]bool // blobs found bad and logged (see badBlob)
+
+	noVerify bool // MountOptions.NoVerify
 }
 
 func (ws *Workspace) logf(format string, args ...any) {
@@ -240,7 +247,7 @@ func Mount(ctx context.Context, s *Store, mountpoint string, opts MountOptions) 
 		return nil, fmt.Errorf("mounting workspace at %q: creating overlay: %w", mountpoint, err)
 	}
 	ws := &Workspace{store: s, mountpoint: mountpoint, upperDir: upper, logger: opts.Logger,
-		workers: opts.Workers, base: base, links: map[uint64]*inode{},
+		workers: opts.Workers, base: base, links: map[uint64]*inode{}, noVerify: opts.NoVerify,
 		releasing: map[<-chan struct{}]*handle{},
 		reap:      make(chan string, 4096), reaped: make(chan struct{})}
 	go ws.reaper()
@@ -415,6 +422,8 @@ type CommitResult struct {
 	// Hashed is how many files were hashed, HashedBytes their size.
 	Hashed      int
 	HashedBytes int64
+	// ReadBytes is how many bytes hashing read: holes are not read.
+	ReadBytes int64
 	// DurationNs is the daemon's time for the whole Commit.
 	DurationNs int64
 }
@@ -422,7 +431,7 @@ type CommitResult struct {
 // Info is the result as layerfsd prints it.
 func (r *CommitResult) Info() daemonapi.CommitResult {
 	return daemonapi.CommitResult{Layer: r.Layer.Info(), UpToDate: r.UpToDate,
-		Hashed: r.Hashed, HashedBytes: r.HashedBytes, DurationNs: r.DurationNs}
+		Hashed: r.Hashed, HashedBytes: r.HashedBytes, ReadBytes: r.ReadBytes, DurationNs: r.DurationNs}
 }
 
 // commitFile is one upper data file a Commit stores.
@@ -446,9 +455,20 @@ func (ws *Workspace) Commit(ctx context.Context, message string) (*CommitResult,
 	if ws.closed {
 		return nil, errors.New("committing workspace: it is unmounted")
 	}
-	c := &commit{ws: ws}
+	lock, err := ws.store.lockGC(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("committing workspace: %w", err)
+	}
+	defer lock.unlock()
+	c := &commit{ws: ws, ctx: ctx, lock: lock}
+	// A failed or stopped Commit leaves the Store and the Workspace as
+	// they were: its temporary copies and the blobs it created go, the
+	// data files it moved into the blobs come back.
 	fail := func(err error) (*CommitResult, error) {
 		c.removeTemps()
+		if why := c.rollback(); why != "" {
+			err = fmt.Errorf("%w; %s", err, why)
+		}
 		return nil, fmt.Errorf("committing workspace: %w", err)
 	}
 	if err := c.collect(); err != nil {
@@ -459,6 +479,7 @@ func (ws *Workspace) Commit(ctx context.Context, message string) (*CommitResult,
 	}
 	res := &CommitResult{}
 	res.Hashed, res.HashedBytes = c.hashed()
+	res.ReadBytes = c.readBytes.Load()
 	c.buildTrees()
 	if c.unchanged() {
 		c.removeTemps()
@@ -471,6 +492,7 @@ func (ws *Workspace) Commit(ctx context.Context, message string) (*CommitResult,
 		if err != nil {
 			return fail(err)
 		}
+		c.afterWrite()
 		c.adopt(l)
 		res.Layer = l
 	}
@@ -482,9 +504,19 @@ func (ws *Workspace) Commit(ctx context.Context, message string) (*CommitResult,
 // commit is one Commit under way, its steps in the order Commit runs them.
 // The Workspace's lock is held throughout: the tree cannot change under it.
 type commit struct {
-	ws    *Workspace
-	files []*commitFile
-	sums  map[*inode]*commitFile // files by inode, once hashed
+	ws   *Workspace
+	ctx  context.Context
+	lock *storeLock // gc.lock, shared
+	// What installBlobs did, for rollback or afterWrite: blobs it made
+	// from copies, data files it moved into the blobs, and data files to
+	// remove (and serve from their blobs) once the Layer is written.
+	created []Digest
+	moved   []movedFile
+	later   []*commitFile
+	// readBytes counts the bytes hashing read: holes are not read.
+	readBytes atomic.Int64
+	files     []*commitFile
+	sums      map[*inode]*commitFile // files by inode, once hashed
 	// What buildTrees makes: the new Layer's root entry, its trees and
 	// blobs, its hard-link groups, and the tree each loaded directory got.
 	nl       *newLayer
@@ -543,13 +575,14 @@ func (c *commit) hash() error {
 		}
 		src := c.ws.upperPath(f.in)
 		if f.open {
-			tmp, err := c.ws.store.copyToTemp(src)
+			tmp, err := c.ws.store.copyToTemp(c.ctx, src)
 			if err != nil {
 				return err
 			}
 			f.tmp, src = tmp, tmp
 		}
-		d, n, err := hashFile(src)
+		d, n, read, err := c.ws.store.digestFile(c.ctx, src)
+		c.readBytes.Add(read)
 		if err != nil {
 			return err
 		}
@@ -640,50 +673,60 @@ func (c *commit) unchanged() bool {
 	return string(encodeEntry(&c.root)) == string(encodeEntry(&base)) && len(c.links) == len(c.ws.base.links)
 }
 
+// movedFile is a data file installBlobs moved into the blobs by rename.
+type movedFile struct {
+	f    *commitFile
+	blob Digest // the inode's blob before
+}
+
 // installBlobs stores each file's data as its blob before the transaction
 // that names it. A closed data file becomes the blob itself (a rename, no
 // copy) and its inode is served from the blob from now on; an open one
-// stays upper and its private copy becomes the blob.
+// stays upper and its private copy becomes the blob. A data file whose
+// blob already exists, or that had to be copied (the overlay on another
+// filesystem), is removed only once the Layer is written (afterWrite).
 func (c *commit) installBlobs() error {
 	ws := c.ws
 	for _, f := range c.files {
 		if f.cached && !f.in.upper {
 			continue
 		}
+		if err := c.ctx.Err(); err != nil {
+			return err
+		}
 		var err error
 		switch {
 		case f.tmp != "":
-			err = ws.store.installBlob(f.tmp, f.digest)
+			err = c.install(f.tmp, f.digest)
 			f.tmp = ""
-		case f.cached:
-			if _, serr := os.Lstat(ws.store.blobPath(f.digest)); serr != nil {
+		case f.cached || !f.open && blobExists(ws.store, f.digest):
+			if !blobExists(ws.store, f.digest) {
 				// The blob was never installed (an earlier Commit
 				// failed); install it from a copy.
 				var tmp string
-				if tmp, err = ws.store.copyToTemp(ws.upperPath(f.in)); err == nil {
-					err = ws.store.installBlob(tmp, f.digest)
-				}
-			} else if !f.open {
-				// Unchanged since an earlier Commit stored it while it
-				// was open; now closed, it can be served from the blob.
-				err = os.Remove(ws.upperPath(f.in))
-				if err == nil {
-					f.in.upper = false
-					f.in.blob = f.digest
+				if tmp, err = ws.store.copyToTemp(c.ctx, ws.upperPath(f.in)); err == nil {
+					err = c.install(tmp, f.digest)
 				}
 			}
+			if err == nil && !f.open {
+				// Served from the blob once the Layer is written.
+				c.later = append(c.later, f)
+			}
 		case !f.open:
-			err = ws.store.installBlob(ws.upperPath(f.in), f.digest)
+			var created bool
+			created, err = ws.store.installBlob(ws.upperPath(f.in), f.digest)
 			if errors.Is(err, syscall.EXDEV) {
 				// The overlay is on another filesystem: copy.
 				var tmp string
-				if tmp, err = ws.store.copyToTemp(ws.upperPath(f.in)); err == nil {
-					if err = ws.store.installBlob(tmp, f.digest); err == nil {
-						err = os.Remove(ws.upperPath(f.in))
+				if tmp, err = ws.store.copyToTemp(c.ctx, ws.upperPath(f.in)); err == nil {
+					if err = c.install(tmp, f.digest); err == nil {
+						c.later = append(c.later, f)
 					}
 				}
-			}
-			if err == nil {
+			} else if err == nil {
+				if created {
+					c.moved = append(c.moved, movedFile{f, f.in.blob})
+				}
 				f.in.upper = false
 				f.in.blob = f.digest
 			}
@@ -696,6 +739,114 @@ func (c *commit) installBlobs() error {
 		}
 	}
 	return nil
+}
+
+// install installs a temporary copy as the blob d, remembering it if it
+// is new.
+func (c *commit) install(tmp string, d Digest) error {
+	created, err := c.ws.store.installBlob(tmp, d)
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if created {
+		c.created = append(c.created, d)
+	}
+	return nil
+}
+
+func blobExists(s *Store, d Digest) bool {
+	_, err := os.Lstat(s.blobPath(d))
+	return err == nil
+}
+
+// afterWrite removes the data files whose content is now a blob of the
+// written Layer: their inodes are served from the blobs.
+func (c *commit) afterWrite() {
+	for _, f := range c.later {
+		if err := os.Remove(c.ws.upperPath(f.in)); err != nil {
+			c.ws.logf("commit: keeping data file of inode %d: %v", f.in.ino, err)
+			continue
+		}
+		f.in.upper = false
+		f.in.blob = f.digest
+	}
+	c.later, c.moved, c.created = nil, nil, nil
+}
+
+// rollback undoes installBlobs after a failure: the data files it moved
+// come back (the Workspace must not lose them), and the blobs it created
+// go, when no other writer runs (see gc.go). It returns a sentence for
+// the error, or "".
+func (c *commit) rollback() string {
+	if len(c.moved) == 0 && len(c.created) == 0 {
+		return ""
+	}
+	ws := c.ws
+	exclusive := c.lock.tryExclusive()
+	var errs []error
+	for _, m := range c.moved {
+		in, p := m.f.in, ws.upperPath(m.f.in)
+		if exclusive {
+			err := os.Rename(ws.store.blobPath(m.f.digest), p)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		} else if err := copyBack(ws.store.blobPath(m.f.digest), p, in); err != nil {
+			// Another writer may have taken the blob for a duplicate
+			// of its own: it stays, and the data file comes back as a
+			// copy, so gc can never take the Workspace's data.
+			errs = append(errs, err)
+			continue
+		}
+		if err := unix.Chmod(p, in.mode&07777); err != nil {
+			errs = append(errs, err)
+		}
+		in.upper, in.blob = true, m.blob
+	}
+	if exclusive {
+		if _, err := ws.store.removeCreated(c.created); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	n := len(c.moved) + len(c.created)
+	c.moved, c.created = nil, nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Sprintf("could not undo all it wrote (%v); `layerfsd gc` removes what is left", err)
+	}
+	if !exclusive {
+		return fmt.Sprintf("left %d blobs it wrote for `layerfsd gc` (another commit or import is running)", n)
+	}
+	return ""
+}
+
+// copyBack copies the blob at src to a new data file of in at dst, holes
+// kept, with in's owner and times (its mode is the caller's).
+func copyBack(src, dst string, in *inode) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = copyFileSparse(context.Background(), f, out)
+	if err == nil {
+		err = out.Chown(int(in.uid), int(in.gid))
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.UtimesNanoAt(unix.AT_FDCWD, dst, []unix.Timespec{unix.NsecToTimespec(in.atime), unix.NsecToTimespec(in.mtime)}, 0)
+	}
+	if err != nil {
+		os.Remove(dst)
+	}
+	return err
 }
 
 // writeLayer writes the Layer, its trees and its blobs' rows in one

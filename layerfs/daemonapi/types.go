@@ -72,6 +72,21 @@ type CheckResult struct {
 	OK         bool     `json:"ok"`
 	FoundBy    string   `json:"foundBy,omitempty"`
 	Problems   []string `json:"problems"`
+	// Blobs and BlobBytes say how many blobs, and bytes, were read and
+	// compared with their digests (none with --quick); BadBlobs lists
+	// the damaged and missing ones.
+	Blobs     int       `json:"blobs"`
+	BlobBytes int64     `json:"blobBytes"`
+	BadBlobs  []BadBlob `json:"badBlobs,omitempty"`
+}
+
+// BadBlob is a blob that is missing, or whose content does not hash to
+// its name, with every Layer and path it breaks.
+type BadBlob struct {
+	Digest  string   `json:"digest"`
+	Problem string   `json:"problem"` // "missing", or "damaged: ..."
+	Layers  []string `json:"layers"`
+	Paths   []string `json:"paths"`
 }
 
 // Layer is a Layer as layerfsd prints it (import, show, log, and inside
@@ -236,6 +251,8 @@ type CommitResult struct {
 	// Hashed is how many files were hashed, HashedBytes their size.
 	Hashed      int   `json:"hashed"`
 	HashedBytes int64 `json:"hashedBytes"`
+	// ReadBytes is how many of them hashing read: holes are skipped.
+	ReadBytes int64 `json:"readBytes"`
 	// DurationNs is the daemon's time for the whole Commit.
 	DurationNs int64 `json:"durationNs"`
 }
@@ -249,4 +266,20 @@ type UnmountResult struct {
 	// remove the overlay afterwards.
 	DurationNs int64 `json:"durationNs"`
 	CleanupNs  int64 `json:"cleanupNs"`
+	// Cleared says what `layerfsd unmount` cleared of a daemon that had
+	// died (its mount, socket, overlay); empty when the daemon answered.
+	Cleared []string `json:"cleared,omitempty"`
+}
+
+// GCResult is what `layerfsd gc` removed: blob files and their bytes on
+// disk (with the temporary files'), blob rows and trees no Layer
+// references, and temporary files.
+type GCResult struct {
+	Store      string `json:"store"`
+	Blobs      int    `json:"blobs"`
+	BlobRows   int    `json:"blobRows"`
+	Trees      int    `json:"trees"`
+	TempFiles  int    `json:"tempFiles"`
+	Bytes      int64  `json:"bytes"`
+	DurationNs int64  `json:"durationNs"`
 }

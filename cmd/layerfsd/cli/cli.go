@@ -29,8 +29,9 @@ const exitCodesHelp = `Exit codes:
      import: a --from that is not a directory; a socket path over 107
      bytes, or where something other than a socket is; a control socket
      or overlay inside the Workspace; a negative duration)
-  3  Store missing, damaged (check: damage found), not a LayerFS Store, or
-     written by a newer layerfsd
+  3  Store missing, damaged (check: a damaged database page or tree, a
+     damaged or missing blob), not a LayerFS Store, or written by a newer
+     layerfsd
   4  Store already mounted (another daemon holds its lock)
   5  mount point is not an empty directory
   6  control socket did not answer in time, or nobody listens on it
@@ -125,7 +126,7 @@ func newRoot(g *globals) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodesHelp)
 	root.AddCommand(cmdInit(g), cmdImport(g), cmdMount(g), cmdServe(g), cmdCommit(g), cmdStats(g),
-		cmdUnmount(g), cmdLog(g), cmdShow(g), cmdDiff(g), cmdCheck(g))
+		cmdUnmount(g), cmdLog(g), cmdShow(g), cmdDiff(g), cmdCheck(g), cmdGC(g))
 	return root
 }
 

@@ -36,6 +36,15 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
+	// The daemons the tests start must not hold what this process
+	// inherited (a lock flock(1) holds for the run, say): a daemon left
+	// behind by a failing test would hold it too.
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 	os.Exit(m.Run())
 }
 

@@ -6,8 +6,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,23 +203,66 @@ func (f *mountFlags) validate(c *cobra.Command) error {
 	if c.Flags().Lookup("ready-timeout") != nil && f.readyTimeout <= 0 {
 		return usageError{fmt.Errorf("--ready-timeout %v: give a positive duration, such as 1m", f.readyTimeout)}
 	}
-	for _, p := range []struct{ flag, path string }{{"--control", f.control}, {"--overlay-dir", f.overlayDir}} {
+	for _, p := range []struct{ flag, path string }{{"--control", f.control}, {"--overlay-dir", f.overlayDir}, {"--store", f.store}} {
 		if p.path != "" && within(p.path, f.workspace) {
 			return usageError{fmt.Errorf("%s %q is inside --workspace %q, which the mount hides; give it a path outside the Workspace", p.flag, p.path, f.workspace)}
+		}
+	}
+	// A Workspace inside what the daemon itself reads and writes would
+	// serve requests by making requests to itself: it would hang.
+	for _, p := range []struct{ flag, path, what string }{
+		{"--store", f.store, "the Store"},
+		{"--overlay-dir", f.overlayDir, "the overlay directory"},
+	} {
+		if p.path != "" && within(f.workspace, p.path) {
+			return usageError{fmt.Errorf("--workspace %q is inside %s %q (%s), which the daemon reads and writes itself; give --workspace a mount point outside it", f.workspace, p.flag, p.path, p.what)}
+		}
+	}
+	if f.overlayDir != "" {
+		st, err := os.Stat(f.overlayDir)
+		switch {
+		case err != nil && errors.Is(err, fs.ErrNotExist):
+			return usageError{fmt.Errorf("--overlay-dir %q does not exist; create it first (mkdir -p %s), or leave --overlay-dir out to keep the overlay in the Store", f.overlayDir, f.overlayDir)}
+		case err != nil:
+			return usageError{fmt.Errorf("--overlay-dir %q: %w", f.overlayDir, err)}
+		case !st.IsDir():
+			return usageError{fmt.Errorf("--overlay-dir %q is not a directory; give it a directory (a tmpfs, say)", f.overlayDir)}
 		}
 	}
 	return layerfs.CheckControl(f.control)
 }
 
-// within says whether path is dir or under it.
+// within says whether path is dir or under it, after symbolic links (of
+// the parts that exist) are followed.
 func within(path, dir string) bool {
-	p, err1 := filepath.Abs(path)
-	d, err2 := filepath.Abs(dir)
+	p, err1 := realPath(path)
+	d, err2 := realPath(dir)
 	if err1 != nil || err2 != nil {
 		return false
 	}
 	rel, err := filepath.Rel(d, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// realPath is path made absolute, with the symbolic links of its longest
+// existing prefix followed.
+func realPath(path string) (string, error) {
+	p, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	rest := ""
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(p, rest), nil
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = parent
+	}
 }
 
 // precheck is what mount checks before it starts a daemon, so that a
@@ -507,12 +552,40 @@ func printStats(w io.Writer, st *layerfs.Stats) {
 }
 
 func cmdUnmount(g *globals) *cobra.Command {
-	return onControl(&cobra.Command{
-		Use:   "unmount --control SOCK",
+	var workspace, store string
+	c := onControl(&cobra.Command{
+		Use:   "unmount --control SOCK [--workspace MNT] [--store DIR]",
 		Short: "unmount the Workspace (uncommitted changes are discarded); the daemon exits",
-		Args:  exactArgs(0),
+		Long: `Unmount the Workspace (uncommitted changes are discarded); the daemon exits.
+
+When nobody answers on the control socket because the daemon died, the
+mount it left (which answers "Transport endpoint is not connected") is
+cleared given --workspace or --store: detached lazily, its FUSE connection
+aborted (/sys/fs/fuse/connections/N/abort) so that nothing hangs on it, the
+stale socket removed, and with --store the mount record and overlay; then
+unmount exits 0. With --store it clears only when the Store's mount lock is
+free, which only a dead daemon leaves it; with --workspace alone, only a
+mount that answers as dead.`,
+		Example: `  layerfsd unmount --control /s/ctl
+  layerfsd unmount --control /s/ctl --store /s/store   # also when the daemon died`,
+		Args: exactArgs(0),
 	}, time.Minute, func(ctx context.Context, cl *layerfs.Client) error {
 		res, err := cl.Unmount(ctx)
+		if errors.Is(err, layerfs.ErrNoAnswer) {
+			if workspace == "" && store == "" {
+				return fmt.Errorf("%w; if its daemon died, give --workspace or --store to clear the mount it left", err)
+			}
+			fixed, cerr := layerfs.ClearDeadMount(store, workspace, cl.Socket)
+			if cerr != nil {
+				return fmt.Errorf("%w; %v", err, cerr)
+			}
+			return g.print(daemonapi.UnmountResult{Cleared: fixed}, func(w io.Writer) {
+				fmt.Fprintln(w, "nobody answered on", cl.Socket, "(the daemon is gone)")
+				for _, s := range fixed {
+					fmt.Fprintln(w, "cleared:", s)
+				}
+			})
+		}
 		if err != nil {
 			return err
 		}
@@ -524,6 +597,9 @@ func cmdUnmount(g *globals) *cobra.Command {
 			fmt.Fprintf(w, "%s in %.3f ms\n", how, float64(res.DurationNs)/1e6)
 		})
 	})
+	c.Flags().StringVar(&workspace, "workspace", "", "the Workspace's mount point, to clear if its daemon died")
+	c.Flags().StringVar(&store, "store", "", "the Store, to clear its mount if its daemon died (the Store's lock tells)")
+	return c
 }
 
 func cmdLog(g *globals) *cobra.Command {
@@ -602,14 +678,19 @@ func cmdCheck(g *globals) *cobra.Command {
 	var quick bool
 	c := &cobra.Command{
 		Use:   "check --store DIR [--quick]",
-		Short: "check a Store's database whole (PRAGMA integrity_check); exit 3 when it is damaged",
-		Long: `Check a Store's database: PRAGMA integrity_check, which reads every page
-and checks every index against its table, or with --quick the check every
-command does when it opens a Store (the database's header against the file's
-size, and PRAGMA quick_check up to 64 MiB). It prints what ran, on how large
-a database, and how long it took; a damaged Store exits 3 with the problems
-found. A damaged Store is restored from a backup, or its trees re-imported
-into a new Store (layerfsd init, then layerfsd import).`,
+		Short: "check a Store whole: its database and every blob; exit 3 when it is damaged",
+		Long: `Check a Store: PRAGMA integrity_check, which reads every page of the
+database and checks every index against its table, then every blob, read
+whole and compared with its digest. Each damaged or missing blob is listed
+with the Layers and paths it breaks. With --quick, only the check every
+command does when it opens a Store (the database's header against the
+file's size, and PRAGMA quick_check up to 64 MiB), no blob read.
+
+It prints what ran, on how large a database and how many blobs, and how
+long it took. A damaged Store (a bad database page, a blob damaged or
+missing) exits 3 with the problems found. A damaged Store is restored from
+a backup, or its trees re-imported into a new Store (layerfsd init, then
+layerfsd import); a Workspace answers EIO for a damaged or missing blob.`,
 		Example: `  layerfsd check --store /s/store
   layerfsd check --store /s/store --quick --json`,
 		Args: exactArgs(0),
@@ -621,7 +702,7 @@ into a new Store (layerfsd init, then layerfsd import).`,
 			if quick {
 				level = layerfs.CheckQuick
 			}
-			res, err := layerfs.Check(c.Context(), store, level)
+			res, err := layerfs.Check(c.Context(), store, level, !quick)
 			if err != nil {
 				return err
 			}
@@ -634,11 +715,43 @@ into a new Store (layerfsd init, then layerfsd import).`,
 				return &layerfs.DamageError{Store: store, Check: res.FoundBy, Problems: res.Problems}
 			}
 			return g.print(res, func(w io.Writer) {
-				fmt.Fprintf(w, "store %s: ok (%s of %.1f MiB in %.1f ms)\n", res.Store, res.Check, float64(res.DBBytes)/(1<<20), float64(res.DurationNs)/1e6)
+				fmt.Fprintf(w, "store %s: ok (%s of %.1f MiB", res.Store, res.Check, float64(res.DBBytes)/(1<<20))
+				if !quick {
+					fmt.Fprintf(w, ", %d blobs, %.1f MiB read", res.Blobs, float64(res.BlobBytes)/(1<<20))
+				}
+				fmt.Fprintf(w, " in %.1f ms)\n", float64(res.DurationNs)/1e6)
 			})
 		},
 	}
 	c.Flags().StringVar(&store, "store", "", "Store directory")
-	c.Flags().BoolVar(&quick, "quick", false, "only the quick check every command does when it opens a Store")
+	c.Flags().BoolVar(&quick, "quick", false, "only the quick database check every command does when it opens a Store; no blob read")
 	return c
+}
+
+func cmdGC(g *globals) *cobra.Command {
+	return onStore(&cobra.Command{
+		Use:   "gc --store DIR [--json]",
+		Short: "remove the blobs, rows and trees no Layer references, and temporary files; print what it freed",
+		Long: `Remove what no Layer references: blob files and their rows, trees, and
+the Store's temporary files. A failed or stopped commit or import removes
+what it wrote itself; gc removes what a killed one left.
+
+gc is safe beside a mounted Workspace and beside commits and imports: it
+holds the Store's gc.lock exclusive, which every commit, import and check
+holds shared while it runs, so it waits for them and never sees blobs that a
+Layer is about to name; and a Workspace reads only blobs of Layers, which gc
+never removes. A Store whose trees cannot all be read is not collected
+(exit 3): what they reference is unknown.`,
+		Example: `  layerfsd gc --store /s/store`,
+		Args:    exactArgs(0),
+	}, nil, nil, func(ctx context.Context, s *layerfs.Store, _ []string) error {
+		res, err := s.GC(ctx)
+		if err != nil {
+			return err
+		}
+		return g.print(res, func(w io.Writer) {
+			fmt.Fprintf(w, "freed %.1f MiB: %d blob files, %d blob rows, %d trees, %d temporary files (%.1f ms)\n",
+				float64(res.Bytes)/(1<<20), res.Blobs, res.BlobRows, res.Trees, res.TempFiles, float64(res.DurationNs)/1e6)
+		})
+	})
 }
