@@ -31,6 +31,7 @@ import (
 	"strings"
 
 	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/manifests"
 
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -284,19 +285,8 @@ func (v *Verifier) VerifyManifest(manifest, sigFile []byte) error {
 }
 
 func readBounded(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
-	}
-	return b, nil
+	// A key given as a fifo or a device is refused, not waited on.
+	return manifests.ReadRegular(path, max)
 }
 
 // WriteKeyPair generates a key pair and writes it into dir as

@@ -59,7 +59,8 @@ bundle is whole lies in --out/.sealbench-seal-<random>, which the next seal in
 the same --out removes (never a live seal's).
 
 A --source that is not a sealbench tree (its go.mod another module's, or no
-go.mod), an --out that is a file or inside the cell bodies, and an
+go.mod), an --out that is a file or inside the cell bodies, a --key that is
+missing or not a regular file (a fifo is refused, never waited on), and an
 --image-arch with no lock are refused (exit 3) before anything is built or
 created.`,
 		Example: `  SEALBENCH_PASSWORD= sealbench seal --out out

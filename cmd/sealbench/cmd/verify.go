@@ -36,7 +36,10 @@ each file of the bundle against the verified manifest (manifest.json,
 manifest.sig and SHA256SUMS against their bytes), exactly the same set, and the
 tar against its bytes when it is at hand. It says which it checked: manifest.sig
 alone, or manifest.sig and the Sigstore bundle. A Sigstore bundle that does
-not verify with the key exits 2; a subject that differs exits 1.`,
+not verify with the key exits 2; a subject that differs exits 1.
+
+--key must be a regular file (a symlink to one is fine): a fifo, a device or a
+directory is refused at once (exit 3), never waited on; a missing key exits 2.`,
 		Example: `  sealbench verify --bundle out/build-linux-0123456789ab
   sealbench verify --bundle out/build-linux-0123456789ab.tar --key ./keys/sealbench.pub
   sealbench verify --bundle out/build-linux-0123456789ab --json; echo "exit $?"
