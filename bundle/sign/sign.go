@@ -295,11 +295,16 @@ func readBounded(path string, max int64) ([]byte, error) {
 func WriteKeyPair(dir string, password []byte, force bool) (privPath, pubPath string, err error) {
 	privPath = filepath.Join(dir, PrivateKeyFile)
 	pubPath = filepath.Join(dir, PublicKeyFile)
-	if !force {
-		for _, p := range []string{privPath, pubPath} {
-			if _, err := os.Lstat(p); err == nil {
-				return "", "", fmt.Errorf("%s: %w", p, fs.ErrExist)
-			}
+	for _, p := range []string{privPath, pubPath} {
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil:
+		case !force:
+			return "", "", fmt.Errorf("%s: %w", p, fs.ErrExist)
+		case !fi.Mode().IsRegular():
+			// Checked for both before either is written: --force
+			// replaces keys, never a symlink, fifo or device.
+			return "", "", fmt.Errorf("%s is a %s, which --force never replaces: %w", p, manifests.FileTypeName(fi.Mode()), atomicfile.ErrNotRegular)
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -218,6 +218,12 @@ func TestBadInput(t *testing.T) {
 		{name: "image vm --lock missing", args: []string{"image", "vm", "--lock", filepath.Join(fx.Root, "absent.json")}, code: ExitUnusable, want: []string{"absent.json", "--lock takes"}},
 		{name: "image export-debs --lock a fifo", args: []string{"image", "export-debs", "--out", filepath.Join(fx.Nil, "debs"), "--lock", fx.Fifo}, code: ExitUnusable,
 			want: []string{"is a named pipe (fifo)", "--lock takes"}},
+		// directories as outputs: a fifo is named for what it is, and left so
+		{name: "seal --out a fifo", args: []string{"seal", "--key", fx.Priv, "--source", src, "--out", fx.Fifo}, code: ExitUnusable,
+			want: []string{"is a named pipe (fifo); it takes a directory"}},
+		{name: "keygen --out a fifo", args: []string{"keygen", "--out", fx.Fifo}, code: ExitUnusable, want: []string{"is a named pipe (fifo); it takes a directory"}},
+		{name: "run --out a fifo", args: []string{"run", "--target", "docker", "--out", fx.Fifo, "--bundle", fx.Bundle, "--key", fx.Pub}, code: ExitUnusable,
+			want: []string{"is a named pipe (fifo); it takes a directory"}},
 
 		// verify
 		{name: "verify BUNDLE", args: []string{"verify", fx.Bundle, "--key", fx.Pub}, code: ExitOK},

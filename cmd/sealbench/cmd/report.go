@@ -86,9 +86,14 @@ other tools that read that format). One rule picks it: --format when given;
 --json is --format json; else the --out file's extension (.md, .html, .json,
 .csv); else md. A --json, --format and --out extension that disagree are
 refused (exit 3); with --out, --json also prints a JSON line saying what was
-written. --out is written atomically, and never over the files the
-report reads (samples.jsonl, pins.json, results.sigstore.json): that is
-refused (exit 3) before anything is read.
+written. --out never destroys: a regular file is written atomically (a
+temporary file, then a rename); a fifo or a character device (/dev/null, a
+terminal, /dev/stdout) is written into as a stream and stays what it was; a
+symlink is followed and what it names is written so, the link kept (one that
+names nothing is refused); a directory, a block device or a socket is refused;
+and so is any of the files the report reads (samples.jsonl, pins.json,
+results.sigstore.json), however spelled (symlinks resolved, hard links caught
+by inode). Each refusal exits 3, before anything is read.
 
 Signed results: a run made with --sign-key leaves results.sigstore.json beside
 its samples. The report checks it, here on the host, against the very bytes it
@@ -166,7 +171,7 @@ layerfsOverNative, nativeRepeatOverNative (the A/A check).`,
 	}
 	c.Flags().StringVar(&f.format, "format", "md", "report format: "+strings.Join(reportFormats(), ", ")+" (default: the --out file's extension's, else md; --json is --format json)")
 	c.Flags().StringVar(&f.baseline, "baseline", "", "the target ratios are to (default: the first target of the first run)")
-	c.Flags().StringVar(&f.out, "out", "", "write the report to this file (atomically) instead of stdout")
+	c.Flags().StringVar(&f.out, "out", "", "write the report to this file instead of stdout: a regular file atomically, a fifo or character device as a stream; a symlink is followed")
 	c.Flags().Uint64Var(&f.seed, "seed", 0, "bootstrap seed (default: the run's own seed; with --compare, the new run's)")
 	c.Flags().BoolVar(&f.compare, "compare", false, "compare two runs, OLD NEW: old and new medians, the change with its interval")
 	c.Flags().StringSliceVar(&f.match, "match", nil, "with --compare: the target pairs to compare, OLD=NEW (repeat, or separate with commas); default: the same targets in both")
@@ -316,7 +321,7 @@ func checkBounds(g *global, f reportFlags, r *report.Report, rendered []byte) er
 		return inputError(err)
 	}
 	if f.out != "" {
-		if err := atomicfile.WriteFile(f.out, rendered, 0o644); err != nil {
+		if err := atomicfile.WriteOutput(f.out, rendered, 0o644); err != nil {
 			return fmt.Errorf("writing the report: %w", err)
 		}
 	}
@@ -347,7 +352,7 @@ func writeReport(g *global, f reportFlags, b []byte, summary map[string]any, wha
 		_, err := g.stdout.Write(b)
 		return err
 	}
-	if err := atomicfile.WriteFile(f.out, b, 0o644); err != nil {
+	if err := atomicfile.WriteOutput(f.out, b, 0o644); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	if g.json {
