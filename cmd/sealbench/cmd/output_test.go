@@ -3,6 +3,7 @@
 package cmd
 
 import (
+	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -110,5 +111,63 @@ func TestReportOutIntoADevice(t *testing.T) {
 	}
 	if fi, err := os.Lstat(null); err != nil || fi.Mode().Type() != fs.ModeDevice|fs.ModeCharDevice {
 		t.Errorf("the device after report --out: %v %v, want a character device", fi.Mode(), err)
+	}
+}
+
+// TestReportEscapesControlCharacters: text the results bring (here a
+// tool's version in the pins) is shown with its control characters
+// escaped in every text format, on stdout and in --out; JSON escapes them
+// itself.
+func TestReportEscapesControlCharacters(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{manifests.SamplesFile, manifests.PinsFile} {
+		b, err := os.ReadFile(filepath.Join(reportRun, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == manifests.PinsFile {
+			var pins map[string]any
+			if err := json.Unmarshal(b, &pins); err != nil {
+				t.Fatal(err)
+			}
+			pins["tools"] = map[string]string{"git": "2.39.5\x1b]0;owned\x07\x1b[2J\x1b[31m"}
+			b, _ = json.Marshal(pins)
+		}
+		os.WriteFile(filepath.Join(dir, n), b, 0o644)
+	}
+	for _, format := range []string{"md", "html", "json"} { // csv carries no tool versions
+		code, stdout, stderr := run(t, "report", dir, "--format", format)
+		if code != ExitOK {
+			t.Fatalf("report --format %s: exit %d\n%s", format, code, stderr)
+		}
+		out := filepath.Join(t.TempDir(), "r."+format)
+		if code, _, stderr := run(t, "report", dir, "--out", out); code != ExitOK {
+			t.Fatalf("report --out %s: exit %d\n%s", out, code, stderr)
+		}
+		written, _ := os.ReadFile(out)
+		for where, s := range map[string]string{"stdout": stdout, "--out": string(written)} {
+			if strings.ContainsAny(s, "\x1b\x07") {
+				t.Errorf("report --format %s on %s holds raw control characters", format, where)
+			}
+			if format != "json" && !strings.Contains(s, `\x1b`) {
+				t.Errorf("report --format %s on %s does not show the version's escape sequence escaped", format, where)
+			}
+		}
+	}
+}
+
+// TestReportCompareWithItself: comparing a run with itself (or with a
+// copy) is allowed but warned about: no change is shown by construction.
+func TestReportCompareWithItself(t *testing.T) {
+	copied := t.TempDir()
+	for _, n := range []string{manifests.SamplesFile, manifests.PinsFile} {
+		b, _ := os.ReadFile(filepath.Join(reportRun, n))
+		os.WriteFile(filepath.Join(copied, n), b, 0o644)
+	}
+	for _, other := range []string{reportRun, copied} {
+		code, _, stderr := run(t, "report", "--compare", reportRun, other)
+		if code != ExitOK || !strings.Contains(stderr, "warning: OLD") || !strings.Contains(stderr, "hold the same samples") {
+			t.Errorf("report --compare %s %s: exit %d, want 0 with a warning\n%s", reportRun, other, code, stderr)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sealbench/sealbench/bundle/attest"
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/runner/report"
 	"github.com/sealbench/sealbench/runner/report/benchstat"
@@ -295,6 +296,10 @@ func runCompare(g *global, f reportFlags, oldPath, newPath string) error {
 	if err != nil {
 		return err
 	}
+	if old[0].SamplesSHA256 == new[0].SamplesSHA256 {
+		fmt.Fprintf(g.stderr, "sealbench: warning: OLD %s and NEW %s hold the same samples (%s): every change is no change by construction; compare two different runs\n",
+			cliutil.Printable(oldPath), cliutil.Printable(newPath), old[0].SamplesSHA256)
+	}
 	cmp, err := report.Compare(old, new, report.CompareOptions{Pairs: pairs, Cells: f.cells, Seed: f.seed})
 	if err != nil {
 		return compareError(err)
@@ -321,7 +326,7 @@ func checkBounds(g *global, f reportFlags, r *report.Report, rendered []byte) er
 		return inputError(err)
 	}
 	if f.out != "" {
-		if err := atomicfile.WriteOutput(f.out, rendered, 0o644); err != nil {
+		if err := atomicfile.WriteOutput(f.out, printable(f.format, rendered), 0o644); err != nil {
 			return fmt.Errorf("writing the report: %w", err)
 		}
 	}
@@ -348,6 +353,7 @@ func checkBounds(g *global, f reportFlags, r *report.Report, rendered []byte) er
 // writeReport writes a rendered report to stdout, or to --out with a line
 // (or, with --json, a JSON summary) saying what was written.
 func writeReport(g *global, f reportFlags, b []byte, summary map[string]any, what string) error {
+	b = printable(f.format, b)
 	if f.out == "" {
 		_, err := g.stdout.Write(b)
 		return err
@@ -361,6 +367,17 @@ func writeReport(g *global, f reportFlags, b []byte, summary map[string]any, wha
 	}
 	fmt.Fprintf(g.stdout, "wrote %s (%s; %s)\n", f.out, f.format, what)
 	return nil
+}
+
+// printable escapes the control characters (ESC and the like) that text
+// from the results (a tool's version, a kernel's name, a label) may have
+// brought into a rendered report, as \x1b: a report is read on terminals.
+// JSON escapes them itself.
+func printable(format string, b []byte) []byte {
+	if format == "json" {
+		return b
+	}
+	return []byte(cliutil.PrintableText(string(b)))
 }
 
 // reportInputs are the files report reads for args: each run directory's
