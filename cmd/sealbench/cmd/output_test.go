@@ -13,6 +13,7 @@ import (
 
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // TestReportOutNeverDestroys: report --out streams into a fifo and a
@@ -169,5 +170,19 @@ func TestReportCompareWithItself(t *testing.T) {
 		if code != ExitOK || !strings.Contains(stderr, "warning: OLD") || !strings.Contains(stderr, "hold the same samples") {
 			t.Errorf("report --compare %s %s: exit %d, want 0 with a warning\n%s", reportRun, other, code, stderr)
 		}
+	}
+}
+
+// TestAuditEscapesNames: a leftover whose name carries an escape sequence
+// (a directory under the runs, named by whoever made it) is listed with
+// the sequence shown, not obeyed.
+func TestAuditEscapesNames(t *testing.T) {
+	state := shortStateDir(t)
+	if err := os.MkdirAll(filepath.Join(runs.RunsDir(state), "evil\x1b[2J\x1b]0;owned\x07"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := run(t, "audit", "--target", "local")
+	if code != ExitMismatch || strings.ContainsAny(stdout+stderr, "\x1b\x07") || !strings.Contains(stdout, `evil\x1b[2J\x1b]0;owned\a`) {
+		t.Errorf("audit: exit %d, want %d listing the directory with its escape sequences escaped\nstdout %q\nstderr %q", code, ExitMismatch, stdout, stderr)
 	}
 }
