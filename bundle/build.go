@@ -5,9 +5,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/sealbench/sealbench/internal/toolexec"
 )
 
 // versionVar is the variable -X sets in every shipped binary.
@@ -39,7 +40,7 @@ func buildFlags(version string) []string {
 
 // goVersion asks the go command which Go it is.
 func goVersion(ctx context.Context, goBin, root string) (string, error) {
-	cmd := exec.CommandContext(ctx, goBin, "env", "GOVERSION")
+	cmd := toolexec.Command(ctx, goBin, "env", "GOVERSION")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), buildEnv...)
 	out, err := cmd.Output()
@@ -60,7 +61,9 @@ func buildPlatform(ctx context.Context, goBin, root string, p Platform, flags, e
 	for _, part := range parts {
 		args = append(args, part.Package)
 	}
-	cmd := exec.CommandContext(ctx, goBin, args...)
+	// The go command and the compilers it starts die with seal, however
+	// it ends.
+	cmd := toolexec.Command(ctx, goBin, args...)
 	cmd.Dir = root
 	cmd.Env = append(append(os.Environ(), extraEnv...), buildEnv...)
 	cmd.Env = append(cmd.Env, "GOOS="+p.OS, "GOARCH="+p.Arch)

@@ -7,11 +7,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/internal/scratch"
 	"github.com/sealbench/sealbench/internal/version"
 	"github.com/sealbench/sealbench/manifests"
 )
@@ -107,15 +109,27 @@ func Seal(ctx context.Context, opts SealOptions) (res *SealResult, err error) {
 			removeEmpty(made, opts.OutDir)
 		}
 	}()
-	tmp, err := os.MkdirTemp(opts.OutDir, ".seal-")
-	if err != nil {
-		return nil, fmt.Errorf("creating staging directory: %w", err)
+	// A seal that was stopped (kill -9 included) left its staging
+	// directory; this one removes it, and never a live seal's.
+	swept, err := scratch.Sweep(opts.OutDir)
+	for _, d := range swept {
+		logf("removed %s, left by a seal that was stopped", d)
 	}
-	defer func() {
-		if err != nil {
-			os.RemoveAll(tmp)
-		}
-	}()
+	if err != nil {
+		logf("warning: %v", err)
+	}
+	work, err := scratch.Make(opts.OutDir, "seal")
+	if err != nil {
+		return nil, err
+	}
+	defer work.Remove()
+	tmp := filepath.Join(work.Path, "bundle")
+	// The go command's own work directory goes inside ours too.
+	goTmp := filepath.Join(work.Path, "go-tmp")
+	if err := os.Mkdir(goTmp, 0o700); err != nil {
+		return nil, err
+	}
+	env := append(slices.Clone(opts.BuildEnv), "GOTMPDIR="+goTmp)
 
 	flags := buildFlags(ver)
 	source := manifests.BundleSource{
@@ -130,7 +144,7 @@ func Seal(ctx context.Context, opts SealOptions) (res *SealResult, err error) {
 	}
 	for _, p := range Platforms {
 		t := time.Now()
-		if err := buildPlatform(ctx, goBin, root, p, flags, opts.BuildEnv, filepath.Join(tmp, "bin", p.Dir())); err != nil {
+		if err := buildPlatform(ctx, goBin, root, p, flags, env, filepath.Join(tmp, "bin", p.Dir())); err != nil {
 			return nil, err
 		}
 		source.Platforms = append(source.Platforms, p.String())
@@ -149,11 +163,13 @@ func Seal(ctx context.Context, opts SealOptions) (res *SealResult, err error) {
 	return res, nil
 }
 
-// Assemble turns a staged directory in outDir (bin/ and cells/ in place)
-// into a bundle: fixed modes, the manifest, its signature, SHA256SUMS and
-// fixed mtimes; then writes the tar and moves both into place. The staged
-// directory is gone afterwards, whatever happens. Seal calls it after its
-// builds; tests make small bundles with it.
+// Assemble turns a staged directory (bin/ and cells/ in place) on
+// outDir's file system into a bundle: fixed modes, the manifest, its
+// signature, SHA256SUMS and fixed mtimes; then writes the tar beside the
+// staged directory and moves both into place. The staged directory is gone
+// afterwards, whatever happens. Seal calls it after its builds, on a
+// directory inside its staging directory (package scratch), so that its
+// temporaries are there too; tests make small bundles with it.
 func Assemble(staged, outDir string, source manifests.BundleSource, signer ManifestSigner, logf func(string, ...any)) (res *SealResult, err error) {
 	defer func() {
 		if err != nil {
@@ -228,7 +244,7 @@ func Assemble(staged, outDir string, source manifests.BundleSource, signer Manif
 
 	final := filepath.Join(outDir, name)
 	tarPath := final + ".tar"
-	tarTmp, tarDigest, err := writeTarFile(outDir, staged, name, m)
+	tarTmp, tarDigest, err := writeTarFile(filepath.Dir(staged), staged, name, m)
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,10 @@ package kubeengine
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -42,4 +44,38 @@ func TestServedThroughTheRouter(t *testing.T) {
 			t.Errorf("%s %s: %s, want a message saying %q", c.req.Method, c.req.URL.Path, w.Body, c.message)
 		}
 	}
+}
+
+// TestChunkedCreateIsBounded sends the kube-engine a 300 MB container
+// create, chunked (no declared length) and made as it is read: it is
+// refused with 413 without the server holding it (what this process
+// allocates meanwhile stays far below its size).
+func TestChunkedCreateIsBounded(t *testing.T) {
+	s := newServer(Config{Namespace: "ns", Node: "n1", FUSEResource: "f", RunID: "r"}, nil, nil)
+	const size = 300 << 20
+	body := io.MultiReader(strings.NewReader(`{"Image":"x","Labels":{"a":"`), io.LimitReader(endless('a'), size))
+	req := httptest.NewRequest(http.MethodPost, "/v1.51/containers/create?name=big", body)
+	req.ContentLength = -1
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, req)
+	runtime.ReadMemStats(&after)
+	if w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), "request body too large") {
+		t.Errorf("a chunked %d MiB create: %d %s, want 413", size>>20, w.Code, w.Body)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Errorf("%d MiB allocated while refusing a %d MiB create", grew>>20, size>>20)
+	}
+}
+
+// endless reads as an endless run of its byte.
+type endless byte
+
+func (b endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
 }

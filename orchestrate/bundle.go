@@ -229,9 +229,9 @@ func LoadLock(lockFile, arch string) (*manifests.PackageLock, []byte, error) {
 		}
 		return l, b, nil
 	}
-	b, err := os.ReadFile(lockFile)
+	b, err := manifests.ReadRegular(lockFile, 0)
 	if err != nil {
-		return nil, nil, usagef("", "reading package lock: %v", err)
+		return nil, nil, usagef("--lock takes a package lock file (vmimages/locks/*.json)", "reading package lock: %v", err)
 	}
 	l, err := manifests.ParsePackageLock(b)
 	if err != nil {

@@ -6,12 +6,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os/exec"
 	"path"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/sealbench/sealbench/internal/toolexec"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -133,7 +133,7 @@ func cleanTarPath(name string) (string, error) {
 // addDeb unpacks one package's data into the layer, without running any of
 // its maintainer scripts.
 func (b *layerBuilder) addDeb(ctx context.Context, pkg, debPath string) error {
-	cmd := exec.CommandContext(ctx, "dpkg-deb", "--fsys-tarfile", debPath)
+	cmd := toolexec.Command(ctx, "dpkg-deb", "--fsys-tarfile", debPath)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()

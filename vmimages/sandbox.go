@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/internal/scratch"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -287,11 +290,19 @@ func writeImage(img v1.Image, outDir, bundleName string) (*ImageInfo, error) {
 		Layout:         filepath.Join(outDir, SandboxLayout),
 	}
 
-	f, err := os.CreateTemp(outDir, "."+SandboxTar+".tmp-")
+	// An image build that was stopped left its staging directory here;
+	// this one removes it (never a live build's), and keeps its own
+	// temporaries in one of its own.
+	scratch.Sweep(outDir) // what it cannot remove is no reason to stop
+	work, err := scratch.Make(outDir, "image")
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(f.Name())
+	defer work.Remove()
+	f, err := os.Create(filepath.Join(work.Path, SandboxTar))
+	if err != nil {
+		return nil, err
+	}
 	hw := &hashingWriter{w: f, h: newSHA256()}
 	if err := tarball.Write(ref, img, hw); err != nil {
 		f.Close()
@@ -306,11 +317,7 @@ func writeImage(img v1.Image, outDir, bundleName string) (*ImageInfo, error) {
 	f.Close()
 	info.TarDigest = manifests.DigestFromHash(hw.h)
 
-	tmpLayout, err := os.MkdirTemp(outDir, "."+SandboxLayout+".tmp-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(tmpLayout)
+	tmpLayout := filepath.Join(work.Path, SandboxLayout)
 	lp, err := layout.Write(tmpLayout, empty.Index)
 	if err != nil {
 		return nil, err
@@ -327,7 +334,9 @@ func writeImage(img v1.Image, outDir, bundleName string) (*ImageInfo, error) {
 	if err := os.Rename(f.Name(), info.Tar); err != nil {
 		return nil, err
 	}
-	os.RemoveAll(info.Layout)
+	if err := os.Rename(info.Layout, filepath.Join(work.Path, SandboxLayout+".old")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
 	if err := os.Rename(tmpLayout, info.Layout); err != nil {
 		return nil, err
 	}

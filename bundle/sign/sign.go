@@ -31,6 +31,7 @@ import (
 	"strings"
 
 	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/manifests"
 
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -284,19 +285,8 @@ func (v *Verifier) VerifyManifest(manifest, sigFile []byte) error {
 }
 
 func readBounded(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
-	}
-	return b, nil
+	// A key given as a fifo or a device is refused, not waited on.
+	return manifests.ReadRegular(path, max)
 }
 
 // WriteKeyPair generates a key pair and writes it into dir as
@@ -305,11 +295,16 @@ func readBounded(path string, max int64) ([]byte, error) {
 func WriteKeyPair(dir string, password []byte, force bool) (privPath, pubPath string, err error) {
 	privPath = filepath.Join(dir, PrivateKeyFile)
 	pubPath = filepath.Join(dir, PublicKeyFile)
-	if !force {
-		for _, p := range []string{privPath, pubPath} {
-			if _, err := os.Lstat(p); err == nil {
-				return "", "", fmt.Errorf("%s: %w", p, fs.ErrExist)
-			}
+	for _, p := range []string{privPath, pubPath} {
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil:
+		case !force:
+			return "", "", fmt.Errorf("%s: %w", p, fs.ErrExist)
+		case !fi.Mode().IsRegular():
+			// Checked for both before either is written: --force
+			// replaces keys, never a symlink, fifo or device.
+			return "", "", fmt.Errorf("%s is a %s, which --force never replaces: %w", p, manifests.FileTypeName(fi.Mode()), atomicfile.ErrNotRegular)
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {

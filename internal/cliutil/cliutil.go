@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 )
@@ -101,9 +103,11 @@ func Run(ctx context.Context, root *cobra.Command, args []string, stdout, stderr
 		}
 		WriteJSON(stdout, out)
 	}
-	fmt.Fprintf(stderr, "%s: %v\n", root.Name(), err)
+	// An error may quote what came from outside (a name, a tool's or an
+	// Engine's message): its control characters are shown escaped.
+	fmt.Fprintf(stderr, "%s: %s\n", root.Name(), PrintableText(err.Error()))
 	if hint != "" {
-		fmt.Fprintf(stderr, "hint: %s\n", hint)
+		fmt.Fprintf(stderr, "hint: %s\n", PrintableText(hint))
 	}
 	return code
 }
@@ -132,4 +136,53 @@ func exitCode(ctx context.Context, name string, err error, classify Classifier) 
 		return ExitUnusable, "see `" + name + " --help`"
 	}
 	return ExitFailed, ""
+}
+
+// Printable returns s fit to print on one line of a terminal: every
+// character that is not printable (control characters such as ESC, CR and
+// newline, C1 controls, bidirectional overrides) is escaped as in a Go
+// quoted string (\x1b, \r, \n, \u202e), as is every byte that is not
+// UTF-8 (\xff). Text from outside sealbench (names, labels, versions,
+// messages from an Engine or a tool) goes through it before it is shown,
+// so that it can neither move the cursor, recolour or retitle a terminal,
+// nor fake a line of output.
+func Printable(s string) string { return escape(s, false) }
+
+// PrintableText is Printable for text of several lines: newlines and tabs
+// are kept, every other control character escaped.
+func PrintableText(s string) string { return escape(s, true) }
+
+func escape(s string, lines bool) string {
+	clean := true
+	for _, r := range s {
+		if !keep(r, lines) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i, w := 0, 0; i < len(s); i += w {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		w = size
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case keep(r, lines):
+			b.WriteRune(r)
+		default:
+			q := strconv.QuoteRune(r) // '\x1b'
+			b.WriteString(q[1 : len(q)-1])
+		}
+	}
+	return b.String()
+}
+
+func keep(r rune, lines bool) bool {
+	if lines && (r == '\n' || r == '\t') {
+		return true
+	}
+	return r != utf8.RuneError && strconv.IsPrint(r)
 }

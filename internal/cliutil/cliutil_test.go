@@ -70,3 +70,39 @@ func TestRunJSONError(t *testing.T) {
 		t.Errorf("--json error output %q (exit %d): %v", stdout, code, err)
 	}
 }
+
+func TestPrintable(t *testing.T) {
+	for _, c := range []struct{ in, line, text string }{
+		{"plain, héllo, 日本", "plain, héllo, 日本", "plain, héllo, 日本"},
+		{"a\x1b[31mred\x1b[0m", `a\x1b[31mred\x1b[0m`, `a\x1b[31mred\x1b[0m`},
+		{"title\x1b]0;pwned\x07", `title\x1b]0;pwned\a`, `title\x1b]0;pwned\a`},
+		{"over\rwrite", `over\rwrite`, `over\rwrite`},
+		{"two\nlines\tand a tab", `two\nlines\tand a tab`, "two\nlines\tand a tab"},
+		{"c1 \u009b and bidi \u202e", `c1 \u009b and bidi \u202e`, `c1 \u009b and bidi \u202e`},
+		{"bad \xff utf-8", `bad \xff utf-8`, `bad \xff utf-8`},
+		{"del \x7f", `del \x7f`, `del \x7f`},
+	} {
+		if got := Printable(c.in); got != c.line {
+			t.Errorf("Printable(%q) = %q, want %q", c.in, got, c.line)
+		}
+		if got := PrintableText(c.in); got != c.text {
+			t.Errorf("PrintableText(%q) = %q, want %q", c.in, got, c.text)
+		}
+	}
+}
+
+// TestRunEscapesErrors: an error quoting text from outside (an Engine's
+// message, a label) reaches the terminal with its escape sequences shown,
+// not obeyed.
+func TestRunEscapesErrors(t *testing.T) {
+	var jsonOut bool
+	root := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error {
+		return &UserError{Code: ExitFailed, Err: errors.New("container \x1b[2Jgone"), Hint: "label \x1b]0;t\x07"}
+	}}
+	Prepare(root, &jsonOut, "")
+	var stdout, stderr bytes.Buffer
+	Run(context.Background(), root, nil, &stdout, &stderr, &jsonOut, nil)
+	if strings.Contains(stderr.String(), "\x1b") || !strings.Contains(stderr.String(), `container \x1b[2Jgone`) || !strings.Contains(stderr.String(), `label \x1b]0;t\a`) {
+		t.Errorf("stderr %q, want the escape sequences shown escaped", stderr.String())
+	}
+}

@@ -4,7 +4,9 @@
 // failure reported with the command line and the tool's own message. A
 // Spec says which tool a target needs, and finds and checks it.
 //
-// It serves provision/apple and provision/microsandbox alike.
+// It serves provision/apple and provision/microsandbox alike. Command
+// (group.go) starts any child so that it dies with sealbench, with all it
+// started: seal's builds use it.
 package toolexec
 
 import (

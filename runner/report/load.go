@@ -36,7 +36,8 @@ func loadOne(p string) (*Input, error) {
 	if info.IsDir() {
 		samplesPath, pinsPath, pinsRequired = filepath.Join(p, manifests.SamplesFile), filepath.Join(p, manifests.PinsFile), true
 	}
-	sb, err := os.ReadFile(samplesPath)
+	// A fifo or a device is refused, never waited on or read forever.
+	sb, err := manifests.ReadRegular(samplesPath, 0)
 	if err != nil {
 		if info.IsDir() && errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s is not a run directory: it has no %s", p, manifests.SamplesFile)
@@ -48,7 +49,7 @@ func loadOne(p string) (*Input, error) {
 		return nil, fmt.Errorf("%s: %w", samplesPath, err)
 	}
 	in := &Input{Source: p, Samples: samples, SamplesSHA256: manifests.DigestOf(sb)}
-	pb, err := os.ReadFile(pinsPath)
+	pb, err := manifests.ReadRegular(pinsPath, 0)
 	switch {
 	case err == nil:
 		in.PinsSHA256 = manifests.DigestOf(pb)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision"
@@ -103,10 +104,10 @@ listed with a note, and --fix leaves it and everything of it as it is, unless
 			}
 			if !g.json {
 				for _, n := range res.Notes {
-					fmt.Fprintf(g.stderr, "note: %s\n", n)
+					fmt.Fprintf(g.stderr, "note: %s\n", cliutil.Printable(n))
 				}
 				for _, r := range res.Leftovers {
-					fmt.Fprintf(g.stdout, "left: %s\n", r)
+					fmt.Fprintf(g.stdout, "left: %s\n", cliutil.Printable(fmt.Sprint(r)))
 				}
 				if len(res.Leftovers) == 0 {
 					fmt.Fprintf(g.stdout, "nothing left (state directory %s)\n", opts.StateDir)

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,6 +44,7 @@ type badFixture struct {
 	Run, RunLink, NotSource, Nil string // Nil: an empty directory, to stand in
 	File                         string
 	Source                       string // this sealbench tree
+	Fifo, FifoRun                string // a fifo no one writes; a run whose samples.jsonl is one
 }
 
 func newBadFixture(t *testing.T) *badFixture {
@@ -136,6 +138,16 @@ func newBadFixture(t *testing.T) *badFixture {
 	fx.Nil = p("nowhere")
 	os.MkdirAll(fx.Nil, 0o755)
 	fx.File = write("a-file", []byte("not a directory\n"))
+	fx.Fifo = p("fifo")
+	fx.FifoRun = p("runs/fifo-run")
+	os.MkdirAll(fx.FifoRun, 0o755)
+	for _, f := range []string{fx.Fifo, filepath.Join(fx.FifoRun, manifests.SamplesFile)} {
+		if err := syscall.Mkfifo(f, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pins, _ := os.ReadFile(filepath.Join(fx.Run, manifests.PinsFile))
+	write("runs/fifo-run/"+manifests.PinsFile, pins)
 	return fx
 }
 
@@ -185,6 +197,33 @@ func TestBadInput(t *testing.T) {
 			code: ExitUnusable, want: []string{"inside", "--out"}, absent: []string{filepath.Join(src, bundle.CellsSourceDir, "out")}},
 		{name: "seal with a missing key", args: []string{"seal", "--key", filepath.Join(fx.Root, "absent.key"), "--source", src, "--out", filepath.Join(fx.Root, "sealed")},
 			code: ExitUnusable, want: []string{"absent.key", "keygen"}},
+
+		// inputs that must be regular files: refused, never waited on (a
+		// fifo no one writes would block a reader forever) or read forever
+		{name: "seal --key a fifo", args: []string{"seal", "--key", fx.Fifo, "--source", src, "--out", filepath.Join(fx.Root, "sealed")}, code: ExitUnusable,
+			want: []string{fx.Fifo + " is a named pipe (fifo)", "check --key"}},
+		{name: "seal --key a directory", args: []string{"seal", "--key", fx.Nil, "--source", src, "--out", filepath.Join(fx.Root, "sealed")}, code: ExitUnusable,
+			want: []string{"is a directory", "check --key"}},
+		{name: "verify --key a fifo", args: []string{"verify", fx.Bundle, "--key", fx.Fifo}, code: ExitUnusable, want: []string{"is a named pipe (fifo)", "check --key"}},
+		{name: "verify --key a character device", args: []string{"verify", fx.Bundle, "--key", os.DevNull}, code: ExitUnusable, want: []string{"is a character device", "check --key"}},
+		{name: "verify a fifo as the bundle", args: []string{"verify", fx.Fifo, "--key", fx.Pub}, code: ExitUnusable, want: []string{"neither a bundle directory nor a bundle tar"}},
+		{name: "report --key a fifo", args: []string{"report", fx.Run, "--key", fx.Fifo, "--out", filepath.Join(fx.Nil, "r.md")}, code: ExitUnusable, want: []string{"is a named pipe (fifo)"}},
+		{name: "report a fifo", args: []string{"report", fx.Fifo}, code: ExitUnusable, want: []string{"is a named pipe (fifo)", "RESULTS are"}},
+		{name: "report a run whose samples are a fifo", args: []string{"report", fx.FifoRun}, code: ExitUnusable, want: []string{manifests.SamplesFile + " is a named pipe (fifo)", "RESULTS are"}},
+		{name: "run --sign-key a fifo", args: []string{"run", "--target", "docker", "--bundle", fx.Bundle, "--key", fx.Pub, "--sign-key", fx.Fifo}, code: ExitUnusable,
+			want: []string{"is a named pipe (fifo)"}},
+		{name: "sample --plan a fifo", args: []string{"sample", "--plan", fx.Fifo}, code: ExitUnusable, want: []string{"is a named pipe (fifo)", "plan.json"}},
+		{name: "sample --plan missing", args: []string{"sample", "--plan", filepath.Join(fx.Root, "absent.json")}, code: ExitUnusable, want: []string{"absent.json", "plan.json"}},
+		{name: "image vm --lock a fifo", args: []string{"image", "vm", "--lock", fx.Fifo}, code: ExitUnusable, want: []string{"is a named pipe (fifo)", "--lock takes"}},
+		{name: "image vm --lock missing", args: []string{"image", "vm", "--lock", filepath.Join(fx.Root, "absent.json")}, code: ExitUnusable, want: []string{"absent.json", "--lock takes"}},
+		{name: "image export-debs --lock a fifo", args: []string{"image", "export-debs", "--out", filepath.Join(fx.Nil, "debs"), "--lock", fx.Fifo}, code: ExitUnusable,
+			want: []string{"is a named pipe (fifo)", "--lock takes"}},
+		// directories as outputs: a fifo is named for what it is, and left so
+		{name: "seal --out a fifo", args: []string{"seal", "--key", fx.Priv, "--source", src, "--out", fx.Fifo}, code: ExitUnusable,
+			want: []string{"is a named pipe (fifo); it takes a directory"}},
+		{name: "keygen --out a fifo", args: []string{"keygen", "--out", fx.Fifo}, code: ExitUnusable, want: []string{"is a named pipe (fifo); it takes a directory"}},
+		{name: "run --out a fifo", args: []string{"run", "--target", "docker", "--out", fx.Fifo, "--bundle", fx.Bundle, "--key", fx.Pub}, code: ExitUnusable,
+			want: []string{"is a named pipe (fifo); it takes a directory"}},
 
 		// verify
 		{name: "verify BUNDLE", args: []string{"verify", fx.Bundle, "--key", fx.Pub}, code: ExitOK},
@@ -320,7 +359,23 @@ func TestBadInput(t *testing.T) {
 				t.Chdir(tt.dir)
 			}
 			before := testenv.Snapshot(t, fx.Root, fx.State)
+			// A command that waits on a fifo (a regression) is let go
+			// after a while, so that it fails on what it printed
+			// instead of hanging the whole test binary.
+			done := make(chan struct{})
+			go func() {
+				select {
+				case <-done:
+				case <-time.After(30 * time.Second):
+					for _, f := range []string{fx.Fifo, filepath.Join(fx.FifoRun, manifests.SamplesFile)} {
+						if w, err := os.OpenFile(f, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+							w.Close()
+						}
+					}
+				}
+			}()
 			code, stdout, stderr := run(t, tt.args...)
+			close(done)
 			if code != tt.code {
 				t.Errorf("%s: exit %d, want %d\n%s%s", strings.Join(tt.args, " "), code, tt.code, stdout, stderr)
 			}

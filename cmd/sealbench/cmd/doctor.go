@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision"
 )
@@ -50,7 +51,7 @@ docs/targets.md says what each target needs.`,
 			where := ""
 			for _, ch := range r.Checks {
 				if ch.Host != where {
-					fmt.Fprintf(g.stdout, "\non %s:\n", ch.Host)
+					fmt.Fprintf(g.stdout, "\non %s:\n", cliutil.Printable(ch.Host))
 					where = ch.Host
 				}
 				mark := "ok"
@@ -60,12 +61,12 @@ docs/targets.md says what each target needs.`,
 				case ch.Warning != "":
 					mark = "warn"
 				}
-				fmt.Fprintf(g.stdout, "%-5s%-18s %s\n", mark, ch.Name, ch.Detail)
+				fmt.Fprintf(g.stdout, "%-5s%-18s %s\n", mark, ch.Name, cliutil.Printable(ch.Detail)) // a tool's own words
 				if !ch.OK && ch.Fix != "" {
-					fmt.Fprintf(g.stdout, "     %-18s fix: %s\n", "", ch.Fix)
+					fmt.Fprintf(g.stdout, "     %-18s fix: %s\n", "", cliutil.Printable(ch.Fix))
 				}
 				if ch.Warning != "" {
-					fmt.Fprintf(g.stdout, "     %-18s note: %s\n", "", ch.Warning)
+					fmt.Fprintf(g.stdout, "     %-18s note: %s\n", "", cliutil.Printable(ch.Warning))
 				}
 			}
 			fmt.Fprintln(g.stdout, "\ntargets:")
@@ -84,7 +85,7 @@ docs/targets.md says what each target needs.`,
 				if t.Note != "" {
 					line += ": " + t.Note
 				}
-				fmt.Fprintln(g.stdout, line)
+				fmt.Fprintln(g.stdout, cliutil.Printable(line))
 			}
 			return nil
 		},

@@ -9,6 +9,8 @@ import (
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 )
 
@@ -50,6 +52,10 @@ func classifyHost(err error) (int, string, bool) {
 		return ExitSignature, "check --key names the public key of whoever sealed the bundle", true
 	case errors.Is(err, sign.ErrKey):
 		return ExitUnusable, "check --key: seal takes the private key (sealbench.key), the others the public key (sealbench.pub); `sealbench keygen` makes a pair", true
+	case errors.Is(err, atomicfile.ErrNotRegular):
+		return ExitUnusable, "name a regular file or a new path; sealbench never writes over a symlink, fifo or device it was not asked to stream into", true
+	case errors.Is(err, manifests.ErrNotRegular):
+		return ExitUnusable, "name a regular file: sealbench reads keys, plans, locks and results only from regular files", true
 	case errors.Is(err, bundle.ErrUnusable):
 		return ExitUnusable, "--bundle takes a bundle directory (build-linux-<hash>), as seal wrote it; only verify also takes its .tar", true
 	}

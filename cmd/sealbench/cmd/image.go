@@ -293,8 +293,8 @@ with a loud notice, and the VM targets find it there; --no-relock fails instead.
 				if lock, lb, err = vmimages.DefaultLock("vm", arch); err != nil {
 					return usageErrorf("--arch takes amd64 or arm64, or pass --lock", "%v", err)
 				}
-			} else if lb, err = os.ReadFile(lockFile); err != nil {
-				return usageErrorf("", "reading package lock: %v", err)
+			} else if lb, err = manifests.ReadRegular(lockFile, 0); err != nil {
+				return usageErrorf("--lock takes a package lock file, as `sealbench image lock` writes (vmimages/locks/*.json)", "reading package lock: %v", err)
 			} else if lock, err = manifests.ParsePackageLock(lb); err != nil {
 				return usageErrorf("refresh it with `sealbench image lock`", "package lock %s: %v", lockFile, err)
 			}
@@ -390,9 +390,9 @@ archive has moved on.`,
 			}
 			var jobs []job
 			if lockFile != "" {
-				b, err := os.ReadFile(lockFile)
+				b, err := manifests.ReadRegular(lockFile, 0)
 				if err != nil {
-					return usageErrorf("", "reading package lock: %v", err)
+					return usageErrorf("--lock takes a package lock file, as `sealbench image lock` writes (vmimages/locks/*.json)", "reading package lock: %v", err)
 				}
 				l, err := manifests.ParsePackageLock(b)
 				if err != nil {

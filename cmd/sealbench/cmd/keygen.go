@@ -22,7 +22,9 @@ func newKeygenCmd(g *global) *cobra.Command {
 with the password in $SEALBENCH_PASSWORD (empty is allowed, as cosign allows an
 empty COSIGN_PASSWORD), and sealbench.pub. The files are in the format sigstore's
 cryptoutils reads and writes, so cosign can use the same keys. Existing keys are
-never overwritten unless --force is given.`,
+never overwritten unless --force is given, and --force replaces only regular
+files: a symlink, fifo or device where a key would go is refused (exit 3)
+before either key is written. An --out that is not a directory is refused.`,
 		Example: `  SEALBENCH_PASSWORD='correct horse' sealbench keygen
   SEALBENCH_PASSWORD= sealbench keygen --out ./keys --json`,
 		Args: cobra.NoArgs,

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -50,11 +51,15 @@ func within(p, dir string) bool {
 	return rp == rd || strings.HasPrefix(rp, rd+string(filepath.Separator))
 }
 
-// checkOutFile refuses an output file that is a directory or one of the
-// inputs.
+// checkOutFile refuses an output file that atomicfile.WriteOutput would
+// not write (a directory, a block device, a socket, a symlink that names
+// nothing) or that is one of the inputs, however spelled.
 func checkOutFile(flag, out, hint string, inputs ...string) error {
 	if fi, err := os.Stat(out); err == nil && fi.IsDir() {
 		return usageErrorf(hint, "%s %s is a directory; it takes a file", flag, out)
+	}
+	if err := atomicfile.CheckOutput(out); err != nil {
+		return usageErrorf(hint, "%s: %v", flag, err)
 	}
 	for _, in := range inputs {
 		if sameFile(out, in) {
@@ -72,8 +77,10 @@ func checkOutDir(flag, out, hint string) error {
 			switch {
 			case fi.IsDir():
 				return nil
-			case d == filepath.Clean(out):
+			case d == filepath.Clean(out) && fi.Mode().IsRegular():
 				return usageErrorf(hint, "%s %s is a file; it takes a directory", flag, out)
+			case d == filepath.Clean(out):
+				return usageErrorf(hint, "%s %s is a %s; it takes a directory", flag, out, manifests.FileTypeName(fi.Mode()))
 			default:
 				return usageErrorf(hint, "%s %s lies under %s, which is a file", flag, out, d)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/sign"
+	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/remote"
@@ -96,7 +97,8 @@ over io_uring on until teardown (recorded, then put back). More: docs/targets.md
 			}
 			id := out.Identity
 			fmt.Fprintf(g.stdout, "%s is up (run %s)\n  endpoint  %s\n  engine    %s %s\n  kernel    %s (%s)\n  cpus      %d\n  memory    %s\n  io_uring  %s\n  image     %s %s\n  run dir   %s\n\n  export DOCKER_HOST=%s\n  sealbench teardown --run %s   # when done\n",
-				target, out.Run, out.Endpoint, id.Engine, id.EngineVersion, id.Kernel, id.Arch, id.CPUs, humanBytes(id.MemoryBytes),
+				// What the Engine says of itself is shown escaped.
+				target, out.Run, out.Endpoint, cliutil.Printable(id.Engine), cliutil.Printable(id.EngineVersion), cliutil.Printable(id.Kernel), cliutil.Printable(id.Arch), id.CPUs, humanBytes(id.MemoryBytes),
 				id.FUSEURing, out.Image.Ref, out.Image.ID, out.RunDir, out.Endpoint, out.Run)
 			switch {
 			case out.Forward != "":

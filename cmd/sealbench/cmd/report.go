@@ -16,6 +16,7 @@ import (
 	"github.com/sealbench/sealbench/bundle/attest"
 	"github.com/sealbench/sealbench/bundle/sign"
 	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/ociartifact"
 	"github.com/sealbench/sealbench/orchestrate"
@@ -92,9 +93,14 @@ other tools that read that format). One rule picks it: --format when given;
 --json is --format json; else the --out file's extension (.md, .html, .json,
 .csv); else md. A --json, --format and --out extension that disagree are
 refused (exit 3); with --out, --json also prints a JSON line saying what was
-written. --out is written atomically, and never over the files the
-report reads (samples.jsonl, pins.json, results.sigstore.json): that is
-refused (exit 3) before anything is read.
+written. --out never destroys: a regular file is written atomically (a
+temporary file, then a rename); a fifo or a character device (/dev/null, a
+terminal, /dev/stdout) is written into as a stream and stays what it was; a
+symlink is followed and what it names is written so, the link kept (one that
+names nothing is refused); a directory, a block device or a socket is refused;
+and so is any of the files the report reads (samples.jsonl, pins.json,
+results.sigstore.json), however spelled (symlinks resolved, hard links caught
+by inode). Each refusal exits 3, before anything is read.
 
 Signed results: a run made with --sign-key leaves results.sigstore.json beside
 its samples. The report checks it, here on the host, against the very bytes it
@@ -179,7 +185,7 @@ layerfsOverNative, nativeRepeatOverNative (the A/A check).`,
 	}
 	c.Flags().StringVar(&f.format, "format", "md", "report format: "+strings.Join(reportFormats(), ", ")+" (default: the --out file's extension's, else md; --json is --format json)")
 	c.Flags().StringVar(&f.baseline, "baseline", "", "the target ratios are to (default: the first target of the first run)")
-	c.Flags().StringVar(&f.out, "out", "", "write the report to this file (atomically) instead of stdout")
+	c.Flags().StringVar(&f.out, "out", "", "write the report to this file instead of stdout: a regular file atomically, a fifo or character device as a stream; a symlink is followed")
 	c.Flags().Uint64Var(&f.seed, "seed", 0, "bootstrap seed (default: the run's own seed; with --compare, the new run's)")
 	c.Flags().BoolVar(&f.compare, "compare", false, "compare two runs, OLD NEW: old and new medians, the change with its interval")
 	c.Flags().StringSliceVar(&f.match, "match", nil, "with --compare: the target pairs to compare, OLD=NEW (repeat, or separate with commas); default: the same targets in both")
@@ -336,6 +342,10 @@ func runCompare(g *global, f reportFlags, oldPath, newPath string) error {
 	if err != nil {
 		return err
 	}
+	if old[0].SamplesSHA256 == new[0].SamplesSHA256 {
+		fmt.Fprintf(g.stderr, "sealbench: warning: OLD %s and NEW %s hold the same samples (%s): every change is no change by construction; compare two different runs\n",
+			cliutil.Printable(oldPath), cliutil.Printable(newPath), old[0].SamplesSHA256)
+	}
 	cmp, err := report.Compare(old, new, report.CompareOptions{Pairs: pairs, Cells: f.cells, Seed: f.seed})
 	if err != nil {
 		return compareError(err)
@@ -362,7 +372,7 @@ func checkBounds(g *global, f reportFlags, r *report.Report, rendered []byte) er
 		return inputError(err)
 	}
 	if f.out != "" {
-		if err := atomicfile.WriteFile(f.out, rendered, 0o644); err != nil {
+		if err := atomicfile.WriteOutput(f.out, printable(f.format, rendered), 0o644); err != nil {
 			return fmt.Errorf("writing the report: %w", err)
 		}
 	}
@@ -389,11 +399,12 @@ func checkBounds(g *global, f reportFlags, r *report.Report, rendered []byte) er
 // writeReport writes a rendered report to stdout, or to --out with a line
 // (or, with --json, a JSON summary) saying what was written.
 func writeReport(g *global, f reportFlags, b []byte, summary map[string]any, what string) error {
+	b = printable(f.format, b)
 	if f.out == "" {
 		_, err := g.stdout.Write(b)
 		return err
 	}
-	if err := atomicfile.WriteFile(f.out, b, 0o644); err != nil {
+	if err := atomicfile.WriteOutput(f.out, b, 0o644); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	if g.json {
@@ -402,6 +413,17 @@ func writeReport(g *global, f reportFlags, b []byte, summary map[string]any, wha
 	}
 	fmt.Fprintf(g.stdout, "wrote %s (%s; %s)\n", f.out, f.format, what)
 	return nil
+}
+
+// printable escapes the control characters (ESC and the like) that text
+// from the results (a tool's version, a kernel's name, a label) may have
+// brought into a rendered report, as \x1b: a report is read on terminals.
+// JSON escapes them itself.
+func printable(format string, b []byte) []byte {
+	if format == "json" {
+		return b
+	}
+	return []byte(cliutil.PrintableText(string(b)))
 }
 
 // reportInputs are the files report reads for args: each run directory's

@@ -59,9 +59,9 @@ func takeSamples(ctx context.Context, g *global, planPath string, stdin io.Reade
 	if planPath == "" {
 		return usageErrorf("sealbench sample --plan /var/lib/sealbench/runs/ID/plan.json", "--plan is required")
 	}
-	f, err := os.Open(planPath)
+	f, err := manifests.OpenRegular(planPath)
 	if err != nil {
-		return usageErrorf("", "reading the plan: %v", err)
+		return usageErrorf("pass the plan file `sealbench run` wrote (plan.json in the run's directory)", "reading the plan: %v", err)
 	}
 	plan, err := manifests.ReadRunPlan(f)
 	f.Close()

@@ -52,10 +52,17 @@ for older verifiers. cosign verifies it offline:
 A dirty tree (uncommitted changes or untracked files) is sealed too, but marked
 dirty in the manifest, and warned about.
 
+A seal that is stopped leaves nothing behind: its go command, the compilers
+that starts and its other children run in a process group that dies with it
+(Ctrl-C, SIGTERM, and on Linux kill -9 too), and all it writes before the
+bundle is whole lies in --out/.sealbench-seal-<random>, which the next seal in
+the same --out removes (never a live seal's).
+
 A --source that is not a sealbench tree (its go.mod another module's, or no
-go.mod), an --out that is a file or inside the cell bodies, and an
---image-arch with no lock are refused (exit 3) before anything is built or
-created.`,
+go.mod), an --out that is not a directory or lies inside the cell bodies, a
+--key that is missing or not a regular file (a fifo is refused, never waited
+on), and an --image-arch with no lock are refused (exit 3) before anything is
+built or created.`,
 		Example: `  SEALBENCH_PASSWORD= sealbench seal --out out
   SEALBENCH_PASSWORD= sealbench seal --key ./keys/sealbench.key --out /tmp/bundles --json
   SOURCE_DATE_EPOCH=1700000000 SEALBENCH_PASSWORD= sealbench seal --source ~/src/sealbench`,

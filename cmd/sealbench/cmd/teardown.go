@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/runs"
@@ -75,16 +76,16 @@ under the feet of the process still using it.`,
 			if !g.json {
 				for _, r := range results {
 					for _, u := range r.Unreachable {
-						fmt.Fprintf(g.stdout, "run %s: host %s cannot be reached (%s); left there:\n", r.Run, u.Host, u.Reason)
+						fmt.Fprintf(g.stdout, "run %s: host %s cannot be reached (%s); left there:\n", r.Run, cliutil.Printable(u.Host), cliutil.Printable(u.Reason))
 						for _, l := range u.Left {
-							fmt.Fprintf(g.stdout, "  %s\n", l)
+							fmt.Fprintf(g.stdout, "  %s\n", cliutil.Printable(fmt.Sprint(l)))
 						}
 					}
 					switch {
 					case r.InProgress != "":
 						fmt.Fprintf(g.stdout, "run %s: in progress, left as it is (--force tears it down anyway)\n", r.Run)
 					case len(r.Kept) > 0:
-						fmt.Fprintf(g.stdout, "run %s: %d removed; kept %s, because of the failures below\n", r.Run, len(r.Removed), r.Kept[0])
+						fmt.Fprintf(g.stdout, "run %s: %d removed; kept %s, because of the failures below\n", r.Run, len(r.Removed), cliutil.Printable(fmt.Sprint(r.Kept[0])))
 					case len(r.Removed) == 0 && len(targets) > 0:
 						fmt.Fprintf(g.stdout, "run %s: nothing of %s left to remove\n", r.Run, strings.Join(targets, ", "))
 					case len(r.Removed) == 0:

@@ -47,7 +47,10 @@ fetched by that digest into ~/.cache/sealbench/bundles/sha256-<hex>/, its
 Sigstore bundle (an attached referrer) beside it; then it is verified exactly
 as a local bundle, with the same key. The registry is not trusted: it is
 where the bytes come from, the key is what they are checked with. The Sandbox
-image the artifact names must also be the one the signed provenance names.`,
+image the artifact names must also be the one the signed provenance names.
+
+--key must be a regular file (a symlink to one is fine): a fifo, a device or a
+directory is refused at once (exit 3), never waited on; a missing key exits 2.`,
 		Example: `  sealbench verify --bundle out/build-linux-0123456789ab
   sealbench verify --bundle out/build-linux-0123456789ab.tar --key ./keys/sealbench.pub
   sealbench verify --bundle out/build-linux-0123456789ab --json; echo "exit $?"

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package manifests
+
+const openNonblock = 0
