@@ -38,7 +38,7 @@ func ParseTargets(list []string) ([]remote.Spec, error) { return parseTargets(li
 // parseTargets is ParseTargets; the doctor passes mustRun false, to say
 // whether a target can run on a host rather than refuse to look.
 func parseTargets(list []string, mustRun bool) ([]remote.Spec, error) {
-	hint := "targets: " + strings.Join(provision.Names(), ", ") + ", each as KIND, KIND:PARAM (kubernetes:RUNTIMECLASS), KIND@ssh://USER@HOST[:PORT] or kubernetes@NODE; `sealbench doctor` says what this host can run"
+	hint := "targets: " + strings.Join(provision.Names(), ", ") + ", each as KIND, KIND:PARAM (kubernetes:RUNTIMECLASS), KIND@ssh://USER@HOST[:PORT], kubernetes@NODE or docker@CONTEXT; `sealbench doctor` says what this host can run"
 	specs, err := remote.ParseSpecs(list)
 	if err != nil {
 		return nil, usagef(hint, "%v", err)
@@ -48,9 +48,9 @@ func parseTargets(list []string, mustRun bool) ([]remote.Spec, error) {
 		switch {
 		case !ok:
 			return nil, usagef(hint, "no target named %q", s.Kind)
-		case s.Node != "" && !reg.Node:
+		case s.Node != "" && reg.At == "":
 			return nil, usagef("a remote host is ssh://USER@HOST[:PORT]: "+s.Kind+"@ssh://root@"+s.Node,
-				"target %q: %s does not run on a cluster's node; after its '@' comes a host", s.String(), s.Kind)
+				"target %q: %s takes no name after its '@' (a cluster's node, a docker context); after its '@' comes a host", s.String(), s.Kind)
 		case s.Node != "" && isKind(s.Name):
 			return nil, usagef("give it another name: NAME="+s.Kind+"@"+s.Node,
 				"target %q: its name %s is a target kind's, which names the target on this host", s.String(), s.Name)

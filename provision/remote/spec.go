@@ -34,9 +34,12 @@ type Spec struct {
 	Param string
 	// Host is the remote host; nil for this one.
 	Host *Host
-	// Node is the Kubernetes node a kubernetes target puts its Sandboxes
-	// on (kubernetes@NODE); empty when the spec names none. Targets on
-	// different nodes sample in parallel, as remote hosts do.
+	// Node is the bare name after an '@', which the kind's registration
+	// says the meaning of (provision.Registration.At): the Kubernetes
+	// node a kubernetes target puts its Sandboxes on (kubernetes@NODE;
+	// targets on different nodes sample in parallel, as remote hosts do),
+	// or the docker CLI context of a docker target (docker@CONTEXT).
+	// Empty when the spec names none.
 	Node string
 }
 
@@ -109,11 +112,15 @@ var (
 	// userRE is a login name as the tools that make users accept it, and
 	// never one that an ssh client could read as an option.
 	userRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$`)
+	// atNameRE is a bare name after an '@': a Kubernetes node's name (a
+	// DNS subdomain) or a docker context's (docker/cli's rule: a letter
+	// or digit, then letters, digits, '_', '.', '+' and '-').
+	atNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,252}$`)
 	// hostRE is a DNS name (labels of letters, digits and '-').
 	hostRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
 )
 
-const specForm = "KIND[:PARAM], KIND@ssh://USER@HOST[:PORT], NAME=KIND@ssh://USER@HOST[:PORT] or kubernetes[:RUNTIMECLASS]@NODE"
+const specForm = "KIND[:PARAM], KIND@ssh://USER@HOST[:PORT], NAME=KIND@ssh://USER@HOST[:PORT], kubernetes[:RUNTIMECLASS]@NODE or docker@CONTEXT"
 
 // ParseSpec parses one target spec. It checks the form only: whether
 // KIND is registered, and can run on a remote host, is the caller's.
@@ -151,9 +158,9 @@ func ParseSpec(s string) (Spec, error) {
 		}
 		return spec, nil
 	}
-	if !strings.Contains(where, "://") && paramRE.MatchString(where) {
-		// A bare name: a Kubernetes node (whether the kind takes one is
-		// the caller's to say).
+	if !strings.Contains(where, "://") && atNameRE.MatchString(where) {
+		// A bare name: a Kubernetes node, a docker context (whether the
+		// kind takes one is the caller's to say).
 		spec.Node = where
 		if spec.Name == "" {
 			spec.Name = defaultName(kind, where, 0)
@@ -181,7 +188,7 @@ func ParseSpec(s string) (Spec, error) {
 func parseHost(s string) (*Host, error) {
 	scheme, _, ok := strings.Cut(s, "://")
 	if !ok {
-		return nil, fmt.Errorf("after '@' comes a host, ssh://USER@HOST[:PORT], or a Kubernetes node's name (lowercase), not %q", s)
+		return nil, fmt.Errorf("after '@' comes a host, ssh://USER@HOST[:PORT], or a name (a Kubernetes node, a docker context), not %q", s)
 	}
 	if scheme != "ssh" {
 		return nil, fmt.Errorf("hosts are reached over ssh:// only, not %s://", scheme)

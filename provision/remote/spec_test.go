@@ -24,6 +24,8 @@ func TestParseSpec(t *testing.T) {
 		{"kubernetes@worker-1", "kubernetes-worker-1", "kubernetes", "", "kubernetes@worker-1", "worker-1"},
 		{"kubernetes:gvisor@ip-10-0-0-7.ec2.internal", "kubernetes-ip-10-0-0-7-ec2-internal", "kubernetes", "", "kubernetes:gvisor@ip-10-0-0-7.ec2.internal", "ip-10-0-0-7.ec2.internal"},
 		{"kgv=kubernetes:gvisor@worker-1", "kgv", "kubernetes", "", "kgv=kubernetes:gvisor@worker-1", "worker-1"},
+		{"docker@desktop-linux", "docker-desktop-linux", "docker", "", "docker@desktop-linux", "desktop-linux"},
+		{"docker@GPU_1", "docker-gpu-1", "docker", "", "docker@GPU_1", "GPU_1"},
 	} {
 		s, err := ParseSpec(tc.in)
 		if err != nil {
@@ -53,7 +55,7 @@ func TestParseSpecRefusesBadInput(t *testing.T) {
 		{"kubernetes:Run_C", `"Run_C" after kubernetes: is not a parameter`},
 		{"kubernetes:-x", `"-x" after kubernetes: is not a parameter`},
 		{"docker@", "after '@' comes a host"},
-		{"docker@GPU_1", "after '@' comes a host, ssh://USER@HOST[:PORT], or a Kubernetes node's name"},
+		{"docker@_gpu1", "after '@' comes a host, ssh://USER@HOST[:PORT], or a name (a Kubernetes node, a docker context)"},
 		{"docker@tcp://gpu1:2375", "over ssh:// only, not tcp://"},
 		{"docker@ssh://gpu1", "no user: write ssh://USER@gpu1"},
 		{"docker@ssh://@gpu1", "no user"},

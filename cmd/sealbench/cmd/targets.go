@@ -68,8 +68,8 @@ func targetHelp() string {
 		if r.Param != "" {
 			name += "[:" + r.Param + "]"
 		}
-		if r.Node {
-			name += "[@NODE]"
+		if r.At != "" {
+			name += "[@" + r.At + "]"
 		}
 		if len(name) < 9 {
 			b.WriteString(fmt.Sprintf("  %-9s%s.\n", name, r.What))
