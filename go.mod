@@ -13,6 +13,7 @@ require (
 	github.com/hashicorp/go-multierror v1.1.1
 	github.com/hashicorp/yamux v0.1.2
 	github.com/in-toto/attestation v1.1.1
+	github.com/kevinburke/ssh_config v1.6.0
 	github.com/lima-vm/lima v1.2.1
 	github.com/moby/docker-image-spec v1.3.1
 	github.com/opencontainers/go-digest v1.0.0

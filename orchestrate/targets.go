@@ -32,7 +32,9 @@ func (s SSH) provision() runs.SSHOptions {
 // ParseTargets parses a --target list (split at its commas) into specs:
 // each kind registered, a NAME= only for a target on a remote host (a
 // target here is named by its kind), a remote host only for a kind that
-// can run there, and no name twice.
+// can run there, and no name twice. A remote host is resolved through
+// the user's ssh_config (remote.Host.Resolve: an alias's HostName, Port
+// and User).
 func ParseTargets(list []string) ([]remote.Spec, error) { return parseTargets(list, true) }
 
 // parseTargets is ParseTargets; the doctor passes mustRun false, to say
@@ -64,6 +66,11 @@ func parseTargets(list []string, mustRun bool) ([]remote.Spec, error) {
 			return nil, usagef(remoteHint(), "target %q: %s cannot run on a remote host", s.String(), s.Kind)
 		case s.Param != "" && reg.Param == "":
 			return nil, usagef(paramHint(), "target %q: %s takes nothing after a ':'", s.String(), s.Kind)
+		}
+		if s.Host != nil {
+			if err := s.Host.Resolve(); err != nil {
+				return nil, usagef("a remote host is ssh://USER@HOST[:PORT], or an alias ~/.ssh/config gives a HostName, Port and User", "target %q: %v", s.String(), err)
+			}
 		}
 	}
 	return specs, nil

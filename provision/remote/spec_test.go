@@ -57,8 +57,7 @@ func TestParseSpecRefusesBadInput(t *testing.T) {
 		{"docker@", "after '@' comes a host"},
 		{"docker@_gpu1", "after '@' comes a host, ssh://USER@HOST[:PORT], or a name (a Kubernetes node, a docker context)"},
 		{"docker@tcp://gpu1:2375", "over ssh:// only, not tcp://"},
-		{"docker@ssh://gpu1", "no user: write ssh://USER@gpu1"},
-		{"docker@ssh://@gpu1", "no user"},
+		{"docker@ssh://@gpu1", "no user before the '@'"},
 		{"docker@ssh://root:hunter2@gpu1", "never sends a password"},
 		{"docker@ssh://root@gpu1/var/run/docker.sock", "a path, query or fragment"},
 		{"docker@ssh://root@gpu1?x=1", "a path, query or fragment"},
@@ -113,8 +112,8 @@ func TestParseSpecsRefusesOneNameTwice(t *testing.T) {
 		}
 	}
 	// Every bad spec is reported, not the first only.
-	_, err = ParseSpecs([]string{"bad@", "docker@ssh://x"})
-	if err == nil || !strings.Contains(err.Error(), "bad@") || !strings.Contains(err.Error(), "docker@ssh://x") {
+	_, err = ParseSpecs([]string{"bad@", "docker@ssh://@x"})
+	if err == nil || !strings.Contains(err.Error(), "bad@") || !strings.Contains(err.Error(), "docker@ssh://@x") {
 		t.Errorf("want both bad specs named: %v", err)
 	}
 }
