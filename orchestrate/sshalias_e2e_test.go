@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision/provisiontest"
@@ -20,8 +23,10 @@ import (
 // UserKnownHostsFile, no --ssh-* flag and no agent. The target is named
 // after the alias, the ledger and hosts.json name the host it resolves
 // to (hosts.json the alias too, and no key or known_hosts path of the
-// flags), and a teardown with no flags reaches the host the same way and
-// leaves nothing there.
+// flags), the ssh -L command it prints names the alias, and OpenSSH's ssh
+// given that configuration makes the printed endpoint answer with it; a
+// teardown with no flags reaches the host the same way and leaves nothing
+// there.
 func TestProvisionOnALocalHostByItsSSHAlias(t *testing.T) {
 	sshtest.Need(t)
 	hostState := testenv.ShortTempDir(t, "sbh-")
@@ -58,9 +63,32 @@ func TestProvisionOnALocalHostByItsSSHAlias(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Host != hostName || out.Identity.Host != hostName || !strings.HasPrefix(out.Forward, "ssh ") {
-		t.Errorf("provisioned %+v: want the stand-in up on %s", out, hostName)
+	// The forward it prints is for the user's ssh, which reads the same
+	// configuration for the alias.
+	if out.Host != hostName || out.Identity.Host != hostName || !strings.HasPrefix(out.Forward, "ssh ") || !strings.HasSuffix(out.Forward, " "+h.User+"@bench") {
+		t.Errorf("provisioned %+v: want the stand-in up on %s, and a forward to %s@bench", out, hostName, h.User)
 	}
+	// OpenSSH's ssh reads the configuration of the home in the password
+	// database, not $HOME's: -F gives it the test's.
+	sshCmd := testenv.NeedCommand(t, "ssh")
+	argv := append([]string{"-F", filepath.Join(home, ".ssh", "config"), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"}, strings.Fields(out.Forward)[1:]...)
+	fwd := exec.Command(sshCmd, argv...)
+	fwd.Stderr = os.Stderr
+	if err := fwd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { fwd.Process.Kill(); fwd.Wait() }()
+	cli, err := engine.NewClient(out.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	testenv.Eventually(t, "the stand-in on bench answering through the printed forward", 200*time.Millisecond, func() bool {
+		_, err := cli.ImageInspect(ctx, opened.Image.ID.String())
+		return err == nil
+	})
+	fwd.Process.Kill()
+	fwd.Wait()
 	hosts, err := runs.ReadHosts(out.RunDir)
 	if rec := hosts[hostName]; err != nil || rec.Alias != "bench" || rec.Identity != "" || rec.KnownHosts != "" {
 		t.Errorf("hosts.json: %+v (%v); want %s by its alias bench, no paths of flags", hosts, err, hostName)
