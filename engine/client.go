@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -63,15 +62,6 @@ func CheckEndpoint(s string) error {
 	return nil
 }
 
-// DefaultDockerHost is the endpoint of the user's dockerd: DOCKER_HOST, or
-// the default socket.
-func DefaultDockerHost() string {
-	if h := os.Getenv("DOCKER_HOST"); h != "" {
-		return h
-	}
-	return client.DefaultDockerHost
-}
-
 // Identity is what a run knows about a target: what it pins
 // (manifests.TargetPins: the Engine and the machine it runs Sandboxes
 // on, as the Engine itself reports them, and what the target adds of its
@@ -129,8 +119,8 @@ func IdentifyClient(ctx context.Context, cli client.APIClient, target, endpoint 
 		return nil, fmt.Errorf("asking the Engine at %s about its machine: %w", endpoint, err)
 	}
 	return &Identity{PlanTarget: manifests.PlanTarget{
-		TargetPins:    manifests.TargetPins{Name: target, Engine: kindOf(ver.Platform.Name), Kernel: info.KernelVersion, CPUs: info.NCPU, MemoryBytes: info.MemTotal},
-		EngineVersion: ver.Version, Endpoint: endpoint, OS: info.OperatingSystem, Arch: info.Architecture}}, nil
+		TargetPins:    manifests.TargetPins{Name: target, Engine: kindOf(ver.Platform.Name), Kernel: info.KernelVersion, CPUs: info.NCPU, MemoryBytes: info.MemTotal, Endpoint: endpoint},
+		EngineVersion: ver.Version, OS: info.OperatingSystem, Arch: info.Architecture}}, nil
 }
 
 // kindOf says which Engine a /version platform name is: the stand-in

@@ -91,6 +91,14 @@ func newServer(c Config, rc *rest.Config, cl kubernetes.Interface) *Server {
 // Context, or client-go's defaults (KUBECONFIG, then ~/.kube/config) and
 // the current context.
 func RESTConfig(c Config) (*rest.Config, error) {
+	return ClientConfig(c).ClientConfig()
+}
+
+// ClientConfig is the kubeconfig c names, as kubectl reads it: c's
+// Kubeconfig (a path, or a list of them joined by ':'), else KUBECONFIG,
+// else ~/.kube/config; c's Context, else the current context. Its
+// Namespace is the context's namespace, "default" where it sets none.
+func ClientConfig(c Config) clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if c.Kubeconfig != "" {
 		rules.ExplicitPath = c.Kubeconfig
@@ -98,7 +106,7 @@ func RESTConfig(c Config) (*rest.Config, error) {
 			rules.ExplicitPath, rules.Precedence = "", strings.Split(c.Kubeconfig, ":")
 		}
 	}
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context}).ClientConfig()
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context})
 }
 
 // Serve serves c's socket (0600) until ctx is done, then removes it.

@@ -70,8 +70,8 @@ type RunPlan struct {
 
 // PlanTarget is one target's Engine, as the host identified it.
 type PlanTarget struct {
+	// TargetPins' Endpoint is where the runner reaches the Engine.
 	TargetPins
-	Endpoint      string `json:"endpoint"` // unix:///path/to/socket
 	EngineVersion string `json:"engineVersion"`
 	OS            string `json:"os"`
 	Arch          string `json:"arch"`

@@ -10,8 +10,8 @@ func validPlan() *RunPlan {
 	return &RunPlan{
 		FormatVersion: ResultsFormatVersion, Kind: RunPlanKind, RunID: "20261201T180000-3f9a1c", BundleID: "build-linux-0123456789ab",
 		Ledger: "/var/lib/sealbench/runs/20261201T180000-3f9a1c/ledger.jsonl", Lock: "/run/lock/sealbench.lock", OutDir: "/tmp/out",
-		Targets: []PlanTarget{{TargetPins: TargetPins{Name: "local", Engine: EngineStandin, Kernel: "6.1", CPUs: 2, MemoryBytes: 1 << 30},
-			Endpoint: "unix:///run/standin.sock"}},
+		Targets: []PlanTarget{{TargetPins: TargetPins{Name: "local", Engine: EngineStandin, Kernel: "6.1", CPUs: 2, MemoryBytes: 1 << 30,
+			Endpoint: "unix:///run/standin.sock"}}},
 		Image: PlanImage{ID: d, Ref: "sealbench/sandbox:x"}, Cells: []string{"C01"}, Samples: 5, Seed: 7,
 		RunnerSHA256: d, StandinSHA256: d,
 	}

@@ -698,6 +698,14 @@ type TargetPins struct {
 	// (gVisor's Sentry, which sends the daemon requests of its own
 	// choosing and lacks some of Linux's, such as mmap(2) of a file).
 	FUSE string `json:"fuse,omitempty"`
+	// Endpoint is the Engine API endpoint the runner reached the target's
+	// Engine at (unix:///path/to/socket, tcp://host:port), on the machine
+	// it ran on; empty in results written before it was recorded.
+	Endpoint string `json:"endpoint,omitempty"`
+	// DockerContext is the docker CLI context the endpoint came from
+	// (docker@CONTEXT, DOCKER_CONTEXT or the current context), for a
+	// docker target whose dockerd was chosen by one; empty otherwise.
+	DockerContext string `json:"dockerContext,omitempty"`
 	// Host is the remote host the target lives on, ssh://user@host:port
 	// as a run's ledger names it (docs/design/remote-hosts.md); empty for
 	// a target on the machine that made the run.

@@ -21,7 +21,8 @@ func testPins() *RunPins {
 		RunnerSHA256:  DigestOf([]byte("runner")),
 		StandinSHA256: DigestOf([]byte("standin")),
 		Targets: []TargetPins{
-			{Name: "docker", Engine: EngineDockerd, Kernel: "6.1.0-40-amd64", CPUs: 2, MemoryBytes: 8 << 30, FUSEURing: FUSEURingOn},
+			{Name: "docker", Engine: EngineDockerd, Kernel: "6.1.0-40-amd64", CPUs: 2, MemoryBytes: 8 << 30, FUSEURing: FUSEURingOn,
+				Endpoint: "unix:///home/bench/.colima/default/docker.sock", DockerContext: "colima"},
 			{Name: "lima", Engine: EngineStandin, Kernel: "6.1.0-41-amd64", CPUs: 2, MemoryBytes: 4 << 30, Emulated: true, FUSEURing: FUSEURingNA},
 			{Name: "docker-gpu1", Engine: EngineDockerd, Kernel: "6.12.48-amd64", CPUs: 16, MemoryBytes: 64 << 30, Transport: "ssh", FUSEURing: FUSEURingNA,
 				Host: "ssh://bench@gpu1:22"},

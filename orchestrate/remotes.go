@@ -40,6 +40,10 @@ func (p *hostConns) get(ctx context.Context, h *remote.Host) (*sshx.Client, erro
 		c.Close()
 	}
 	rec := runs.HostRecord{Host: key}
+	if h.Alias != h.Host {
+		// Later connections (teardown, the audit) read ssh_config for it too.
+		rec.Alias = h.Alias
+	}
 	var err error
 	for _, f := range []struct {
 		in  string

@@ -32,13 +32,15 @@ func (s SSH) provision() runs.SSHOptions {
 // ParseTargets parses a --target list (split at its commas) into specs:
 // each kind registered, a NAME= only for a target on a remote host (a
 // target here is named by its kind), a remote host only for a kind that
-// can run there, and no name twice.
+// can run there, and no name twice. A remote host is resolved through
+// the user's ssh_config (remote.Host.Resolve: an alias's HostName, Port
+// and User).
 func ParseTargets(list []string) ([]remote.Spec, error) { return parseTargets(list, true) }
 
 // parseTargets is ParseTargets; the doctor passes mustRun false, to say
 // whether a target can run on a host rather than refuse to look.
 func parseTargets(list []string, mustRun bool) ([]remote.Spec, error) {
-	hint := "targets: " + strings.Join(provision.Names(), ", ") + ", each as KIND, KIND:PARAM (kubernetes:RUNTIMECLASS), KIND@ssh://USER@HOST[:PORT] or kubernetes@NODE; `sealbench doctor` says what this host can run"
+	hint := "targets: " + strings.Join(provision.Names(), ", ") + ", each as KIND, KIND:PARAM (kubernetes:RUNTIMECLASS), KIND@ssh://USER@HOST[:PORT], kubernetes@NODE or docker@CONTEXT; `sealbench doctor` says what this host can run"
 	specs, err := remote.ParseSpecs(list)
 	if err != nil {
 		return nil, usagef(hint, "%v", err)
@@ -48,9 +50,9 @@ func parseTargets(list []string, mustRun bool) ([]remote.Spec, error) {
 		switch {
 		case !ok:
 			return nil, usagef(hint, "no target named %q", s.Kind)
-		case s.Node != "" && !reg.Node:
+		case s.Node != "" && reg.At == "":
 			return nil, usagef("a remote host is ssh://USER@HOST[:PORT]: "+s.Kind+"@ssh://root@"+s.Node,
-				"target %q: %s does not run on a cluster's node; after its '@' comes a host", s.String(), s.Kind)
+				"target %q: %s takes no name after its '@' (a cluster's node, a docker context); after its '@' comes a host", s.String(), s.Kind)
 		case s.Node != "" && isKind(s.Name):
 			return nil, usagef("give it another name: NAME="+s.Kind+"@"+s.Node,
 				"target %q: its name %s is a target kind's, which names the target on this host", s.String(), s.Name)
@@ -64,6 +66,11 @@ func parseTargets(list []string, mustRun bool) ([]remote.Spec, error) {
 			return nil, usagef(remoteHint(), "target %q: %s cannot run on a remote host", s.String(), s.Kind)
 		case s.Param != "" && reg.Param == "":
 			return nil, usagef(paramHint(), "target %q: %s takes nothing after a ':'", s.String(), s.Kind)
+		}
+		if s.Host != nil {
+			if err := s.Host.Resolve(); err != nil {
+				return nil, usagef("a remote host is ssh://USER@HOST[:PORT], or an alias ~/.ssh/config gives a HostName, Port and User", "target %q: %v", s.String(), err)
+			}
 		}
 	}
 	return specs, nil

@@ -53,10 +53,12 @@ type Registration struct {
 	// and a ':' in a --target (kubernetes:RUNTIMECLASS: "RUNTIMECLASS");
 	// empty: a parameter is refused.
 	Param string
-	// Node says the target takes a node of a cluster after an '@'
-	// (kubernetes@NODE): its Sandboxes go there, and targets on
-	// different nodes sample in parallel. False: only a host may follow.
-	Node bool
+	// At, when not empty, says what the target takes as a bare name
+	// after an '@' in a --target: "NODE" for a node of a cluster
+	// (kubernetes@NODE: its Sandboxes go there, and targets on different
+	// nodes sample in parallel), "CONTEXT" for a docker CLI context
+	// (docker@CONTEXT). Empty: only a host (@ssh://...) may follow.
+	At string
 	// Options make the target's own options, at their defaults: the
 	// flags the commands add for it (see Options). Options of a kind
 	// another target makes too are made once.
@@ -89,8 +91,9 @@ type NewOptions struct {
 	// Param is what the --target gave after the kind and a ':'
 	// (Registration.Param), empty when nothing.
 	Param string
-	// Node is the node the --target gave after an '@' (Registration.Node);
-	// empty: the target's default.
+	// Node is the bare name the --target gave after an '@'
+	// (Registration.At): a node of a cluster, or a docker context; empty:
+	// the target's default.
 	Node string
 	// Options are the command's targets' options (its flags), each
 	// target reading its own kind with OptionsOf.

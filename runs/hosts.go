@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/sealbench/sealbench/internal/atomicfile"
@@ -32,7 +33,11 @@ const hostsFormatVersion = 1
 type HostRecord struct {
 	Host       string `json:"host"`                 // ssh://user@host:port
 	KnownHosts string `json:"knownHosts,omitempty"` // empty: ~/.ssh/known_hosts
-	Identity   string `json:"identity,omitempty"`   // empty: the agent and the default keys
+	Identity   string `json:"identity,omitempty"`   // empty: the agent and ssh_config's or the default keys
+	// Alias is the name the spec gave the host (ssh://ALIAS), which
+	// ssh_config is read for (IdentityFile, UserKnownHostsFile,
+	// ProxyJump) every time the host is reached; empty: the host's own.
+	Alias string `json:"alias,omitempty"`
 	// TornDown says a teardown removed every entry of the run on the
 	// host: a later teardown does not connect to it again.
 	TornDown bool `json:"tornDown,omitempty"`
@@ -58,6 +63,9 @@ func RecordHost(runDir string, h HostRecord) error {
 		if p != "" && !filepath.IsAbs(p) {
 			return fmt.Errorf("host %s: %q is not an absolute path", h.Host, p)
 		}
+	}
+	if len(h.Alias) > 253 || strings.ContainsFunc(h.Alias, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '/' }) {
+		return fmt.Errorf("host %s: the alias %q is not a host name", h.Host, h.Alias)
 	}
 	hostsMu.Lock()
 	defer hostsMu.Unlock()
@@ -146,7 +154,7 @@ func sshConfig(host string, rec HostRecord, o SSHOptions) (sshx.Config, error) {
 		return sshx.Config{}, err
 	}
 	port, _ := strconv.Atoi(u.Port())
-	cfg := sshx.Config{User: u.User.Username(), Host: u.Hostname(), Port: port, Identity: rec.Identity, KnownHosts: rec.KnownHosts, LogDir: o.LogDir}
+	cfg := sshx.Config{User: u.User.Username(), Host: u.Hostname(), Port: port, Alias: rec.Alias, Identity: rec.Identity, KnownHosts: rec.KnownHosts, LogDir: o.LogDir}
 	if o.Identity != "" {
 		cfg.Identity = o.Identity
 	}

@@ -20,7 +20,8 @@ import (
 
 // HostsHistoryFile, in the state directory, lists every remote host a run
 // made there used, one JSON record a line ({"run", "host", "knownHosts",
-// "identity"}: how hosts.json said the host is reached, paths only),
+// "identity", "alias"}: how hosts.json said the host is reached, paths
+// and the ssh_config alias only),
 // appended as each run first connects to the host. A run's directory
 // and its hosts.json go at teardown; this stays, so that `audit` asks
 // every host any run used for what carries the sealbench.run label
@@ -34,6 +35,7 @@ type hostUse struct {
 	Host       string `json:"host"`
 	KnownHosts string `json:"knownHosts,omitempty"`
 	Identity   string `json:"identity,omitempty"`
+	Alias      string `json:"alias,omitempty"`
 }
 
 // RecordHostUse appends to stateDir's hosts history that run used the
@@ -45,7 +47,7 @@ func RecordHostUse(stateDir, run string, h HostRecord) error {
 	if err := manifests.ValidateSSHHost(h.Host); err != nil {
 		return err
 	}
-	b, err := json.Marshal(hostUse{Run: run, Host: h.Host, KnownHosts: h.KnownHosts, Identity: h.Identity})
+	b, err := json.Marshal(hostUse{Run: run, Host: h.Host, KnownHosts: h.KnownHosts, Identity: h.Identity, Alias: h.Alias})
 	if err != nil {
 		return err
 	}
@@ -113,7 +115,7 @@ func (o AuditOptions) auditHosts(stateDir string) (map[string]HostRecord, error)
 	out := map[string]HostRecord{}
 	for _, u := range uses {
 		if (o.Run == "" || u.Run == o.Run) && (len(o.Targets) == 0 || slices.Contains(o.Hosts, u.Host)) {
-			out[u.Host] = HostRecord{Host: u.Host, KnownHosts: u.KnownHosts, Identity: u.Identity}
+			out[u.Host] = HostRecord{Host: u.Host, KnownHosts: u.KnownHosts, Identity: u.Identity, Alias: u.Alias}
 		}
 	}
 	for _, h := range o.Hosts {

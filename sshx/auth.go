@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -17,9 +18,10 @@ import (
 var defaultKeys = []string{"id_ed25519", "id_ecdsa", "id_rsa"}
 
 // authMethods returns the one way sealbench logs in: public keys. With
-// cfg.Identity, that key alone; otherwise the agent's keys and then the
-// default key files that need no passphrase. The returned func closes
-// the agent's connection.
+// cfg.Identity, that key alone; otherwise the agent's keys, then the key
+// files ssh_config names (cfg.IdentityFiles) or, where it names none,
+// the default ones, each that needs no passphrase (an encrypted one is
+// the agent's to offer). The returned func closes the agent's connection.
 func authMethods(cfg *Config) ([]ssh.AuthMethod, func(), error) {
 	if cfg.Identity != "" {
 		s, err := loadKey(cfg.Identity)
@@ -40,17 +42,14 @@ func authMethods(cfg *Config) ([]ssh.AuthMethod, func(), error) {
 		}
 	}
 	var files []ssh.Signer
-	if home, err := os.UserHomeDir(); err == nil {
-		for _, name := range defaultKeys {
-			p := filepath.Join(home, ".ssh", name)
-			s, err := loadKey(p)
-			switch {
-			case errors.Is(err, fs.ErrNotExist):
-			case err != nil:
-				cfg.Log("ssh: not using %v", err)
-			default:
-				files = append(files, s)
-			}
+	for _, p := range keyFiles(cfg) {
+		s, err := loadKey(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			cfg.Log("ssh: not using %v", err)
+		default:
+			files = append(files, s)
 		}
 	}
 	if len(files) > 0 {
@@ -58,7 +57,7 @@ func authMethods(cfg *Config) ([]ssh.AuthMethod, func(), error) {
 	}
 	if len(methods) == 0 {
 		closeAgent()
-		return nil, func() {}, fmt.Errorf("no SSH key to log in to %s with: start an agent holding your key (ssh-add), or give --ssh-identity FILE", cfg.String())
+		return nil, func() {}, fmt.Errorf("no SSH key to log in to %s with: start an agent holding your key (ssh-add), name one with IdentityFile in ~/.ssh/config, or give --ssh-identity FILE", cfg.String())
 	}
 	return methods, closeAgent, nil
 }
@@ -81,10 +80,28 @@ func loadKey(path string) (ssh.Signer, error) {
 	return s, nil
 }
 
+// keyFiles are the key files offered after the agent's: ssh_config's
+// IdentityFile ones, or the default ones.
+func keyFiles(cfg *Config) []string {
+	if len(cfg.IdentityFiles) > 0 {
+		return cfg.IdentityFiles
+	}
+	var out []string
+	if home, err := os.UserHomeDir(); err == nil {
+		for _, name := range defaultKeys {
+			out = append(out, filepath.Join(home, ".ssh", name))
+		}
+	}
+	return out
+}
+
 // keySource says, for a message, which keys were offered.
 func keySource(cfg *Config) string {
 	if cfg.Identity != "" {
 		return "the key in " + cfg.Identity
+	}
+	if len(cfg.IdentityFiles) > 0 {
+		return "the agent's keys and " + strings.Join(cfg.IdentityFiles, ", ") + " (IdentityFile in your ssh configuration)"
 	}
 	return "the agent's keys and ~/.ssh/id_*"
 }

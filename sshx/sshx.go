@@ -8,10 +8,18 @@
 //     Config.KnownHosts): an unknown key and a changed key are both refused
 //     with a *HostKeyError that says what the host offered and the line to
 //     add. Nothing is ever trusted on first use.
+//   - The user's ssh_config (~/.ssh/config, then /etc/ssh/ssh_config) is
+//     read for the host as OpenSSH's client reads it (FromSSHConfig):
+//     HostName, Port, User, IdentityFile, UserKnownHostsFile and ProxyJump
+//     fill what the Config leaves empty; what it sets (the flags) wins.
 //   - Authentication is by public key only: Config.Identity alone when it
-//     is set, otherwise the user's agent (SSH_AUTH_SOCK) and the default
-//     keys in ~/.ssh that need no passphrase. There is no password or
+//     is set, otherwise the user's agent (SSH_AUTH_SOCK), then
+//     ssh_config's IdentityFile keys or, without any, the default keys in
+//     ~/.ssh, those that need no passphrase. There is no password or
 //     keyboard-interactive method, so nothing can prompt.
+//   - A ProxyJump host is reached first, as its own Config says, and the
+//     host through it (a direct-tcpip channel, as OpenSSH's -J): the host
+//     key of every hop is checked.
 //   - One connection carries everything (Exec, DialUnix, ForwardUnix,
 //     CopyFile); keep-alives close it when the host stops answering, and
 //     every operation on a closed Client fails at once, naming why.
@@ -55,13 +63,24 @@ const (
 type Config struct {
 	User string
 	Host string // a name or an address (IPv6 without brackets)
-	Port int    // 0: DefaultPort
+	Port int    // 0: ssh_config's Port, else DefaultPort
+	// Alias is the host as the user named it, which ssh_config is read
+	// for (its Host patterns match it); empty: Host.
+	Alias string
 	// Identity, when set, is the one private key file to log in with (it
-	// must need no passphrase); otherwise the agent and the default keys.
+	// must need no passphrase); otherwise the agent and IdentityFiles, or
+	// the default keys when there are none.
 	Identity string
+	// IdentityFiles are the key files ssh_config names for the host
+	// (IdentityFile), offered after the agent's keys; one that needs a
+	// passphrase is left to the agent.
+	IdentityFiles []string
 	// KnownHosts is the known_hosts file host keys are checked against;
-	// empty: ~/.ssh/known_hosts.
+	// empty: ssh_config's UserKnownHostsFile, else ~/.ssh/known_hosts.
 	KnownHosts string
+	// Jump, when not nil, is the host the connection goes through
+	// (ssh_config's ProxyJump; its own Jump the hop before it).
+	Jump *Config
 	// DialTimeout bounds the TCP connection and the SSH handshake.
 	DialTimeout time.Duration
 	// CommandTimeout bounds a command that sets no Timeout of its own.
@@ -141,11 +160,22 @@ func (c *Config) Addr() string {
 // String names the host as a target spec does: ssh://user@host:port.
 func (c *Config) String() string { return "ssh://" + c.User + "@" + c.Addr() }
 
+// Route names the host and the hops to it, for messages:
+// ssh://user@host:port, with " via ssh://..." for each ProxyJump hop.
+func (c *Config) Route() string {
+	s := c.String()
+	for j := c.Jump; j != nil; j = j.Jump {
+		s += " via " + j.String()
+	}
+	return s
+}
+
 // Client is one SSH connection to one host. It is safe for concurrent
 // use; Close it when done.
 type Client struct {
 	cfg  Config
 	conn *ssh.Client
+	jump *Client // the ProxyJump hop the connection goes through, or nil
 
 	done     chan struct{} // closed when the connection is gone
 	mu       sync.Mutex
@@ -159,6 +189,10 @@ type Client struct {
 // the reason and what to do, for an unknown or changed host key, a key
 // the host refuses, or an encrypted identity (nothing prompts).
 func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	cfg, err := FromSSHConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	cfg.FillDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -182,10 +216,28 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	addr := cfg.Addr()
 	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
-	var d net.Dialer
-	tcp, err := d.DialContext(dctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", cfg.String(), err)
+	var jump *Client
+	var tcp net.Conn
+	if cfg.Jump != nil {
+		// ProxyJump: the hop first, then a channel through it.
+		if jump, err = Dial(dctx, *cfg.Jump); err != nil {
+			return nil, fmt.Errorf("connecting to %s through its ProxyJump: %w", cfg.String(), err)
+		}
+		tcp, err = jump.conn.DialContext(dctx, "tcp", addr)
+		if err != nil {
+			jump.Close()
+			return nil, fmt.Errorf("connecting to %s through %s: %w", cfg.String(), jump.String(), err)
+		}
+	} else {
+		var d net.Dialer
+		if tcp, err = d.DialContext(dctx, "tcp", addr); err != nil {
+			return nil, fmt.Errorf("connecting to %s: %w", cfg.String(), err)
+		}
+	}
+	closeJump := func() {
+		if jump != nil {
+			jump.Close()
+		}
 	}
 	// The handshake has the dial's deadline too, and ends early with ctx.
 	deadline, _ := dctx.Deadline()
@@ -194,13 +246,14 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	cc, chans, reqs, err := ssh.NewClientConn(tcp, addr, sc)
 	if !stop() || err != nil {
 		tcp.Close()
+		closeJump()
 		if err == nil {
 			err = dctx.Err()
 		}
 		return nil, loginError(&cfg, err)
 	}
 	tcp.SetDeadline(time.Time{})
-	c := &Client{cfg: cfg, conn: ssh.NewClient(cc, chans, reqs), done: make(chan struct{}), stopKeep: make(chan struct{})}
+	c := &Client{cfg: cfg, conn: ssh.NewClient(cc, chans, reqs), jump: jump, done: make(chan struct{}), stopKeep: make(chan struct{})}
 	go c.watch()
 	go c.keepAlive()
 	return c, nil
@@ -270,7 +323,10 @@ func (c *Client) Close() error {
 	err := c.conn.Close()
 	<-c.done
 	if errors.Is(err, net.ErrClosed) {
-		return nil
+		err = nil
+	}
+	if c.jump != nil {
+		c.jump.Close()
 	}
 	return err
 }
@@ -301,6 +357,10 @@ func (c *Client) watch() {
 	}
 	c.mu.Unlock()
 	close(c.done)
+	if c.jump != nil {
+		// Nothing else goes through the hop.
+		c.jump.Close()
+	}
 }
 
 // ErrNoKeepAlive is in the error of a connection closed because the host

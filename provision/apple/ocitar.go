@@ -2,16 +2,22 @@ package apple
 
 import (
 	"archive/tar"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/sealbench/sealbench/manifests"
 )
@@ -27,121 +33,55 @@ import (
 // release container 1.2.2 pins). The Sandbox image's tar is a `docker
 // save` archive (manifest.json, the config, the layers) that Docker, the
 // stand-in and msb load; ociArchive writes the same image as an OCI
-// layout archive for the tool. The config, and so the image id, is the
-// same blob; the manifest is made here, so its digest is not the one
-// `sealbench image` wrote.
+// layout archive for the tool, with go-containerregistry: tarball reads
+// the docker-save archive, layout writes the layout (oci-layout,
+// index.json, the blobs), and ociImage gives the image OCI media types.
+// The config, and so the image id, is the same blob, byte for byte; the
+// manifest is made here, so its digest is not the one `sealbench image`
+// wrote.
 
-// OCI media types and annotations (image-spec v1.1).
+// The annotations containerization names an image by.
 const (
-	ociLayoutFile   = "oci-layout"
-	ociIndexFile    = "index.json"
-	ociIndexType    = "application/vnd.oci.image.index.v1+json"
-	ociManifestType = "application/vnd.oci.image.manifest.v1+json"
-	ociConfigType   = "application/vnd.oci.image.config.v1+json"
-	ociLayerTar     = "application/vnd.oci.image.layer.v1.tar"
-	ociLayerGzip    = "application/vnd.oci.image.layer.v1.tar+gzip"
-	containerdName  = "io.containerd.image.name"
-	ociRefName      = "org.opencontainers.image.ref.name"
-	smallBlob       = 1 << 20 // kept in memory from the first pass
+	containerdName = "io.containerd.image.name"
+	ociRefName     = "org.opencontainers.image.ref.name"
 )
-
-type ociDescriptor struct {
-	MediaType   string            `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Size        int64             `json:"size"`
-	Platform    *ociPlatform      `json:"platform,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-}
-
-type ociPlatform struct {
-	Architecture string `json:"architecture"`
-	OS           string `json:"os"`
-	Variant      string `json:"variant,omitempty"`
-}
-
-// blob is one file of the docker archive, as the first pass saw it.
-type blob struct {
-	hex  string
-	size int64
-	gzip bool
-	data []byte // when at most smallBlob
-}
 
 // ociArchive writes dst, an OCI image layout archive of the image in the
 // docker-save archive src: its one image, whose config must have digest
 // id, under ref. dst is written under a temporary name and renamed.
 func ociArchive(src, dst, ref string, id manifests.Digest) error {
-	blobs, err := hashEntries(src)
+	img, err := tarball.ImageFromPath(src, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading the docker-save archive %s: %w", src, err)
 	}
-	mf, ok := blobs["manifest.json"]
-	if !ok || mf.data == nil {
-		return fmt.Errorf("%s holds no manifest.json: not a docker-save archive", src)
-	}
-	var entries []struct {
-		Config string
-		Layers []string
-	}
-	if err := json.Unmarshal(mf.data, &entries); err != nil {
-		return fmt.Errorf("%s: manifest.json: %w", src, err)
-	}
-	if len(entries) != 1 {
-		return fmt.Errorf("%s holds %d images, not the one Sandbox image", src, len(entries))
-	}
-	e := entries[0]
-	cfg, ok := blobs[path.Clean(e.Config)]
-	if !ok || cfg.data == nil {
-		return fmt.Errorf("%s: the config %s is missing", src, e.Config)
-	}
-	if got := "sha256:" + cfg.hex; got != id.String() {
-		return fmt.Errorf("%s: its config is %s, not the Sandbox image %s", src, got, id)
-	}
-	var config struct {
-		Architecture string `json:"architecture"`
-		OS           string `json:"os"`
-		Variant      string `json:"variant"`
-	}
-	if err := json.Unmarshal(cfg.data, &config); err != nil {
+	cfgName, err := img.ConfigName()
+	if err != nil {
 		return fmt.Errorf("%s: the config: %w", src, err)
 	}
-	manifest := struct {
-		SchemaVersion int             `json:"schemaVersion"`
-		MediaType     string          `json:"mediaType"`
-		Config        ociDescriptor   `json:"config"`
-		Layers        []ociDescriptor `json:"layers"`
-	}{SchemaVersion: 2, MediaType: ociManifestType,
-		Config: ociDescriptor{MediaType: ociConfigType, Digest: "sha256:" + cfg.hex, Size: cfg.size}, Layers: []ociDescriptor{}}
-	want := map[string]string{path.Clean(e.Config): cfg.hex} // entry name: digest hex
-	for _, l := range e.Layers {
-		b, ok := blobs[path.Clean(l)]
-		if !ok {
-			return fmt.Errorf("%s: the layer %s is missing", src, l)
-		}
-		mt := ociLayerTar
-		if b.gzip {
-			mt = ociLayerGzip
-		}
-		manifest.Layers = append(manifest.Layers, ociDescriptor{MediaType: mt, Digest: "sha256:" + b.hex, Size: b.size})
-		want[path.Clean(l)] = b.hex
+	if cfgName.String() != id.String() {
+		return fmt.Errorf("%s: its config is %s, not the Sandbox image %s", src, cfgName, id)
 	}
-	mb, err := json.Marshal(manifest)
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return fmt.Errorf("%s: the config: %w", src, err)
+	}
+	oci, err := asOCI(img)
+	if err != nil {
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	dir, err := os.MkdirTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".layout-")
 	if err != nil {
 		return err
 	}
-	ms := sha256.Sum256(mb)
-	index := struct {
-		SchemaVersion int             `json:"schemaVersion"`
-		MediaType     string          `json:"mediaType"`
-		Manifests     []ociDescriptor `json:"manifests"`
-	}{SchemaVersion: 2, MediaType: ociIndexType, Manifests: []ociDescriptor{{
-		MediaType: ociManifestType, Digest: "sha256:" + hex.EncodeToString(ms[:]), Size: int64(len(mb)),
-		Platform:    &ociPlatform{Architecture: config.Architecture, OS: config.OS, Variant: config.Variant},
-		Annotations: map[string]string{containerdName: ref, ociRefName: ref},
-	}}}
-	ib, err := json.Marshal(index)
+	defer os.RemoveAll(dir)
+	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
 		return err
+	}
+	if err := p.AppendImage(oci,
+		layout.WithAnnotations(map[string]string{containerdName: ref, ociRefName: ref}),
+		layout.WithPlatform(v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant})); err != nil {
+		return fmt.Errorf("writing the OCI layout of %s: %w", src, err)
 	}
 
 	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-")
@@ -149,33 +89,9 @@ func ociArchive(src, dst, ref string, id manifests.Digest) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	tw := tar.NewWriter(tmp)
-	for _, d := range []string{"blobs/", "blobs/sha256/"} {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755}); err != nil {
-			return err
-		}
-	}
-	small := func(name string, b []byte) error {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(b))}); err != nil {
-			return err
-		}
-		_, err := tw.Write(b)
-		return err
-	}
-	if err := small(ociLayoutFile, []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
-		return err
-	}
-	if err := small(ociIndexFile, ib); err != nil {
-		return err
-	}
-	if err := small("blobs/sha256/"+hex.EncodeToString(ms[:]), mb); err != nil {
-		return err
-	}
-	if err := copyBlobs(src, tw, want, blobs); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
+	if err := tarLayout(dir, tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("archiving the OCI layout of %s: %w", src, err)
 	}
 	if err := tmp.Close(); err != nil {
 		return err
@@ -183,102 +99,98 @@ func ociArchive(src, dst, ref string, id manifests.Digest) error {
 	return os.Rename(tmp.Name(), dst)
 }
 
-// hashEntries reads every regular file of the tar at p: its digest, size
-// and whether it is gzip, and its bytes when it is small.
-func hashEntries(p string) (map[string]*blob, error) {
-	f, err := os.Open(p)
+// ociImage is a docker-save image as an OCI image: the same config bytes
+// (so the same image id) and the same layer blobs, under OCI media types
+// in a manifest of its own. go-containerregistry's mutate would re-encode
+// the config, and so change the id.
+type ociImage struct {
+	src      v1.Image
+	manifest []byte
+}
+
+var _ partial.CompressedImageCore = (*ociImage)(nil)
+
+// ociLayerType is the OCI media type of a docker-save layer's.
+var ociLayerType = map[types.MediaType]types.MediaType{
+	types.DockerLayer:             types.OCILayer,
+	types.DockerUncompressedLayer: types.OCIUncompressedLayer,
+	types.OCILayer:                types.OCILayer,
+	types.OCIUncompressedLayer:    types.OCIUncompressedLayer,
+}
+
+// asOCI is src with OCI media types.
+func asOCI(src v1.Image) (v1.Image, error) {
+	m, err := src.Manifest()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	out := map[string]*blob{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return out, nil
+	m = m.DeepCopy()
+	m.MediaType, m.Config.MediaType = types.OCIManifestSchema1, types.OCIConfigJSON
+	for i, l := range m.Layers {
+		mt, ok := ociLayerType[l.MediaType]
+		if !ok {
+			return nil, fmt.Errorf("the layer %s is a %s, which has no OCI media type", l.Digest, l.MediaType)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", p, err)
-		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		hs := sha256.New()
-		var head bytes.Buffer
-		w := io.Writer(hs)
-		if h.Size <= smallBlob {
-			w = io.MultiWriter(hs, &head)
-		} else {
-			w = io.MultiWriter(hs, &limitedBuffer{b: &head, n: 2})
-		}
-		n, err := io.Copy(w, tr)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s in %s: %w", h.Name, p, err)
-		}
-		b := &blob{hex: hex.EncodeToString(hs.Sum(nil)), size: n}
-		hb := head.Bytes()
-		b.gzip = len(hb) >= 2 && hb[0] == 0x1f && hb[1] == 0x8b
-		if h.Size <= smallBlob {
-			b.data = hb
-		}
-		out[path.Clean(h.Name)] = b
+		m.Layers[i].MediaType = mt
 	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return partial.CompressedToImage(&ociImage{src: src, manifest: b})
 }
 
-// copyBlobs copies the entries of the tar at p named in want into tw as
-// blobs/sha256/<hex>, each once, checking that each still has the digest
-// the first pass found.
-func copyBlobs(p string, tw *tar.Writer, want map[string]string, blobs map[string]*blob) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	done := map[string]bool{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
+func (o *ociImage) RawConfigFile() ([]byte, error)      { return o.src.RawConfigFile() }
+func (o *ociImage) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
+func (o *ociImage) RawManifest() ([]byte, error)        { return o.manifest, nil }
+func (o *ociImage) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
+	return o.src.LayerByDigest(h)
+}
+
+// tarLayout writes the OCI layout in dir to w as a tar: its directories
+// and files in lexical order, owned by root, with fixed modes and no
+// times, so that the same image gives the same archive. Every blob is
+// hashed as it is copied and checked against its name.
+func tarLayout(dir string, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
 		}
+		rel, err := filepath.Rel(dir, p)
 		if err != nil {
-			return fmt.Errorf("reading %s: %w", p, err)
+			return err
 		}
-		name := path.Clean(h.Name)
-		hx, ok := want[name]
-		if !ok || h.Typeflag != tar.TypeReg || done[hx] {
-			continue
+		name := filepath.ToSlash(rel)
+		if d.IsDir() {
+			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: 0o755})
 		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "blobs/sha256/" + hx, Mode: 0o644, Size: blobs[name].size}); err != nil {
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", p)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: st.Size()}); err != nil {
 			return err
 		}
 		hs := sha256.New()
-		if _, err := io.Copy(io.MultiWriter(tw, hs), tr); err != nil {
-			return fmt.Errorf("copying %s from %s: %w", h.Name, p, err)
+		if _, err := io.Copy(io.MultiWriter(tw, hs), f); err != nil {
+			return err
 		}
-		if got := hex.EncodeToString(hs.Sum(nil)); got != hx {
-			return fmt.Errorf("%s in %s changed while it was read (sha256:%s, then sha256:%s)", h.Name, p, hx, got)
+		if hx, ok := strings.CutPrefix(name, "blobs/sha256/"); ok && hex.EncodeToString(hs.Sum(nil)) != hx {
+			return fmt.Errorf("the blob %s holds sha256:%x", name, hs.Sum(nil))
 		}
-		done[hx] = true
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	for name, hx := range want {
-		if !done[hx] {
-			return fmt.Errorf("%s in %s went while it was read", name, p)
-		}
-	}
-	return nil
-}
-
-// limitedBuffer keeps the first n bytes written to it.
-type limitedBuffer struct {
-	b *bytes.Buffer
-	n int
-}
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := l.n - l.b.Len(); room > 0 {
-		l.b.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
+	return tw.Close()
 }

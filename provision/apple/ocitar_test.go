@@ -14,6 +14,9 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -29,7 +32,8 @@ func dockerSave(t *testing.T, drop ...string) (string, manifests.Digest) {
 	zw.Close()
 	ls := sha256.Sum256(layer.Bytes())
 	lname := hex.EncodeToString(ls[:]) + ".tar.gz"
-	config := []byte(`{"architecture":"arm64","os":"linux","rootfs":{"type":"layers","diff_ids":["sha256:00"]}}`)
+	diff := sha256.Sum256([]byte("not really a tar, but gzip"))
+	config := []byte(`{"architecture":"arm64","os":"linux","rootfs":{"type":"layers","diff_ids":["sha256:` + hex.EncodeToString(diff[:]) + `"]}}`)
 	cs := sha256.Sum256(config)
 	cname := "sha256:" + hex.EncodeToString(cs[:])
 	mf, _ := json.Marshal([]map[string]any{{"Config": cname, "RepoTags": []string{"sealbench/sandbox:t"}, "Layers": []string{lname}}})
@@ -84,7 +88,9 @@ func readTar(t *testing.T, p string) map[string][]byte {
 
 // TestOCIArchive: the layout `container image load` reads: oci-layout,
 // index.json naming the image by the annotations containerization reads,
-// with its platform, and every blob under its digest.
+// with its platform, every blob under its digest, the config the same
+// bytes (the same image id) and OCI media types throughout; and the same
+// image makes the same archive, byte for byte.
 func TestOCIArchive(t *testing.T) {
 	src, id := dockerSave(t)
 	dst := filepath.Join(t.TempDir(), OCIArchive)
@@ -92,8 +98,11 @@ func TestOCIArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := readTar(t, dst)
-	if string(files["oci-layout"]) != `{"imageLayoutVersion":"1.0.0"}` {
-		t.Errorf("oci-layout: %s", files["oci-layout"])
+	var lay struct {
+		ImageLayoutVersion string `json:"imageLayoutVersion"`
+	}
+	if err := json.Unmarshal(files["oci-layout"], &lay); err != nil || lay.ImageLayoutVersion != "1.0.0" {
+		t.Errorf("oci-layout: %s, %v", files["oci-layout"], err)
 	}
 	for name, b := range files {
 		if hx, ok := strings.CutPrefix(name, "blobs/sha256/"); ok {
@@ -102,26 +111,31 @@ func TestOCIArchive(t *testing.T) {
 			}
 		}
 	}
-	var index struct {
-		Manifests []ociDescriptor `json:"manifests"`
-	}
-	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
+	var index v1.IndexManifest
+	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 || index.MediaType != types.OCIImageIndex {
 		t.Fatalf("index.json: %s, %v", files["index.json"], err)
 	}
 	m := index.Manifests[0]
-	if m.MediaType != ociManifestType || m.Annotations[containerdName] != "sealbench/sandbox:t" || m.Annotations[ociRefName] != "sealbench/sandbox:t" ||
-		m.Platform == nil || *m.Platform != (ociPlatform{Architecture: "arm64", OS: "linux"}) {
+	if m.MediaType != types.OCIManifestSchema1 || m.Annotations[containerdName] != "sealbench/sandbox:t" || m.Annotations[ociRefName] != "sealbench/sandbox:t" ||
+		m.Platform == nil || m.Platform.Architecture != "arm64" || m.Platform.OS != "linux" {
 		t.Errorf("the manifest's descriptor: %+v", m)
 	}
-	var man struct {
-		Config ociDescriptor   `json:"config"`
-		Layers []ociDescriptor `json:"layers"`
-	}
-	if err := json.Unmarshal(files["blobs/sha256/"+strings.TrimPrefix(m.Digest, "sha256:")], &man); err != nil {
+	var man v1.Manifest
+	if err := json.Unmarshal(files["blobs/sha256/"+m.Digest.Hex], &man); err != nil {
 		t.Fatal(err)
 	}
-	if man.Config.Digest != id.String() || len(man.Layers) != 1 || man.Layers[0].MediaType != ociLayerGzip {
+	if man.MediaType != types.OCIManifestSchema1 || man.Config.Digest.String() != id.String() || man.Config.MediaType != types.OCIConfigJSON ||
+		len(man.Layers) != 1 || man.Layers[0].MediaType != types.OCILayer {
 		t.Errorf("the manifest: %+v", man)
+	}
+	again := filepath.Join(t.TempDir(), OCIArchive)
+	if err := ociArchive(src, again, "sealbench/sandbox:t", id); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(dst)
+	b, _ := os.ReadFile(again)
+	if !bytes.Equal(a, b) {
+		t.Error("the same image made two different archives")
 	}
 }
 
@@ -142,5 +156,8 @@ func TestOCIArchiveRefuses(t *testing.T) {
 	}
 	if _, err := os.Stat(dst); !os.IsNotExist(err) {
 		t.Errorf("an archive was left: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dst), ".*")); len(left) > 0 {
+		t.Errorf("temporary files were left: %v", left)
 	}
 }

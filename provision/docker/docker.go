@@ -1,6 +1,8 @@
-// Package docker provisions the docker target: the dockerd the user has
-// (DOCKER_HOST, or the default socket), with the Sandbox image loaded
-// through the Engine API. Sandboxes there are containers with /dev/fuse,
+// Package docker provisions the docker target: the dockerd the user has,
+// found as the docker CLI finds it (DOCKER_HOST, DOCKER_CONTEXT, the
+// current context of its config.json, or a context docker@CONTEXT names:
+// ResolveEndpoint), with the Sandbox image loaded through the Engine API.
+// Sandboxes there are containers with /dev/fuse,
 // CAP_SYS_ADMIN and no network (engine.SandboxConfig), labelled
 // sealbench.run=<run id>. The dockerd itself is the user's: Create starts
 // nothing and Destroy stops nothing but what the run made in it.
@@ -28,18 +30,27 @@ var _ provision.Target = (*Docker)(nil)
 // Options configures the docker target.
 type Options struct {
 	Run *runs.Run
-	// Host is the dockerd endpoint; empty means DOCKER_HOST or the default socket.
+	// Host is the dockerd endpoint; empty: the one ResolveEndpoint finds
+	// (Context's, when that is set).
 	Host string
-	Log  func(format string, args ...any)
-	// Target is the target's name: Name (the default) or GVisorName, whose
+	// Context is the docker CLI context docker@CONTEXT names; empty: the
+	// one the docker CLI would use.
+	Context string
+	Log     func(format string, args ...any)
+	// Target is the target's kind: Name (the default) or GVisorName, whose
 	// Sandboxes run under the runsc runtime (gvisor.go).
 	Target string
+	// Name is the target's name in the run (its ledger entries, samples
+	// and pins): docker-colima for docker@colima; empty: Target.
+	Name string
 }
 
 // Docker is the user's dockerd.
 type Docker struct {
 	o    Options
+	ep   Endpoint
 	host string
+	kind string // Name or GVisorName
 	name string
 }
 
@@ -51,14 +62,21 @@ func New(o Options) (*Docker, error) {
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
-	host := o.Host
-	if host == "" {
-		host = engine.DefaultDockerHost()
+	ep := Endpoint{Host: o.Host, From: "its options"}
+	if ep.Host == "" {
+		var err error
+		if ep, err = ResolveEndpoint(o.Context); err != nil {
+			return nil, &provision.InputError{Err: err, Hint: "`docker context ls` lists the contexts; `docker context inspect NAME` shows one"}
+		}
 	}
 	if o.Target == "" {
 		o.Target = Name
 	}
-	return &Docker{o: o, host: host, name: o.Target}, nil
+	name := o.Name
+	if name == "" {
+		name = o.Target
+	}
+	return &Docker{o: o, ep: ep, host: ep.Host, kind: o.Target, name: name}, nil
 }
 
 func (d *Docker) Name() string     { return d.name }
@@ -75,9 +93,9 @@ func (d *Docker) Create(ctx context.Context) error {
 	}
 	defer cli.Close()
 	if _, err := cli.Ping(ctx); err != nil {
-		return fmt.Errorf("dockerd at %s does not answer (start it, or set DOCKER_HOST; `scripts/dockerd start` runs a private one): %w", d.host, err)
+		return fmt.Errorf("dockerd at %s does not answer (start it, or choose another with DOCKER_HOST, DOCKER_CONTEXT or docker@CONTEXT; `scripts/dockerd start` runs a private one): %w", d.ep, err)
 	}
-	if d.name == GVisorName {
+	if d.kind == GVisorName {
 		_, err := gvisorRuntime(ctx, cli, d.host)
 		return err
 	}
@@ -94,12 +112,23 @@ func (d *Docker) InstallImage(ctx context.Context, img engine.Image) error {
 	return engine.LoadImage(ctx, cli, d.o.Run.Ledger, d.name, d.host, img)
 }
 
-// Identity asks dockerd (and, for gvisor, the runsc runtime).
+// Identity asks dockerd (and, for gvisor, the runsc runtime); the pins
+// name the endpoint and the docker context it came from.
 func (d *Docker) Identity(ctx context.Context) (*engine.Identity, error) {
-	if d.name == GVisorName {
-		return gvisorIdentity(ctx, d.host)
+	var id *engine.Identity
+	var err error
+	if d.kind == GVisorName {
+		id, err = gvisorIdentity(ctx, d.host)
+	} else {
+		id, err = engine.Identify(ctx, d.name, d.host)
 	}
-	return engine.Identify(ctx, d.name, d.host)
+	if err != nil {
+		return nil, err
+	}
+	if d.ep.Context != "" && d.ep.Context != DefaultContext {
+		id.DockerContext = d.ep.Context
+	}
+	return id, nil
 }
 
 // Destroy removes what the run's ledger names on dockerd, then any

@@ -43,7 +43,11 @@ func init() {
 		Needs:   []string{"dockerd", "runsc"},
 		Note:    "gVisor's own FUSE serves LayerFS: no passthrough, no io_uring, no mmap(2) of a file (C12, git, is not supported there)",
 		Checks: func(ctx context.Context) []provision.Check {
-			return []provision.Check{RunscCheck(ctx, engine.DefaultDockerHost())}
+			ep, err := ResolveEndpoint("")
+			if err != nil {
+				return []provision.Check{{Name: "runsc", Detail: err.Error(), Fix: gvisorFix}}
+			}
+			return []provision.Check{RunscCheck(ctx, ep.Host)}
 		},
 		Help: `The dockerd must know runsc as its runtime "runsc" (make gvisor-tools
 builds one; scripts/dockerd gives its private dockerd the newest built).`,

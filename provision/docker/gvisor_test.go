@@ -99,7 +99,11 @@ func TestGVisorSandboxRunsUnderGVisor(t *testing.T) {
 // dockerd with runsc, and names its version and platform.
 func TestGVisorDoctorCheck(t *testing.T) {
 	testenv.NeedDockerRuntime(t, docker.GVisorRuntime)
-	c := docker.RunscCheck(context.Background(), engine.DefaultDockerHost())
+	ep, err := docker.ResolveEndpoint("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := docker.RunscCheck(context.Background(), ep.Host)
 	if !c.OK || !strings.Contains(c.Detail, "platform systrap") || !strings.Contains(c.Detail, "version v") {
 		t.Errorf("runsc check %+v: want OK, with its version and platform", c)
 	}

@@ -14,22 +14,31 @@ import (
 
 func init() {
 	provision.Register(provision.Registration{
-		Name: Name, What: "the dockerd you have (DOCKER_HOST or the default socket)", Order: 20, HostKernel: true,
+		Name: Name, What: "the dockerd you have, as the docker CLI finds it (DOCKER_HOST, DOCKER_CONTEXT, the current context; docker@CONTEXT names one)", Order: 20, HostKernel: true,
+		At: "CONTEXT",
 		New: func(o provision.NewOptions) (provision.Target, error) {
-			return New(Options{Run: o.Run, Log: o.Log})
+			// docker@CONTEXT: the spec's bare name is a docker context.
+			return New(Options{Run: o.Run, Name: o.Name, Context: o.Node, Log: o.Log})
 		},
 		// docker@ssh://USER@HOST: the host's dockerd over SSH.
 		Remote:  func(o provision.RemoteOptions) (provision.Target, error) { return remote.NewDocker(o) },
 		Backend: backend{name: Name},
 		Needs:   []string{"dockerd", "fuse"},
 		Checks: func(ctx context.Context) []provision.Check {
-			return []provision.Check{provision.DockerdCheck(ctx, engine.DefaultDockerHost())}
+			return []provision.Check{dockerdCheck(ctx)}
 		},
-		Help: `docker@ssh://USER@HOST[:PORT] is that host's dockerd (its sessions'
+		Help: `The dockerd is the one the docker CLI would use: DOCKER_HOST, then
+DOCKER_CONTEXT, then currentContext in ~/.docker/config.json (DOCKER_CONFIG
+moves it), then /var/run/docker.sock; docker@CONTEXT is that context's
+(as docker --context CONTEXT), named docker-CONTEXT in the results; pins.json
+records the endpoint and the context. Contexts that need TLS material, and
+ssh:// ones, are refused, saying what to give instead.
+docker@ssh://USER@HOST[:PORT] is that host's dockerd (its sessions'
 DOCKER_HOST, or /var/run/docker.sock) over SSH; provision leaves the image
 there and prints DOCKER_HOST=ssh://USER@HOST:PORT for the docker CLI.`,
 		Examples: []string{
 			"  sealbench provision docker --bundle out/build-linux-0123456789ab --key keys/sealbench.pub --json",
+			"  # The dockerd of a docker context (colima, Docker Desktop's desktop-linux, rootless) beside the stand-in:\n  sudo sealbench run --target local,docker@colima --native",
 			"  # A remote host's dockerd, sampled by the bundle's runner on that host:\n  sealbench run --target local,docker@ssh://bench@gpu1 --native",
 			"  # A remote host's dockerd, then the docker CLI over your ssh:\n  sealbench provision docker@ssh://bench@gpu1 --bundle out/build-linux-0123456789ab --ssh-known-hosts ~/.ssh/known_hosts",
 		},
@@ -48,7 +57,11 @@ func (backend) Remove(ctx context.Context, _ string, e manifests.LedgerEntry) er
 		return runs.ErrGeneric
 	}
 	// Found by the audit, in no ledger: on the user's dockerd.
-	e.Engine = engine.DefaultDockerHost()
+	ep, err := ResolveEndpoint("")
+	if err != nil {
+		return err
+	}
+	e.Engine = ep.Host
 	return runs.RemoveOnEngine(ctx, e)
 }
 
@@ -56,11 +69,17 @@ func (backend) Exists(context.Context, string, manifests.LedgerEntry) (bool, str
 	return false, "", runs.ErrGeneric
 }
 
-// Audit lists the labelled containers and volumes on the user's dockerd.
-// A dockerd that does not answer is an error: the audit notes it, or
-// fails when docker was asked for by name.
+// Audit lists the labelled containers and volumes on the user's dockerd
+// (the one the docker CLI would use: ResolveEndpoint); what a run left on
+// another context's dockerd its ledger names. A dockerd that does not
+// answer is an error: the audit notes it, or fails when docker was asked
+// for by name.
 func (b backend) Audit(ctx context.Context, run string) ([]runs.Resource, []string, error) {
-	host := engine.DefaultDockerHost()
+	ep, err := ResolveEndpoint("")
+	if err != nil {
+		return nil, nil, err
+	}
+	host := ep.Host
 	cli, err := engine.NewClient(host)
 	if err == nil {
 		defer cli.Close()
@@ -71,10 +90,24 @@ func (b backend) Audit(ctx context.Context, run string) ([]runs.Resource, []stri
 		rs, err = runs.Labelled(ctx, cli, b.name, run)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("dockerd at %s: %w (start it, or set DOCKER_HOST to the dockerd the runs used)", host, err)
+		return nil, nil, fmt.Errorf("dockerd at %s: %w (start it, or choose the dockerd the runs used with DOCKER_HOST or DOCKER_CONTEXT)", ep, err)
 	}
 	for i := range rs {
 		rs[i].Detail = strings.TrimSpace(rs[i].Detail + " on " + host + ", labelled " + manifests.RunLabel)
 	}
 	return rs, nil, nil
+}
+
+// dockerdCheck is the doctor's check of the dockerd the docker CLI would
+// use, saying which one and what chose it.
+func dockerdCheck(ctx context.Context) provision.Check {
+	ep, err := ResolveEndpoint("")
+	if err != nil {
+		return provision.Check{Name: "dockerd", Detail: err.Error(), Fix: "`docker context ls` lists the contexts; choose one with DOCKER_CONTEXT or `docker context use`, or set DOCKER_HOST"}
+	}
+	c := provision.DockerdCheck(ctx, ep.Host)
+	if ep.Context != DefaultContext {
+		c.Detail += " (docker context " + ep.Context + ", from " + ep.From + ")"
+	}
+	return c
 }

@@ -19,7 +19,7 @@ import (
 type Flags struct {
 	Kubeconfig   string // empty: KUBECONFIG, then ~/.kube/config
 	Context      string // empty: the kubeconfig's current context
-	Namespace    string // empty: default
+	Namespace    string // empty: the kubeconfig context's namespace, else default
 	Node         string // empty: the cluster's only node
 	FUSEResource string // the extended resource that gives a container /dev/fuse
 	// Containerd is the node's containerd socket as this host reaches it
@@ -53,7 +53,7 @@ func (f *Flags) Flags(fs *pflag.FlagSet, c provision.Command) {
 		return
 	}
 	fs.StringVar(&f.Context, "kube-context", "", "for the kubernetes target: the kubeconfig's context to use (default: its current one)")
-	fs.StringVar(&f.Namespace, "namespace", "", "for the kubernetes target: the namespace the Sandboxes' pods go in; it must exist (default: default)")
+	fs.StringVar(&f.Namespace, "namespace", "", "for the kubernetes target: the namespace the Sandboxes' pods go in; it must exist (default: the kubeconfig context's namespace, as kubectl takes it, else default)")
 	fs.StringVar(&f.Node, "kube-node", "", "for the kubernetes target: the node the Sandboxes run on (default: the cluster's only node)")
 	fs.StringVar(&f.FUSEResource, "kube-fuse-resource", "", "for the kubernetes target: the extended resource a device plugin offers /dev/fuse as (default: "+DefaultFUSEResource+")")
 	fs.StringVar(&f.Containerd, "kube-containerd", "", "for the kubernetes target: the node's containerd socket, as this host reaches it (a node on this host), where the Sandbox image is imported (with --kube-image, pulled) and removed at teardown")

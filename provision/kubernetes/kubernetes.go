@@ -126,9 +126,6 @@ func New(o Options) (*Kubernetes, error) {
 		return nil, err
 	}
 	kube := o.Kube
-	if kube.Namespace == "" {
-		kube.Namespace = DefaultNamespace
-	}
 	if kube.FUSEResource == "" {
 		kube.FUSEResource = DefaultFUSEResource
 	}
@@ -146,6 +143,10 @@ func New(o Options) (*Kubernetes, error) {
 	}
 	if o.Node != "" {
 		kube.Node = o.Node
+	}
+	if kube.Namespace == "" {
+		// As kubectl: the kubeconfig context's namespace, else default.
+		kube.Namespace = contextNamespace(kube)
 	}
 	o.Kube = kube
 	name := o.Name
@@ -250,7 +251,7 @@ func (k *Kubernetes) check(ctx context.Context, c *cluster) error {
 	if _, err := c.cs.CoreV1().Namespaces().Get(ctx, k.cfg.Namespace, metav1.GetOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return &provision.InputError{Err: fmt.Errorf("the namespace %s is not in the cluster at %s", k.cfg.Namespace, c.host),
-				Hint: "create it (kubectl create namespace " + k.cfg.Namespace + "), or name another with --namespace"}
+				Hint: "create it (kubectl create namespace " + k.cfg.Namespace + "), or name another with --namespace (without it, the namespace is the kubeconfig context's, as kubectl's is)"}
 		}
 		return fmt.Errorf("reading the namespace %s: %w", k.cfg.Namespace, err)
 	}
@@ -486,4 +487,16 @@ func readRecord(runDir, target string) (c kubeengine.Config, ok bool, err error)
 		return c, false, fmt.Errorf("reading %s: %w", filepath.Join(runDir, recordFile(target)), err)
 	}
 	return c, true, nil
+}
+
+// contextNamespace is the namespace of the kubeconfig context f names (its
+// --kube-context, else the current one), as kubectl takes it when no
+// --namespace is given; DefaultNamespace when the context sets none, or
+// there is no kubeconfig to read (reaching the cluster then says why).
+func contextNamespace(f Flags) string {
+	ns, _, err := kubeengine.ClientConfig(kubeengine.Config{Kubeconfig: f.Kubeconfig, Context: f.Context}).Namespace()
+	if err != nil || ns == "" {
+		return DefaultNamespace
+	}
+	return ns
 }

@@ -19,7 +19,7 @@ const CheckName = "kubernetes"
 func init() {
 	provision.Register(provision.Registration{
 		Name: Name, What: "Sandboxes as pods of a Kubernetes cluster (kubernetes[:RUNTIMECLASS][@NODE]), through the kube-engine", Order: 80,
-		Param: "RUNTIMECLASS", Node: true,
+		Param: "RUNTIMECLASS", At: "NODE",
 		New: func(o provision.NewOptions) (provision.Target, error) {
 			return New(Options{Run: o.Run, Name: o.Name, Node: o.Node, Kube: *provision.OptionsOf[Flags](o.Options), RuntimeClass: o.Param, Log: o.Log})
 		},

@@ -299,14 +299,38 @@ var (
 // its forward with it: DOCKER_HOST=ssh://USER@HOST:PORT, over which the
 // docker CLI runs the user's own ssh and `docker system dial-stdio` on
 // the host, whose sessions' DOCKER_HOST is the Engine the target found.
-func (d *Docker) Reach() (endpoint, forward string, err error) { return d.o.Host, "", nil }
+// HOST is the name the spec gave (an ssh_config alias), so that the
+// user's ssh reads the configuration sealbench read.
+func (d *Docker) Reach() (endpoint, forward string, err error) {
+	h, err := reachHost(d.o)
+	if err != nil {
+		return "", "", err
+	}
+	return h.String(), "", nil
+}
+
+// reachHost is how the user's own ssh reaches o's host: its user and
+// port, and the host as the spec named it (an alias of ~/.ssh/config,
+// whose HostName, IdentityFile and ProxyJump that ssh then reads too).
+func reachHost(o provision.RemoteOptions) (*Host, error) {
+	h, err := parseHost(o.Host)
+	if err != nil {
+		return nil, err
+	}
+	if o.SSH != nil {
+		if cfg := o.SSH.Config(); cfg.Alias != "" {
+			h.Host = cfg.Alias
+		}
+	}
+	return h, nil
+}
 
 // Reach is what reaches the stand-in once provision has exited: it stays
 // up on the host (a session of its own), its socket reachable only
 // through a forward, so the endpoint is this forward's socket and the
 // forward the user's ssh command line that makes it again.
 func (l *Local) Reach() (endpoint, forward string, err error) {
-	h, err := parseHost(l.o.Host)
+	h, err := reachHost(l.o)
 	if err != nil {
 		return "", "", err
 	}

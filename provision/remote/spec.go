@@ -34,28 +34,74 @@ type Spec struct {
 	Param string
 	// Host is the remote host; nil for this one.
 	Host *Host
-	// Node is the Kubernetes node a kubernetes target puts its Sandboxes
-	// on (kubernetes@NODE); empty when the spec names none. Targets on
-	// different nodes sample in parallel, as remote hosts do.
+	// Node is the bare name after an '@', which the kind's registration
+	// says the meaning of (provision.Registration.At): the Kubernetes
+	// node a kubernetes target puts its Sandboxes on (kubernetes@NODE;
+	// targets on different nodes sample in parallel, as remote hosts do),
+	// or the docker CLI context of a docker target (docker@CONTEXT).
+	// Empty when the spec names none.
 	Node string
 }
 
 // Host is a remote host, as a spec names it.
 type Host struct {
-	User string
+	User string // empty until Resolve when the spec gives none
 	Host string // a name or an address; an IPv6 address without brackets
-	Port int
+	Port int    // 0 until Resolve when the spec gives none
+	// Alias is the host as the spec wrote it (an alias in ~/.ssh/config,
+	// or a name): what ssh_config is read for, by Resolve and by every
+	// connection to the host (its IdentityFile, UserKnownHostsFile,
+	// ProxyJump).
+	Alias string
 }
 
 // String is the host's canonical form, the port always written:
-// ssh://user@host:port. The ledger records it.
+// ssh://user@host:port. The ledger records it; it is complete once
+// Resolve has filled in what the spec left to ssh_config.
 func (h *Host) String() string {
-	return "ssh://" + h.User + "@" + net.JoinHostPort(h.Host, strconv.Itoa(h.Port))
+	port := h.Port
+	if port == 0 {
+		port = sshx.DefaultPort
+	}
+	user := ""
+	if h.User != "" {
+		user = h.User + "@"
+	}
+	return "ssh://" + user + net.JoinHostPort(h.Host, strconv.Itoa(port))
 }
 
 // SSH is the sshx configuration that reaches the host; the caller adds
 // the identity, known_hosts and the rest.
-func (h *Host) SSH() sshx.Config { return sshx.Config{User: h.User, Host: h.Host, Port: h.Port} }
+func (h *Host) SSH() sshx.Config {
+	return sshx.Config{User: h.User, Host: h.Host, Port: h.Port, Alias: h.Alias}
+}
+
+// Resolve fills in what the spec left out from the user's ssh_config for
+// its alias, as OpenSSH does (sshx.FromSSHConfig): the HostName it gives
+// becomes Host, and its Port and User the port and user where the spec
+// gave none (the default port otherwise). A host with no user from
+// either is refused: sealbench does not guess who logs in.
+func (h *Host) Resolve() error {
+	cfg, err := sshx.FromSSHConfig(sshx.Config{User: h.User, Port: h.Port, Alias: h.Alias})
+	if err != nil {
+		return err
+	}
+	if cfg.User == "" {
+		return fmt.Errorf("no user for %s: write ssh://USER@%s, or give the host a User in ~/.ssh/config (sealbench does not guess who logs in; the ledger records it)", h.Alias, h.Alias)
+	}
+	if !userRE.MatchString(cfg.User) {
+		return fmt.Errorf("the user %q (from the ssh configuration of %s) is not a login name", cfg.User, h.Alias)
+	}
+	host := strings.ToLower(cfg.Host)
+	if ip := net.ParseIP(host); ip == nil && (!hostRE.MatchString(host) || len(host) > 253) {
+		return fmt.Errorf("the HostName %q (from the ssh configuration of %s) is not a host name or an address", cfg.Host, h.Alias)
+	}
+	h.User, h.Host, h.Port = cfg.User, host, cfg.Port
+	if h.Port == 0 {
+		h.Port = sshx.DefaultPort
+	}
+	return nil
+}
 
 // Options say how hosts are reached: the --ssh-identity and
 // --ssh-known-hosts files (empty: the agent and the default keys;
@@ -109,11 +155,15 @@ var (
 	// userRE is a login name as the tools that make users accept it, and
 	// never one that an ssh client could read as an option.
 	userRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$`)
+	// atNameRE is a bare name after an '@': a Kubernetes node's name (a
+	// DNS subdomain) or a docker context's (docker/cli's rule: a letter
+	// or digit, then letters, digits, '_', '.', '+' and '-').
+	atNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,252}$`)
 	// hostRE is a DNS name (labels of letters, digits and '-').
 	hostRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
 )
 
-const specForm = "KIND[:PARAM], KIND@ssh://USER@HOST[:PORT], NAME=KIND@ssh://USER@HOST[:PORT] or kubernetes[:RUNTIMECLASS]@NODE"
+const specForm = "KIND[:PARAM], KIND@ssh://USER@HOST[:PORT], NAME=KIND@ssh://USER@HOST[:PORT], kubernetes[:RUNTIMECLASS]@NODE or docker@CONTEXT"
 
 // ParseSpec parses one target spec. It checks the form only: whether
 // KIND is registered, and can run on a remote host, is the caller's.
@@ -151,9 +201,9 @@ func ParseSpec(s string) (Spec, error) {
 		}
 		return spec, nil
 	}
-	if !strings.Contains(where, "://") && paramRE.MatchString(where) {
-		// A bare name: a Kubernetes node (whether the kind takes one is
-		// the caller's to say).
+	if !strings.Contains(where, "://") && atNameRE.MatchString(where) {
+		// A bare name: a Kubernetes node, a docker context (whether the
+		// kind takes one is the caller's to say).
 		spec.Node = where
 		if spec.Name == "" {
 			spec.Name = defaultName(kind, where, 0)
@@ -177,11 +227,12 @@ func ParseSpec(s string) (Spec, error) {
 	return spec, nil
 }
 
-// parseHost parses ssh://USER@HOST[:PORT].
+// parseHost parses ssh://[USER@]HOST[:PORT]. Without a USER or a PORT,
+// they are left for Resolve to take from ssh_config.
 func parseHost(s string) (*Host, error) {
 	scheme, _, ok := strings.Cut(s, "://")
 	if !ok {
-		return nil, fmt.Errorf("after '@' comes a host, ssh://USER@HOST[:PORT], or a Kubernetes node's name (lowercase), not %q", s)
+		return nil, fmt.Errorf("after '@' comes a host, ssh://USER@HOST[:PORT], or a name (a Kubernetes node, a docker context), not %q", s)
 	}
 	if scheme != "ssh" {
 		return nil, fmt.Errorf("hosts are reached over ssh:// only, not %s://", scheme)
@@ -194,14 +245,14 @@ func parseHost(s string) (*Host, error) {
 		}
 		return nil, fmt.Errorf("the host %q: %v", s, err)
 	}
-	if u.User == nil || u.User.Username() == "" {
-		return nil, fmt.Errorf("no user: write ssh://USER@%s (sealbench does not guess who logs in; the ledger records it)", u.Host)
+	if u.User != nil && u.User.Username() == "" {
+		return nil, fmt.Errorf("no user before the '@': write ssh://USER@%s, or ssh://%s with a User for it in ~/.ssh/config", u.Host, u.Host)
 	}
 	if _, has := u.User.Password(); has {
 		return nil, errors.New("a password in the host: sealbench logs in with keys only (your agent, or --ssh-identity) and never sends a password")
 	}
 	user := u.User.Username()
-	if !userRE.MatchString(user) {
+	if user != "" && !userRE.MatchString(user) {
 		return nil, fmt.Errorf("the user %q is not a login name (letters, digits, '.', '_', '-'; not starting with '-' or '.'; at most 32)", user)
 	}
 	if u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery || strings.HasSuffix(s, "#") {
@@ -221,7 +272,7 @@ func parseHost(s string) (*Host, error) {
 	case !hostRE.MatchString(host) || len(host) > 253:
 		return nil, fmt.Errorf("%q is not a host name (letters, digits, '-' and dots) or an address", host)
 	}
-	port := sshx.DefaultPort
+	port := 0 // ssh_config's, else the default: Resolve
 	if p := u.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 || p[0] == '0' {
@@ -231,7 +282,9 @@ func parseHost(s string) (*Host, error) {
 	} else if strings.HasSuffix(u.Host, ":") {
 		return nil, errors.New("a ':' with no port after it")
 	}
-	return &Host{User: user, Host: strings.ToLower(host), Port: port}, nil
+	// OpenSSH looks the host up in ssh_config lowercased, as it is here.
+	host = strings.ToLower(host)
+	return &Host{User: user, Host: host, Port: port, Alias: host}, nil
 }
 
 // defaultName is a remote target's name when the spec gives none: the

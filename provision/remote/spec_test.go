@@ -24,6 +24,8 @@ func TestParseSpec(t *testing.T) {
 		{"kubernetes@worker-1", "kubernetes-worker-1", "kubernetes", "", "kubernetes@worker-1", "worker-1"},
 		{"kubernetes:gvisor@ip-10-0-0-7.ec2.internal", "kubernetes-ip-10-0-0-7-ec2-internal", "kubernetes", "", "kubernetes:gvisor@ip-10-0-0-7.ec2.internal", "ip-10-0-0-7.ec2.internal"},
 		{"kgv=kubernetes:gvisor@worker-1", "kgv", "kubernetes", "", "kgv=kubernetes:gvisor@worker-1", "worker-1"},
+		{"docker@desktop-linux", "docker-desktop-linux", "docker", "", "docker@desktop-linux", "desktop-linux"},
+		{"docker@GPU_1", "docker-gpu-1", "docker", "", "docker@GPU_1", "GPU_1"},
 	} {
 		s, err := ParseSpec(tc.in)
 		if err != nil {
@@ -53,10 +55,9 @@ func TestParseSpecRefusesBadInput(t *testing.T) {
 		{"kubernetes:Run_C", `"Run_C" after kubernetes: is not a parameter`},
 		{"kubernetes:-x", `"-x" after kubernetes: is not a parameter`},
 		{"docker@", "after '@' comes a host"},
-		{"docker@GPU_1", "after '@' comes a host, ssh://USER@HOST[:PORT], or a Kubernetes node's name"},
+		{"docker@_gpu1", "after '@' comes a host, ssh://USER@HOST[:PORT], or a name (a Kubernetes node, a docker context)"},
 		{"docker@tcp://gpu1:2375", "over ssh:// only, not tcp://"},
-		{"docker@ssh://gpu1", "no user: write ssh://USER@gpu1"},
-		{"docker@ssh://@gpu1", "no user"},
+		{"docker@ssh://@gpu1", "no user before the '@'"},
 		{"docker@ssh://root:hunter2@gpu1", "never sends a password"},
 		{"docker@ssh://root@gpu1/var/run/docker.sock", "a path, query or fragment"},
 		{"docker@ssh://root@gpu1?x=1", "a path, query or fragment"},
@@ -111,8 +112,8 @@ func TestParseSpecsRefusesOneNameTwice(t *testing.T) {
 		}
 	}
 	// Every bad spec is reported, not the first only.
-	_, err = ParseSpecs([]string{"bad@", "docker@ssh://x"})
-	if err == nil || !strings.Contains(err.Error(), "bad@") || !strings.Contains(err.Error(), "docker@ssh://x") {
+	_, err = ParseSpecs([]string{"bad@", "docker@ssh://@x"})
+	if err == nil || !strings.Contains(err.Error(), "bad@") || !strings.Contains(err.Error(), "docker@ssh://@x") {
 		t.Errorf("want both bad specs named: %v", err)
 	}
 }

@@ -32,8 +32,11 @@ func newProvisionCmd(g *global) *cobra.Command {
 missing), bring the target up, load the image into its Engine, and leave it up.
 Prints the run id, the Engine endpoint (for DOCKER_HOST) and the target's
 identity: kernel, CPUs, memory, engine. A target on a remote host
-(KIND@ssh://USER@HOST[:PORT]) is reached over SSH (known_hosts checked, keys
-only); what reaches it once provision exits is printed too.
+(KIND@ssh://USER@HOST[:PORT], or KIND@ssh://ALIAS with what ~/.ssh/config
+gives the alias: HostName, Port, User, IdentityFile, UserKnownHostsFile,
+ProxyJump; the flags win) is reached over SSH (known_hosts checked, keys
+only: your agent, the IdentityFile, --ssh-identity); what reaches it once
+provision exits is printed too.
 
 ` + targetHelp() + `
 Every resource is recorded in the run's ledger before it is created, in the

@@ -68,8 +68,8 @@ func targetHelp() string {
 		if r.Param != "" {
 			name += "[:" + r.Param + "]"
 		}
-		if r.Node {
-			name += "[@NODE]"
+		if r.At != "" {
+			name += "[@" + r.At + "]"
 		}
 		if len(name) < 9 {
 			b.WriteString(fmt.Sprintf("  %-9s%s.\n", name, r.What))
@@ -127,8 +127,8 @@ type sshSettings struct {
 }
 
 func (s *sshSettings) flags(fl *pflag.FlagSet) {
-	fl.StringVar(&s.identity, "ssh-identity", "", "for targets on remote hosts: the private key to log in with, alone (it must need no passphrase; default: your ssh agent and ~/.ssh/id_{ed25519,ecdsa,rsa})")
-	fl.StringVar(&s.knownHosts, "ssh-known-hosts", "", "for targets on remote hosts: the known_hosts file their host keys are checked against (default ~/.ssh/known_hosts); an unknown or changed key is refused")
+	fl.StringVar(&s.identity, "ssh-identity", "", "for targets on remote hosts: the private key to log in with, alone (it must need no passphrase; default: your ssh agent, then the host's IdentityFile in ~/.ssh/config, else ~/.ssh/id_{ed25519,ecdsa,rsa})")
+	fl.StringVar(&s.knownHosts, "ssh-known-hosts", "", "for targets on remote hosts: the known_hosts file their host keys are checked against (default: the host's UserKnownHostsFile in ~/.ssh/config, else ~/.ssh/known_hosts); an unknown or changed key is refused")
 }
 
 // check refuses an identity or known_hosts file that is not a readable
