@@ -457,3 +457,34 @@ func TestDaemonAPI(t *testing.T) {
 	}
 	processGone(ready.PID)
 }
+
+// TestUserTextIsEscaped: a Layer's message and a changed file's name are
+// the user's text; log, show and diff print their control characters
+// escaped, so a Store cannot move the cursor or clear the terminal of
+// whoever reads it. --json keeps them as they are (JSON escapes them).
+func TestUserTextIsEscaped(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	run(t, daemonapi.ExitOK, "init", "--store", store)
+	a, b := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(b, "evil\x1b[2Jname"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	la := strings.TrimSpace(run(t, daemonapi.ExitOK, "import", "--store", store, "--from", a, "-m", "plain").stdout)
+	lb := strings.TrimSpace(run(t, daemonapi.ExitOK, "import", "--store", store, "--from", b, "-m", "clear\x1b[2J\rmessage").stdout)
+	for _, args := range [][]string{
+		{"log", "--store", store},
+		{"show", "--store", store, lb},
+		{"diff", "--store", store, la, lb},
+	} {
+		out := run(t, daemonapi.ExitOK, args...).stdout
+		if strings.ContainsAny(out, "\x1b\r") {
+			t.Errorf("layerfsd %s printed a control character: %q", args[0], out)
+		}
+		if want := `\x1b[2J`; !strings.Contains(out, want) {
+			t.Errorf("layerfsd %s does not show the escape as %s: %q", args[0], want, out)
+		}
+	}
+	if out := run(t, daemonapi.ExitOK, "show", "--json", "--store", store, lb).stdout; !strings.Contains(out, `clear\u001b[2J\rmessage`) {
+		t.Errorf("show --json changed the message: %s", out)
+	}
+}

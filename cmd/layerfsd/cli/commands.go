@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sealbench/sealbench/internal/cliutil"
 	"github.com/sealbench/sealbench/internal/sockpath"
 	"github.com/sealbench/sealbench/layerfs"
 	"github.com/sealbench/sealbench/layerfs/daemonapi"
@@ -621,7 +622,7 @@ func cmdLog(g *globals) *cobra.Command {
 				if !l.Parent.IsZero() {
 					parent = l.Parent.Short()
 				}
-				fmt.Fprintf(w, "%s  %s  parent %s  %s\n", l.ID, l.Time.UTC().Format(time.RFC3339), parent, l.Message)
+				fmt.Fprintf(w, "%s  %s  parent %s  %s\n", l.ID, l.Time.UTC().Format(time.RFC3339), parent, cliutil.Printable(l.Message))
 			}
 		})
 	})
@@ -643,7 +644,7 @@ func cmdShow(g *globals) *cobra.Command {
 			if !l.Parent.IsZero() {
 				parent = l.Parent.String()
 			}
-			fmt.Fprintf(w, "layer   %s\nparent  %s\ntime    %s\ntree    %s\nmessage %s\n", l.ID, parent, l.Time.UTC().Format(time.RFC3339Nano), l.Root.Content, l.Message)
+			fmt.Fprintf(w, "layer   %s\nparent  %s\ntime    %s\ntree    %s\nmessage %s\n", l.ID, parent, l.Time.UTC().Format(time.RFC3339Nano), l.Root.Content, cliutil.Printable(l.Message))
 		})
 	})
 }
@@ -667,7 +668,7 @@ func cmdDiff(g *globals) *cobra.Command {
 		}
 		return g.print(changes, func(w io.Writer) {
 			for _, ch := range changes {
-				fmt.Fprintf(w, "%s %s\n", ch.Kind, ch.Path)
+				fmt.Fprintf(w, "%s %s\n", ch.Kind, cliutil.Printable(ch.Path))
 			}
 		})
 	})
