@@ -162,8 +162,9 @@ func TestRunLocalBesideHostsOnThisMachine(t *testing.T) {
 	if o.Samples != 3 || len(o.Leftovers) != 0 || o.Kept {
 		t.Fatalf("outcome %+v: want a sample on each target, torn down with nothing left", o)
 	}
+	// The audit of this run: other tests' runs share the dockerd.
 	checkRunners(t, o.Dir, map[string]string{"local": "", specs[1].Name: specs[1].Host.String(), specs[2].Name: specs[2].Host.String()})
-	res, err := runs.Audit(ctx, runs.AuditOptions{StateDir: state, SSH: runs.SSHOptions{Identity: h2.ClientKey, KnownHosts: known}})
+	res, err := runs.Audit(ctx, runs.AuditOptions{StateDir: state, Run: o.Run, SSH: runs.SSHOptions{Identity: h2.ClientKey, KnownHosts: known}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,13 +93,13 @@ func TestProvisionOnALocalHostByItsSSHAlias(t *testing.T) {
 	if rec := hosts[hostName]; err != nil || rec.Alias != "bench" || rec.Identity != "" || rec.KnownHosts != "" {
 		t.Errorf("hosts.json: %+v (%v); want %s by its alias bench, no paths of flags", hosts, err, hostName)
 	}
-	if left, _ := filepath.Glob(filepath.Join(hostState, "runs", "*")); len(left) == 0 {
+	if left, _ := filepath.Glob(filepath.Join(runs.HostRunsDir(hostState), "*")); len(left) == 0 {
 		t.Fatalf("nothing of the run on the host")
 	}
 	if _, err := orchestrate.Teardown(ctx, orchestrate.TeardownOptions{Run: out.Run, StateDir: state, Log: t.Logf}); err != nil {
 		t.Fatalf("teardown with no ssh flags: %v", err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(hostState, "runs", "*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(runs.HostRunsDir(hostState), "*")); len(left) > 0 {
 		t.Errorf("the host still holds %v", left)
 	}
 }
