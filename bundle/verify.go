@@ -245,7 +245,7 @@ func VerifyDir(ctx context.Context, dir string, opts VerifyOptions) (*VerifyResu
 				seen[p] = true
 			default:
 				seen[p] = true // present, but wrong: not "missing" too
-				problems = append(problems, Problem{Path: p, Kind: "type", Detail: fmt.Sprintf("is a %s; a bundle holds only regular files and directories", typeName(t))})
+				problems = append(problems, Problem{Path: p, Kind: "type", Detail: fmt.Sprintf("is a %s; a bundle holds only regular files and directories", manifests.FileTypeName(t))})
 			}
 		}
 		return nil
@@ -334,7 +334,7 @@ func checkFile(root *os.Root, f manifests.BundleFile, buf []byte) (Problem, bool
 		return fail("type", "%v", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return fail("type", "is a %s; a bundle holds only regular files", typeName(fi.Mode().Type()))
+		return fail("type", "is a %s; a bundle holds only regular files", manifests.FileTypeName(fi.Mode()))
 	}
 	if special := fi.Mode() & (fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky); special != 0 || manifests.FileMode(fi.Mode().Perm()) != f.Mode {
 		return fail("mode", "mode %s, the manifest says %s", modeString(fi.Mode()), f.Mode)
@@ -370,23 +370,6 @@ func modeString(m fs.FileMode) string {
 	return s
 }
 
-func typeName(t fs.FileMode) string {
-	switch {
-	case t&fs.ModeSymlink != 0:
-		return "symlink"
-	case t&fs.ModeDevice != 0:
-		return "device"
-	case t&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case t&fs.ModeSocket != 0:
-		return "socket"
-	case t.IsDir():
-		return "directory"
-	default:
-		return "special file"
-	}
-}
-
 const maxSignatureFile = 64 << 10
 
 // readRootFile reads a small regular file of the bundle, refusing symlinks,
@@ -405,7 +388,7 @@ func readRootFile(root *os.Root, name string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is a %s, not a regular file", name, typeName(fi.Mode().Type()))
+		return nil, fmt.Errorf("%s is a %s, not a regular file", name, manifests.FileTypeName(fi.Mode()))
 	}
 	return readAtMost(f, name, max)
 }
