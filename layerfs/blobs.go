@@ -30,13 +30,21 @@ func (s *Store) digestFile(ctx context.Context, path string) (Digest, int64, int
 	return hashFileCtx(ctx, path)
 }
 
-// hashFileCtx returns the SHA-256 of the file at path, its size and how
-// many bytes it read, checking ctx between buffers.
-func hashFileCtx(ctx context.Context, path string) (Digest, int64, int64, error) {
+// openToHash opens the file at path for reading without touching its
+// atime (O_NOATIME, which only the file's owner or a privileged process
+// may use; others open it plainly).
+func openToHash(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOATIME, 0)
 	if errors.Is(err, fs.ErrPermission) {
 		f, err = os.Open(path)
 	}
+	return f, err
+}
+
+// hashFileCtx returns the SHA-256 of the file at path, its size and how
+// many bytes it read, checking ctx between buffers.
+func hashFileCtx(ctx context.Context, path string) (Digest, int64, int64, error) {
+	f, err := openToHash(path)
 	if err != nil {
 		return Digest{}, 0, 0, fmt.Errorf("hashing %q: %w", path, err)
 	}

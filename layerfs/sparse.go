@@ -6,10 +6,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -46,10 +44,7 @@ var zeroChunkSum = sha256.Sum256(make([]byte, blobChunk))
 // and how many bytes it read, reading data extents only. Files up to
 // blobChunk get the plain SHA-256.
 func chunkedDigest(ctx context.Context, path string) (Digest, int64, int64, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOATIME, 0)
-	if errors.Is(err, fs.ErrPermission) {
-		f, err = os.Open(path)
-	}
+	f, err := openToHash(path)
 	if err != nil {
 		return Digest{}, 0, 0, fmt.Errorf("hashing %q: %w", path, err)
 	}
