@@ -409,22 +409,7 @@ func TestBadInput(t *testing.T) {
 // that ran; the Markdown report prints them as text, never as Markdown or
 // HTML of their own.
 func TestReportEscapesTools(t *testing.T) {
-	dir := t.TempDir()
-	for _, n := range []string{manifests.SamplesFile, manifests.PinsFile} {
-		b, err := os.ReadFile(filepath.Join(reportRun, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == manifests.PinsFile {
-			var pins map[string]any
-			if err := json.Unmarshal(b, &pins); err != nil {
-				t.Fatal(err)
-			}
-			pins["tools"] = map[string]string{"git": "2.39.5\n# injected <script>alert(1)</script> [link](http://x) *bold*"}
-			b, _ = json.Marshal(pins)
-		}
-		os.WriteFile(filepath.Join(dir, n), b, 0o644)
-	}
+	dir := runWithGitVersion(t, "2.39.5\n# injected <script>alert(1)</script> [link](http://x) *bold*")
 	code, stdout, stderr := run(t, "report", dir)
 	if code != ExitOK {
 		t.Fatalf("report: exit %d\n%s", code, stderr)
@@ -469,4 +454,31 @@ func TestCheckDiskSize(t *testing.T) {
 			t.Errorf("--size %q accepted", bad)
 		}
 	}
+}
+
+// runWithGitVersion copies the report fixture's run into a new directory
+// with the pins' tools saying git is version: text a results file brings.
+func runWithGitVersion(t *testing.T, version string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, n := range []string{manifests.SamplesFile, manifests.PinsFile} {
+		b, err := os.ReadFile(filepath.Join(reportRun, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == manifests.PinsFile {
+			var pins map[string]any
+			if err := json.Unmarshal(b, &pins); err != nil {
+				t.Fatal(err)
+			}
+			pins["tools"] = map[string]string{"git": version}
+			if b, err = json.Marshal(pins); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

@@ -3,7 +3,6 @@
 package cmd
 
 import (
-	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -120,22 +119,7 @@ func TestReportOutIntoADevice(t *testing.T) {
 // escaped in every text format, on stdout and in --out; JSON escapes them
 // itself.
 func TestReportEscapesControlCharacters(t *testing.T) {
-	dir := t.TempDir()
-	for _, n := range []string{manifests.SamplesFile, manifests.PinsFile} {
-		b, err := os.ReadFile(filepath.Join(reportRun, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == manifests.PinsFile {
-			var pins map[string]any
-			if err := json.Unmarshal(b, &pins); err != nil {
-				t.Fatal(err)
-			}
-			pins["tools"] = map[string]string{"git": "2.39.5\x1b]0;owned\x07\x1b[2J\x1b[31m"}
-			b, _ = json.Marshal(pins)
-		}
-		os.WriteFile(filepath.Join(dir, n), b, 0o644)
-	}
+	dir := runWithGitVersion(t, "2.39.5\x1b]0;owned\x07\x1b[2J\x1b[31m")
 	for _, format := range []string{"md", "html", "json"} { // csv carries no tool versions
 		code, stdout, stderr := run(t, "report", dir, "--format", format)
 		if code != ExitOK {
