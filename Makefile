@@ -150,7 +150,7 @@ bench-layerfs: deps ## The twelve cells on a LayerFS workspace, a plain director
 	scripts/with-loopfs xfs $(GO) test -count=1 -run '^$$' -bench Cells -benchtime 3x -timeout 45m ./layerfs/
 
 .PHONY: bench-layerfs-verify
-bench-layerfs-verify: ## What checking a blob against its digest costs: C09's cold read of 64 MiB with and without, alternating, and their ratio (root, FUSE)
+bench-layerfs-verify: ## What checking a blob against its digest costs: C09's cold read of 64 MiB checked by its stamp, checked by reading it and unchecked, in turns, and the ratios (root, FUSE)
 	$(GO) test -count=1 -run '^$$' -bench ColdReadVerify -benchtime 10x -v ./layerfs/
 
 .PHONY: bench-uring

@@ -12,7 +12,8 @@
 // content-addressed blobs (blobs/ab/abcdef..., named by the SHA-256 of their
 // bytes, or over 1 MiB by a chunked SHA-256 that skips holes (sparse.go);
 // read-only once written, checked against their names on first open
-// (verify.go), holes kept). The database holds tree objects (one per
+// (verify.go; a stat where the blob's recorded stamp still holds,
+// stamps.go), holes kept). The database holds tree objects (one per
 // directory, also content-addressed, so identical subtrees are stored once)
 // and Layers. Three profiles set how hard the Store works to survive a crash:
 // Durable (WAL, synchronous=FULL, blobs synced before the transaction that

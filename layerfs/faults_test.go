@@ -486,6 +486,7 @@ func TestGC(t *testing.T) {
 	junk := bytes.Repeat([]byte("junk"), 1<<16)
 	jd := Digest(sha256.Sum256(junk))
 	os.WriteFile(s.blobPath(jd), junk, 0o444)
+	s.stampWritten(ctx, []Digest{jd})
 	orphan := Digest(sha256.Sum256([]byte("orphan row")))
 	if _, err := s.db.Exec("INSERT INTO blobs(digest, size) VALUES (?, 10)", orphan[:]); err != nil {
 		t.Fatal(err)
@@ -518,6 +519,9 @@ func TestGC(t *testing.T) {
 	}
 	if _, err := os.Stat(s.blobPath(jd)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the unreferenced blob is still there: %v", err)
+	}
+	if stamped, err := s.stampedBlobs(ctx); err != nil || len(stamped) != 1 {
+		t.Errorf("stamps after gc: %v %v, want the kept blob's only", stamped, err)
 	}
 	if b, err := os.ReadFile(filepath.Join(ws.Mountpoint(), "kept")); err != nil || string(b) != "kept\n" {
 		t.Errorf("the mounted Workspace after gc: %q %v", b, err)

@@ -156,6 +156,10 @@ func (s *Store) GC(ctx context.Context) (*GCResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	stamped, err := s.stampedBlobs(ctx)
+	if err != nil {
+		return nil, err
+	}
 	all, err := s.allTrees(ctx)
 	if err != nil {
 		return nil, err
@@ -186,6 +190,15 @@ func (s *Store) GC(ctx context.Context) (*GCResult, error) {
 			return nil, fmt.Errorf("collecting garbage in %q: %w", s.dir, err)
 		}
 		res.Trees++
+	}
+	for _, d := range stamped {
+		if _, ok := refs[d]; ok {
+			continue
+		}
+		s.statements.Add(1)
+		if _, err := tx.ExecContext(ctx, "DELETE FROM blob_stamps WHERE digest = ?", d[:]); err != nil {
+			return nil, fmt.Errorf("collecting garbage in %q: %w", s.dir, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("collecting garbage in %q: %w", s.dir, err)
@@ -258,17 +271,23 @@ func (s *Store) reachableTrees(ctx context.Context, layers []*Layer) (map[Digest
 
 // allTrees lists the digests of the trees table.
 func (s *Store) allTrees(ctx context.Context) ([]Digest, error) {
+	return s.queryDigests(ctx, "trees", "SELECT digest FROM trees")
+}
+
+// queryDigests runs a query whose one column is a digest (what names
+// what is listed, for errors).
+func (s *Store) queryDigests(ctx context.Context, what, query string) ([]Digest, error) {
 	s.statements.Add(1)
-	rows, err := s.db.QueryContext(ctx, "SELECT digest FROM trees")
+	rows, err := s.db.QueryContext(ctx, query)
 	if err != nil {
-		return nil, fmt.Errorf("listing trees of %q: %w", s.dir, err)
+		return nil, fmt.Errorf("listing %s of %q: %w", what, s.dir, err)
 	}
 	defer rows.Close()
 	var out []Digest
 	for rows.Next() {
 		var b []byte
 		if err := rows.Scan(&b); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("listing %s of %q: %w", what, s.dir, err)
 		}
 		var d Digest
 		copy(d[:], b)

@@ -275,5 +275,6 @@ func (s *Store) Import(ctx context.Context, dir string, opts ImportOptions) (*La
 	if err := s.writeLayer(ctx, nl); err != nil {
 		return fail(fmt.Errorf("importing %q: %w", dir, err))
 	}
+	s.stampWritten(ctx, created)
 	return l, nil
 }

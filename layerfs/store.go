@@ -108,6 +108,8 @@ type Store struct {
 	// of each (Digest → *sync.Mutex). See verify.go.
 	verified, verifying sync.Map
 	verifiedBytes       atomic.Int64 // bytes read to verify blobs
+	stampedOpens        atomic.Int64 // blobs trusted by their stamp, unread
+	stamps              bool         // the blob_stamps table is there (stamps.go)
 }
 
 // Dir returns the Store's directory.
@@ -304,6 +306,7 @@ func OpenWith(ctx context.Context, dir string, opts OpenOptions) (*Store, error)
 		db.Close()
 		return nil, fmt.Errorf("opening store %q: preparing statements: %w", dir, err)
 	}
+	s.initStamps(ctx)
 	return s, nil
 }
 

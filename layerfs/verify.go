@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sealbench/sealbench/layerfs/daemonapi"
 )
@@ -21,9 +22,11 @@ import (
 // passthrough, never through the daemon, so a block-by-block check as data
 // is read would have nothing to hook into), and before it copies a blob up;
 // a damaged or missing blob is EIO to the reader, logged once with the
-// blob's digest and the paths that use it. A blob checked once is trusted
-// for the life of the process (Store.verified). `layerfsd check` reads
-// every blob.
+// blob's digest and the paths that use it. The check reads the blob only
+// when its stamp does not hold (stamps.go): a blob this Store wrote, or
+// read and found right, and that has not changed since, costs a stat. A
+// blob checked once is trusted for the life of the process
+// (Store.verified). `layerfsd check` reads every blob.
 
 // ErrBadBlob says a blob is missing or does not hold the bytes its digest
 // names. Errors that wrap it are *BlobError. It does not wrap the
@@ -60,10 +63,11 @@ func (s *Store) checkBlob(ctx context.Context, d Digest) (int64, error) {
 	return read, nil
 }
 
-// verifyBlob checks the blob d once per process: the first caller hashes
+// verifyBlob checks the blob d once per process: the first caller checks
 // it (others asking meanwhile wait for that answer), later callers get the
 // remembered verdict for a good blob at once. A bad blob is checked again
-// each time (it may have been restored).
+// each time (it may have been restored). The check is a stat when the
+// blob's stamp holds (stamps.go), and a read of every byte otherwise.
 func (s *Store) verifyBlob(ctx context.Context, d Digest) error {
 	if _, ok := s.verified.Load(d); ok {
 		return nil
@@ -75,13 +79,44 @@ func (s *Store) verifyBlob(ctx context.Context, d Digest) error {
 	if _, ok := s.verified.Load(d); ok {
 		return nil
 	}
-	n, err := s.checkBlob(ctx, d)
-	s.verifiedBytes.Add(n)
+	before, err := s.statBlob(d)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &BlobError{Digest: d, Problem: "missing"}
+	}
+	if err == nil && s.stampHolds(ctx, d, before) {
+		s.stampedOpens.Add(1)
+		s.verified.Store(d, struct{}{})
+		return nil
+	}
+	_, good, err := s.hashBlob(ctx, d, before)
+	if errors.Is(err, ErrBadBlob) {
+		s.forgetStamps(ctx, []Digest{d})
+	}
 	if err != nil {
 		return err
 	}
+	if good != (blobStamp{}) {
+		s.recordStamps(ctx, map[Digest]blobStamp{d: good})
+	}
 	s.verified.Store(d, struct{}{})
 	return nil
+}
+
+// hashBlob reads the blob d and compares it with its digest (checkBlob).
+// before is the blob file's stamp from before the read; the stamp it
+// returns is that stamp when the blob is good, did not change while it was
+// read and has settled (one to record), and zero otherwise. It returns how
+// many bytes it read.
+func (s *Store) hashBlob(ctx context.Context, d Digest, before blobStamp) (int64, blobStamp, error) {
+	n, err := s.checkBlob(ctx, d)
+	s.verifiedBytes.Add(n)
+	if err != nil {
+		return n, blobStamp{}, err
+	}
+	if after, serr := s.statBlob(d); serr == nil && after == before && after.settled(time.Now()) {
+		return n, after, nil
+	}
+	return n, blobStamp{}, nil
 }
 
 // blobUser is one name that a blob's content is reached by.
@@ -208,12 +243,14 @@ func (s *Store) CheckBlobs(ctx context.Context, workers int) (*BlobCheck, error)
 	}
 	problems := make([]error, len(all))
 	read := make([]int64, len(all))
+	stamps := make([]blobStamp, len(all))
 	err = parallel(len(all), workers, func(i int) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n, err := s.checkBlob(ctx, all[i])
-		read[i] = n
+		before, _ := s.statBlob(all[i])
+		n, good, err := s.hashBlob(ctx, all[i], before)
+		read[i], stamps[i] = n, good
 		var be *BlobError
 		if errors.As(err, &be) {
 			problems[i] = be
@@ -226,13 +263,26 @@ func (s *Store) CheckBlobs(ctx context.Context, workers int) (*BlobCheck, error)
 	}
 	res := &BlobCheck{Trees: treeProblems, Blobs: len(all)}
 	want := map[Digest]bool{}
+	good := map[Digest]blobStamp{}
+	var bad []Digest
 	for i, p := range problems {
 		res.Bytes += read[i]
 		if p != nil {
 			want[all[i]] = true
+			bad = append(bad, all[i])
 		} else {
 			res.Verified = append(res.Verified, all[i])
+			if stamps[i] != (blobStamp{}) {
+				good[all[i]] = stamps[i]
+			}
 		}
+	}
+	// What was read is known: the good blobs' next first opens cost a
+	// stat, and a bad blob whose stamp still held (its bytes changed
+	// below the filesystem) is read, and refused, on its next open.
+	s.recordStamps(ctx, good)
+	if err := s.forgetStamps(ctx, bad); err != nil {
+		return nil, fmt.Errorf("forgetting the stamps of %d bad blobs in %q: %w", len(bad), s.dir, err)
 	}
 	if len(want) == 0 {
 		return res, nil

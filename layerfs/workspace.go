@@ -492,6 +492,7 @@ func (ws *Workspace) Commit(ctx context.Context, message string) (*CommitResult,
 		if err != nil {
 			return fail(err)
 		}
+		ws.store.stampWritten(ctx, c.written())
 		c.afterWrite()
 		c.adopt(l)
 		res.Layer = l
@@ -758,6 +759,16 @@ func (c *commit) install(tmp string, d Digest) error {
 func blobExists(s *Store, d Digest) bool {
 	_, err := os.Lstat(s.blobPath(d))
 	return err == nil
+}
+
+// written is the blobs this Commit put in the Store: the copies it
+// installed and the data files it moved, each holding the bytes it hashed.
+func (c *commit) written() []Digest {
+	out := append([]Digest(nil), c.created...)
+	for _, m := range c.moved {
+		out = append(out, m.f.digest)
+	}
+	return out
 }
 
 // afterWrite removes the data files whose content is now a blob of the
