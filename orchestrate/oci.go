@@ -18,6 +18,7 @@ import (
 
 	"github.com/sealbench/sealbench/bundle"
 	"github.com/sealbench/sealbench/bundle/attest"
+	"github.com/sealbench/sealbench/internal/scratch"
 	"github.com/sealbench/sealbench/internal/toolcache"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/ociartifact"
@@ -60,12 +61,15 @@ func PushBundle(ctx context.Context, o PushOptions) (*ociartifact.Pushed, error)
 		if err != nil {
 			return nil, err
 		}
-		tmp, err := os.MkdirTemp("", "sealbench-push-")
+		// Extracted into a staging directory that the next push
+		// removes if this one is killed (scratch).
+		scratch.Sweep(os.TempDir())
+		sd, err := scratch.Make(os.TempDir(), "push")
 		if err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(tmp)
-		if dir, err = extractVerifiedTar(o.Bundle, res, tmp); err != nil {
+		defer sd.Remove()
+		if dir, err = extractVerifiedTar(o.Bundle, res, sd.Path); err != nil {
 			return nil, err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sealbench/sealbench/internal/toolexec"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -72,7 +73,7 @@ const aptTimeout = 15 * time.Minute
 func (a *apt) run(ctx context.Context, dir, tool string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, aptTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, tool, append(a.options(), args...)...)
+	cmd := toolexec.Command(ctx, tool, append(a.options(), args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C")
 	var stdout, stderr bytes.Buffer

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sealbench/sealbench/internal/scratch"
 	"github.com/sealbench/sealbench/internal/toolcache"
 	"github.com/sealbench/sealbench/manifests"
 )
@@ -109,11 +110,13 @@ func fetch(ctx context.Context, cacheDir string, l *manifests.PackageLock, sourc
 // fetchFrom asks one source for pkgs in a private temporary directory and
 // moves each file it gives, re-checked, into the cache by its hash.
 func fetchFrom(ctx context.Context, cacheDir string, src Source, l *manifests.PackageLock, pkgs []manifests.LockedPackage) (map[string]string, map[string]string, error) {
-	tmp, err := os.MkdirTemp(cacheDir, ".fetch-")
+	scratch.Sweep(cacheDir) // a killed fetch's directory; never a live one's
+	sd, err := scratch.Make(cacheDir, "fetch")
 	if err != nil {
 		return nil, nil, err
 	}
-	defer os.RemoveAll(tmp)
+	defer sd.Remove()
+	tmp := sd.Path
 	got, why, err := src.Fetch(ctx, tmp, l, pkgs)
 	if err != nil {
 		return nil, nil, err

@@ -217,8 +217,8 @@ func TestFetchTriesEachSource(t *testing.T) {
 	if got, _ := filepath.Glob(filepath.Join(cache, "debs", "*")); len(got) != 6 {
 		t.Errorf("cache holds %d files, want the 6 verified ones: %v", len(got), got)
 	}
-	if left, _ := filepath.Glob(filepath.Join(cache, ".fetch-*")); len(left) != 0 {
-		t.Errorf("temporary directories left: %v", left)
+	if left, _ := filepath.Glob(filepath.Join(cache, ".sealbench-*")); len(left) != 0 {
+		t.Errorf("staging directories left: %v", left)
 	}
 	if snap.asked("/archive/debian-security/") == 0 || snap.asked("/mr/binary/fsnapapi/") != 1 || snap.asked("/file/") == 0 {
 		t.Errorf("the snapshot was not asked by path in the right archive, then by name: %v", snap.requests)
@@ -231,10 +231,17 @@ func TestFetchTriesEachSource(t *testing.T) {
 	// the cache and the directory: no server is asked again.
 	writeFile(t, filepath.Join(dir, path.Base(debs["htampered"].pkg.Filename)), debs["htampered"].data)
 	writeFile(t, filepath.Join(dir, "debs", debs["gnowhere"].pkg.SHA256.Hex+".deb"), debs["gnowhere"].data)
+	// And a fetch killed part-way left its staging directory (no live
+	// fetch holds its lock): the next fetch removes it.
+	killed := filepath.Join(cache, ".sealbench-fetch-0123456789ab")
+	writeFile(t, filepath.Join(killed, "half.deb"), []byte("half"))
 	before := len(snap.requests)
 	files, err := fetch(context.Background(), cache, lock, sources, t.Logf)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(killed); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a killed fetch's staging directory is still there: %v", err)
 	}
 	if len(files) != len(lock.Packages) || len(snap.requests) != before {
 		t.Errorf("second fetch: %d files, %d more snapshot requests", len(files), len(snap.requests)-before)

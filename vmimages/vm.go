@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/internal/scratch"
+	"github.com/sealbench/sealbench/internal/toolexec"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -180,11 +182,15 @@ func BuildVM(ctx context.Context, o VMOptions) (*VMImage, error) {
 	debs := pk.debs
 	lockDigest := manifests.DigestOf(o.LockBytes)
 	dir := VMDir(fetch.CacheDir, o.Lock, o.LockBytes)
-	work, err := os.MkdirTemp(fetch.CacheDir, ".vm-build-")
+	// A build killed part-way leaves its staging directory: the next
+	// build removes it (scratch), never a live build's.
+	scratch.Sweep(fetch.CacheDir) // what it cannot remove is no reason to stop
+	sd, err := scratch.Make(fetch.CacheDir, "vm-build")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(work)
+	defer sd.Remove()
+	work := sd.Path
 
 	repo := filepath.Join(work, "repo")
 	if err := localRepo(ctx, repo, o.Lock, debs); err != nil {
@@ -207,7 +213,7 @@ func BuildVM(ctx context.Context, o VMOptions) (*VMImage, error) {
 		"--customize-hook=printf '/dev/vda / ext4 defaults 0 1\\n' > \"$1/etc/fstab\"",
 		"bookworm", rootfs, "deb [trusted=yes] copy://" + repo + " ./",
 	}
-	cmd := exec.CommandContext(ctx, "mmdebstrap", args...)
+	cmd := toolexec.Command(ctx, "mmdebstrap", args...)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("SOURCE_DATE_EPOCH=%d", o.Lock.Time.Unix()), "LC_ALL=C")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mmdebstrap: %v\n%s", err, tail(out, 40))
@@ -235,13 +241,13 @@ func BuildVM(ctx context.Context, o VMOptions) (*VMImage, error) {
 	}
 	logf("writing the ext4 filesystem and converting it to qcow2")
 	raw := filepath.Join(work, "disk.raw")
-	mkfs := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-L", "sealbench-root",
+	mkfs := toolexec.Command(ctx, "mkfs.ext4", "-q", "-F", "-L", "sealbench-root",
 		"-U", "5ea1be9c-0000-4000-8000-000000000001", "-E", "root_owner=0:0", "-d", rootfs, raw, o.DiskSize)
 	mkfs.Env = append(os.Environ(), fmt.Sprintf("SOURCE_DATE_EPOCH=%d", o.Lock.Time.Unix()))
 	if out, err := mkfs.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mkfs.ext4: %v\n%s", err, tail(out, 20))
 	}
-	if out, err := exec.CommandContext(ctx, "qemu-img", "convert", "-O", "qcow2", raw, filepath.Join(stage, VMDisk)).CombinedOutput(); err != nil {
+	if out, err := toolexec.Command(ctx, "qemu-img", "convert", "-O", "qcow2", raw, filepath.Join(stage, VMDisk)).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("qemu-img convert: %v\n%s", err, tail(out, 20))
 	}
 
@@ -389,7 +395,7 @@ func localRepo(ctx context.Context, repo string, l *manifests.PackageLock, debs 
 				return err
 			}
 		}
-		control, err := exec.CommandContext(ctx, "dpkg-deb", "-f", debs[p.Name]).Output()
+		control, err := toolexec.Command(ctx, "dpkg-deb", "-f", debs[p.Name]).Output()
 		if err != nil {
 			return fmt.Errorf("reading the control file of %s: %w", p.Name, err)
 		}

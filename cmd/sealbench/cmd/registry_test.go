@@ -46,11 +46,22 @@ func TestBundleThroughARegistry(t *testing.T) {
 	}
 
 	// The tar pushes as the same artifact: every manifest is deterministic.
-	code, stdout, stderr = run(t, "push", "--json", "--bundle", b.Dir+".tar", "--key", b.PubKey, "oci://"+reg+"/bench/bundle:from-tar")
-	var fromTar ociartifact.Pushed
-	if code != ExitOK || json.Unmarshal([]byte(stdout), &fromTar) != nil || fromTar.Digest != pushed.Digest {
-		t.Errorf("push of the tar: exit %d, digest %s, the directory's %s\n%s", code, fromTar.Digest, pushed.Digest, stderr)
-	}
+	// It is extracted into a staging directory in TMPDIR, which goes
+	// when the push ends, and a killed push's is removed by the next.
+	t.Run("tar", func(t *testing.T) {
+		tmp := t.TempDir()
+		t.Setenv("TMPDIR", tmp)
+		killed := filepath.Join(tmp, ".sealbench-push-0123456789ab")
+		os.MkdirAll(filepath.Join(killed, "bin"), 0o755)
+		code, stdout, stderr := run(t, "push", "--json", "--bundle", b.Dir+".tar", "--key", b.PubKey, "oci://"+reg+"/bench/bundle:from-tar")
+		var fromTar ociartifact.Pushed
+		if code != ExitOK || json.Unmarshal([]byte(stdout), &fromTar) != nil || fromTar.Digest != pushed.Digest {
+			t.Errorf("push of the tar: exit %d, digest %s, the directory's %s\n%s", code, fromTar.Digest, pushed.Digest, stderr)
+		}
+		if left, _ := os.ReadDir(tmp); len(left) != 0 {
+			t.Errorf("push of the tar left %v in TMPDIR", left)
+		}
+	})
 
 	t.Run("skopeo", func(t *testing.T) {
 		skopeo := testenv.NeedCommand(t, "skopeo")
