@@ -153,12 +153,19 @@ func TestPushPullVerify(t *testing.T) {
 	}
 
 	cache := t.TempDir()
+	// A pull that was killed left its staging directory: this one
+	// removes it, and leaves none of its own.
+	killed := filepath.Join(cache, ".sealbench-pull-0123456789ab")
+	os.MkdirAll(filepath.Join(killed, "files"), 0o755)
 	p, err := ociartifact.Pull(ctx, r, cache, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Digest != pushed.Digest || p.Cached || p.Attestation == "" || filepath.Base(p.Dir) != b.res.Name {
 		t.Errorf("pulled: %+v", p)
+	}
+	if left, _ := filepath.Glob(filepath.Join(cache, ".sealbench-*")); len(left) != 0 {
+		t.Errorf("staging directories left in the cache: %v", left)
 	}
 	res, err := bundle.VerifyDir(ctx, p.Dir, bundle.VerifyOptions{Verifier: b.verifier, Expect: b.res.Name})
 	if err != nil {

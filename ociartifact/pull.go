@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/sealbench/sealbench/internal/atomicfile"
+	"github.com/sealbench/sealbench/internal/scratch"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -86,14 +87,12 @@ func Pull(ctx context.Context, r Ref, cacheDir string, o Options) (*Pulled, erro
 		}
 		// A cache entry that does not read back is fetched again.
 	}
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return nil, err
-	}
-	tmp, err := os.MkdirTemp(cacheDir, ".pull-")
+	sd, err := stage(cacheDir)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
+	defer sd.Remove()
+	tmp := sd.Path
 	if err := p.fetch(ctx, tmp, d, o); err != nil {
 		return nil, err
 	}
@@ -111,6 +110,18 @@ func Pull(ctx context.Context, r Ref, cacheDir string, o Options) (*Pulled, erro
 		return nil, err
 	}
 	return p, atomicfile.SyncDir(cacheDir)
+}
+
+// stage makes the staging directory a pull fetches into, in the cache
+// directory, so that the finished entry is one rename away; a pull that
+// was killed left its own, which this removes (internal/scratch: a
+// live pull's is never touched).
+func stage(cacheDir string) (*scratch.Dir, error) {
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return nil, err
+	}
+	scratch.Sweep(cacheDir) // what it cannot remove is no reason to stop
+	return scratch.Make(cacheDir, "pull")
 }
 
 // resolve gives the digest r names: its own, or the tag's, asked once.

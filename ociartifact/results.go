@@ -123,14 +123,12 @@ func PullResults(ctx context.Context, r Ref, cacheDir, attestationName string, o
 		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
 	p.RunID = m.Annotations[AnnotationRun]
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return nil, err
-	}
-	tmp, err := os.MkdirTemp(cacheDir, ".pull-")
+	sd, err := stage(cacheDir)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
+	defer sd.Remove()
+	tmp := sd.Path
 	dir := filepath.Join(tmp, p.RunID)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err

@@ -17,23 +17,28 @@ import (
 // FindProcs lists the live processes whose argv match. Zombies (empty
 // argv) never match: they hold nothing but their pid.
 func FindProcs(match func(argv []string) bool) []Proc {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	var out []Proc
-	self := os.Getpid()
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
+	eachPid(func(pid int) {
 		p, ok := readProc(pid)
 		if ok && len(p.Argv) > 0 && match(p.Argv) {
 			out = append(out, p)
 		}
-	}
+	})
 	return out
+}
+
+// eachPid calls f with the pid of every process but this one.
+func eachPid(f func(pid int)) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	self := os.Getpid()
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != self {
+			f(pid)
+		}
+	}
 }
 
 func readProc(pid int) (Proc, bool) {
@@ -90,28 +95,19 @@ func statProc(pid int) (procStat, bool) {
 // lines, no longer sees it, and it is not gone until it has exited.
 // Zombies (exited) and kernel threads never match.
 func FindExiting(dir string) []Proc {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	var out []Proc
-	self := os.Getpid()
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
+	eachPid(func(pid int) {
 		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || len(b) > 0 {
-			continue
+			return
 		}
 		st, ok := statProc(pid)
 		if !ok || st.state == 'Z' || st.flags&pfKthread != 0 {
-			continue
+			return
 		}
 		if held := heldUnder(pid, dir); held != "" {
 			out = append(out, Proc{Pid: pid, StartTime: st.start, Holds: held})
 		}
-	}
+	})
 	return out
 }
 
