@@ -19,29 +19,6 @@ import (
 	"github.com/sealbench/sealbench/provision/qemu"
 )
 
-// echoServer answers each connection, once the client has half-closed
-// it, with "got:" and what it sent.
-func echoServer(t *testing.T, sock string) {
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				b, _ := io.ReadAll(c)
-				c.Write(append([]byte("got:"), b...))
-			}()
-		}
-	}()
-}
-
 // TestLinkCarriesHalfClosedConnections stands QEMU's serial socket and
 // the guest's `standin mux` in with a yamux server joined to an echo
 // server, and checks that the link serves many connections at once over
@@ -50,7 +27,7 @@ func echoServer(t *testing.T, sock string) {
 func TestLinkCarriesHalfClosedConnections(t *testing.T) {
 	dir := testenv.ShortTempDir(t, "ql")
 	serial, engineSock, standin := filepath.Join(dir, "serial.sock"), filepath.Join(dir, "engine.sock"), filepath.Join(dir, "standin.sock")
-	echoServer(t, standin)
+	testenv.EchoSocket(t, standin)
 	qemuEnd, err := net.Listen("unix", serial)
 	if err != nil {
 		t.Fatal(err)

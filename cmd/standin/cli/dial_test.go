@@ -4,37 +4,19 @@ package cli
 
 import (
 	"bytes"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sealbench/sealbench/internal/testenv"
 )
 
 // TestDial: stdin reaches the socket, its end is passed on as a
 // half-close, and the answer written after it comes back on stdout.
 func TestDial(t *testing.T) {
-	dir, err := os.MkdirTemp("", "dial")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "s.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		b, _ := io.ReadAll(c) // until the half-close
-		c.Write([]byte("got:" + string(b)))
-	}()
+	dir, sock, _ := echoSocket(t, "dial")
 	var out bytes.Buffer
 	if err := dial(sock, strings.NewReader("hello"), &out); err != nil {
 		t.Fatal(err)
@@ -46,4 +28,18 @@ func TestDial(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "missing.sock") {
 		t.Errorf("dial to a missing socket: exit %d, %q", code, errOut)
 	}
+}
+
+// echoSocket serves testenv.EchoSocket in a short temporary directory (a
+// socket path must fit in 108 bytes: t.TempDir's may not). It returns the
+// directory, the socket's path and its listener.
+func echoSocket(t *testing.T, name string) (dir, sock string, ln net.Listener) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock = filepath.Join(dir, "s.sock")
+	return dir, sock, testenv.EchoSocket(t, sock)
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/hashicorp/yamux"
@@ -19,30 +18,7 @@ import (
 // stand-in's socket, half-closes pass through, and a stream whose socket
 // cannot be reached is closed without ending the session.
 func TestMuxJoinsStreamsToTheSocket(t *testing.T) {
-	dir, err := os.MkdirTemp("", "mux")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "s.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				b, _ := io.ReadAll(c)
-				c.Write(append([]byte("got:"), b...))
-			}()
-		}
-	}()
+	_, sock, ln := echoSocket(t, "mux")
 	host, guest := net.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- serveSession(guest, sock, io.Discard) }()
