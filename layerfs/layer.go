@@ -222,12 +222,7 @@ func (s *Store) writeLayer(ctx context.Context, nl *newLayer) error {
 		if err != nil {
 			return fmt.Errorf("writing layer %s to %q: %w", l.ID.Short(), s.dir, err)
 		}
-		ds := make([]Digest, 0, len(nl.blobs))
-		for d := range nl.blobs {
-			ds = append(ds, d)
-		}
-		sort.Slice(ds, func(i, j int) bool { return string(ds[i][:]) < string(ds[j][:]) })
-		for _, d := range ds {
+		for _, d := range sortedDigests(nl.blobs) {
 			s.statements.Add(1)
 			if _, err := st.ExecContext(ctx, d[:], nl.blobs[d]); err != nil {
 				st.Close()
@@ -241,9 +236,9 @@ func (s *Store) writeLayer(ctx context.Context, nl *newLayer) error {
 		if err != nil {
 			return fmt.Errorf("writing layer %s to %q: %w", l.ID.Short(), s.dir, err)
 		}
-		for d, data := range nl.trees {
+		for _, d := range sortedDigests(nl.trees) {
 			s.statements.Add(1)
-			if _, err := st.ExecContext(ctx, d[:], data); err != nil {
+			if _, err := st.ExecContext(ctx, d[:], nl.trees[d]); err != nil {
 				st.Close()
 				return fmt.Errorf("writing tree %s to %q: %w", d.Short(), s.dir, err)
 			}
@@ -265,6 +260,19 @@ func (s *Store) writeLayer(ctx context.Context, nl *newLayer) error {
 		return fmt.Errorf("committing layer %s to %q: %w", l.ID.Short(), s.dir, err)
 	}
 	return nil
+}
+
+// sortedDigests returns m's digests in order. Rows go into the database in
+// this order so that the same Layer written twice gives a database of the
+// same size: a B-tree's pages depend on the order of its inserts, and a
+// run compares the Store's bytes across targets as an exact count.
+func sortedDigests[V any](m map[Digest]V) []Digest {
+	ds := make([]Digest, 0, len(m))
+	for d := range m {
+		ds = append(ds, d)
+	}
+	sort.Slice(ds, func(i, j int) bool { return string(ds[i][:]) < string(ds[j][:]) })
+	return ds
 }
 
 // emptyRoot is the root of a Store with no Layers: an empty directory.

@@ -3,7 +3,9 @@
 package layerfs
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,19 +43,29 @@ import (
 
 const stampSettle = 25 * time.Millisecond
 
+// A stamp is stored as a fixed 40 bytes (the five numbers, big-endian),
+// not as five integers, which SQLite would store in 1 to 8 bytes each by
+// their size: with rows of one size, inserted in digest order, the same
+// blobs stamped twice take the same pages, and the Store's bytes (an
+// exact count in a run) do not depend on inode numbers or times.
 const stampsTable = `CREATE TABLE IF NOT EXISTS blob_stamps (
 	digest BLOB PRIMARY KEY,
-	dev INTEGER NOT NULL,
-	ino INTEGER NOT NULL,
-	size INTEGER NOT NULL,
-	mtime_ns INTEGER NOT NULL,
-	ctime_ns INTEGER NOT NULL
+	stamp BLOB NOT NULL
 ) WITHOUT ROWID`
 
 // blobStamp is what identifies one version of a blob file.
 type blobStamp struct {
 	dev, ino           uint64
 	size, mtime, ctime int64
+}
+
+// bytes is the stamp as stored.
+func (b blobStamp) bytes() []byte {
+	out := make([]byte, 0, 40)
+	for _, v := range []uint64{b.dev, b.ino, uint64(b.size), uint64(b.mtime), uint64(b.ctime)} {
+		out = binary.BigEndian.AppendUint64(out, v)
+	}
+	return out
 }
 
 func stampOf(st *unix.Stat_t) blobStamp {
@@ -92,13 +104,10 @@ func (s *Store) stampHolds(ctx context.Context, d Digest, now blobStamp) bool {
 	if !s.stamps {
 		return false
 	}
-	var dev, ino uint64
-	var b blobStamp
+	var b []byte
 	s.statements.Add(1)
-	err := s.db.QueryRowContext(ctx, "SELECT dev, ino, size, mtime_ns, ctime_ns FROM blob_stamps WHERE digest = ?", d[:]).
-		Scan(&dev, &ino, &b.size, &b.mtime, &b.ctime)
-	b.dev, b.ino = dev, ino
-	return err == nil && b == now
+	err := s.db.QueryRowContext(ctx, "SELECT stamp FROM blob_stamps WHERE digest = ?", d[:]).Scan(&b)
+	return err == nil && bytes.Equal(b, now.bytes())
 }
 
 // recordStamps remembers the stamps of blobs whose bytes are known right.
@@ -112,14 +121,14 @@ func (s *Store) recordStamps(ctx context.Context, stamps map[Digest]blobStamp) {
 		return
 	}
 	defer tx.Rollback()
-	st, err := tx.PrepareContext(ctx, "INSERT OR REPLACE INTO blob_stamps(digest, dev, ino, size, mtime_ns, ctime_ns) VALUES (?, ?, ?, ?, ?, ?)")
+	st, err := tx.PrepareContext(ctx, "INSERT OR REPLACE INTO blob_stamps(digest, stamp) VALUES (?, ?)")
 	if err != nil {
 		return
 	}
 	defer st.Close()
-	for d, b := range stamps {
+	for _, d := range sortedDigests(stamps) {
 		s.statements.Add(1)
-		if _, err := st.ExecContext(ctx, d[:], int64(b.dev), int64(b.ino), b.size, b.mtime, b.ctime); err != nil {
+		if _, err := st.ExecContext(ctx, d[:], stamps[d].bytes()); err != nil {
 			return
 		}
 	}
