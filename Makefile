@@ -16,11 +16,12 @@ FUZZTIME ?= 15s
 RUN_FLAGS ?=
 TEST_TIMEOUT ?= 40m
 # Debian packages the tests use; installed when missing (root only).
+# ripgrep: the agent-tools suite's T5 runs rg on the host in the cells' test;
 # chromium: the HTML report's test opens it in a headless browser;
 # openssh-server: the fake remote hosts (sshx/sshtest) are its sshd;
 # iptables: the Kubernetes fixture's sweep (internal/kubetest) removes the kubelet's chains;
 # bash-completion, fish, zsh: the shell completion tests complete in each.
-TEST_PACKAGES := git coreutils dpkg apt skopeo docker-registry umoci busybox-static fuse3 fio stress-ng xfsprogs e2fsprogs chromium openssh-server iptables bash-completion fish zsh
+TEST_PACKAGES := git ripgrep coreutils dpkg apt skopeo docker-registry umoci busybox-static fuse3 fio stress-ng xfsprogs e2fsprogs chromium openssh-server iptables bash-completion fish zsh
 # What building and booting VM images needs (make vm-image, make test-vm).
 VM_PACKAGES := mmdebstrap e2fsprogs qemu-utils qemu-system-x86
 

@@ -61,4 +61,7 @@ const ShippedBuildTags = "sealbench_bundle"
 const (
 	CellsSourceDir = "runner/cells"
 	CellsDir       = "cells"
+	// SuitesSourceDir holds the other built-in suites, one directory
+	// each; they go to the bundle's suites/NAME/ (manifests.SuitesDir).
+	SuitesSourceDir = "runner/suites"
 )

@@ -36,6 +36,9 @@ type SealOptions struct {
 	// BuildEnv is added to the go command's environment (GOCACHE, for
 	// example). The pinned build settings always win over it.
 	BuildEnv []string
+	// SuiteDirs are directories of the user's own suites (suite.json and
+	// its scripts), sealed at suites/NAME/ beside the built-in ones.
+	SuiteDirs []string
 	// Log receives a line for each step; nil discards them.
 	Log func(format string, args ...any)
 }
@@ -151,6 +154,9 @@ func Seal(ctx context.Context, opts SealOptions) (res *SealResult, err error) {
 		logf("built %d part(s) for %s in %.1fs", len(PartsFor(p)), p, time.Since(t).Seconds())
 	}
 	if err := copyCells(filepath.Join(root, CellsSourceDir), filepath.Join(tmp, CellsDir)); err != nil {
+		return nil, err
+	}
+	if err := copySuites(filepath.Join(root, SuitesSourceDir), opts.SuiteDirs, filepath.Join(tmp, manifests.SuitesDir)); err != nil {
 		return nil, err
 	}
 	res, err = Assemble(tmp, opts.OutDir, source, opts.Signer, logf)
@@ -313,6 +319,48 @@ func copyCells(from, to string) error {
 	}
 	if n == 0 {
 		return fmt.Errorf("no cell bodies in %s", from)
+	}
+	return nil
+}
+
+// copySuites seals every suite: each directory under from that holds a
+// suite.json (the built-in ones), then each of userDirs, each checked as
+// manifests.LoadSuite checks it and written to to/NAME/: exactly the
+// files its suite.json names. Two suites of one name are refused.
+func copySuites(from string, userDirs []string, to string) error {
+	var dirs []string
+	ents, err := os.ReadDir(from)
+	if err != nil {
+		return fmt.Errorf("reading the built-in suites: %w", err)
+	}
+	for _, e := range ents {
+		if _, err := os.Stat(filepath.Join(from, e.Name(), manifests.SuiteFile)); e.IsDir() && err == nil {
+			dirs = append(dirs, filepath.Join(from, e.Name()))
+		}
+	}
+	dirs = append(dirs, userDirs...)
+	seen := map[string]string{}
+	for _, dir := range dirs {
+		s, files, err := manifests.LoadSuite(os.DirFS(dir))
+		if err != nil {
+			return fmt.Errorf("suite %s: %w", dir, err)
+		}
+		if other, dup := seen[s.Name]; dup {
+			return fmt.Errorf("suites %s and %s are both named %q", other, dir, s.Name)
+		}
+		seen[s.Name] = dir
+		out := filepath.Join(to, s.Name)
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return err
+		}
+		for name, b := range files {
+			if err := manifests.ValidateBundlePath(manifests.SuitesDir + "/" + s.Name + "/" + name); err != nil {
+				return fmt.Errorf("suite %s: %w", dir, err)
+			}
+			if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -133,6 +133,18 @@ func TestSealReproducible(t *testing.T) {
 	if _, ok := m.File("cells/C12.sh"); !ok {
 		t.Error("manifest lacks cells/C12.sh")
 	}
+	// Every built-in suite is sealed at suites/NAME/: what its suite.json
+	// names, and nothing else (no Go source).
+	for _, p := range []string{"suites/agent-tools/suite.json", "suites/agent-tools/T5.sh", "suites/agent-tools/setup-git.sh"} {
+		if f, ok := m.File(p); !ok || f.Mode != 0o644 {
+			t.Errorf("manifest lacks %s, or has its mode wrong: %+v", p, f)
+		}
+	}
+	for _, f := range m.Files {
+		if strings.HasPrefix(f.Path, "suites/") && strings.HasSuffix(f.Path, ".go") {
+			t.Errorf("the bundle holds %s", f.Path)
+		}
+	}
 	for _, p := range []string{a.Dir, a.Tar} {
 		if _, err := Verify(ctx, p, VerifyOptions{Verifier: k.verifier}); err != nil {
 			t.Errorf("Verify(%s): %v", p, err)
@@ -193,5 +205,33 @@ func TestSealFailureLeavesNoOutDir(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(parent); len(ents) != 0 {
 		t.Errorf("a refused seal left %v in %s", ents, parent)
+	}
+}
+
+// TestCopySuites: each suite, built in or the user's, is sealed at
+// suites/NAME/ as its suite.json names it; a suite that is not valid,
+// or a second suite of one name, stops the seal with the problem named.
+func TestCopySuites(t *testing.T) {
+	builtin := t.TempDir()
+	mine := filepath.Join(t.TempDir(), "mine")
+	suite := `{"kind": "sealbench.suite", "name": "mine", "title": "mine",
+		"cells": [{"id": "M1", "title": "one", "body": "M1.sh", "verifies": "one file",
+		"checks": [{"name": "one file", "script": "find . -type f | wc -l", "want": "1"}]}]}`
+	os.MkdirAll(mine, 0o755)
+	os.WriteFile(filepath.Join(mine, "suite.json"), []byte(suite), 0o644)
+	os.WriteFile(filepath.Join(mine, "M1.sh"), []byte("echo > f\n"), 0o644)
+	to := filepath.Join(t.TempDir(), "suites")
+	if err := copySuites(builtin, []string{mine}, to); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(to, "mine", "M1.sh")); err != nil || string(b) != "echo > f\n" {
+		t.Errorf("suites/mine/M1.sh: %q, %v", b, err)
+	}
+	if err := copySuites(builtin, []string{mine, mine}, filepath.Join(t.TempDir(), "suites")); err == nil || !strings.Contains(err.Error(), `both named "mine"`) {
+		t.Errorf("two suites named mine: %v", err)
+	}
+	os.WriteFile(filepath.Join(mine, "stray.sh"), []byte("rm -rf /\n"), 0o644)
+	if err := copySuites(builtin, []string{mine}, filepath.Join(t.TempDir(), "suites")); err == nil || !strings.Contains(err.Error(), "stray.sh") {
+		t.Errorf("a script the suite does not name: %v", err)
 	}
 }

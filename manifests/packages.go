@@ -219,3 +219,12 @@ func DiffLocks(old, new *PackageLock) []PackageChange {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// PackageNames are the names of the packages the lock lists, in its order.
+func (l *PackageLock) PackageNames() []string {
+	out := make([]string, len(l.Packages))
+	for i, p := range l.Packages {
+		out[i] = p.Name
+	}
+	return out
+}

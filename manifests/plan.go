@@ -48,9 +48,15 @@ type RunPlan struct {
 	Targets []PlanTarget `json:"targets"`
 	Image   PlanImage    `json:"image"`
 	Cells   []string     `json:"cells"`
-	Samples int          `json:"samples"`
-	Seed    uint64       `json:"seed"`
-	Native  bool         `json:"native"`
+	// Suites name the suites the cells are of (absent: DefaultSuite);
+	// SuiteDefs are the definitions of those that are not built into the
+	// runner (a --suite-dir's), whose scripts the bundle holds at
+	// suites/NAME/.
+	Suites    []string `json:"suites,omitempty"`
+	SuiteDefs []Suite  `json:"suiteDefs,omitempty"`
+	Samples   int      `json:"samples"`
+	Seed      uint64   `json:"seed"`
+	Native    bool     `json:"native"`
 	// RunnerSHA256 is the signed manifest's digest of the runner the host
 	// copied and started: the runner refuses a plan made for other bytes.
 	// StandinSHA256 is the manifest's digest of the stand-in, for the pins.
@@ -144,6 +150,8 @@ func (p *RunPlan) Validate() error {
 		}
 		seen[c] = true
 	}
+	ps.suiteNames("suites", p.Suites)
+	ps.suiteDefs("suiteDefs", p.SuiteDefs, p.Suites)
 	if p.Samples <= 0 {
 		ps.addf("samples", "must be positive")
 	}

@@ -82,9 +82,12 @@ type Sample struct {
 	RunID         string `json:"runId"`
 	BundleID      string `json:"bundleId"` // build-linux-<hash12>
 	Target        string `json:"target"`
-	Cell          string `json:"cell"`  // C01..C12
-	Round         int    `json:"round"` // 0..N-1: which of the N samples of this target and cell
-	Order         int    `json:"order"` // position in the run's interleaved order, from 0
+	Cell          string `json:"cell"` // C01..C12, or a cell of another suite (T1)
+	// Suite names the suite the cell is of; absent (results from before
+	// suites, and the default suite's) is DefaultSuite.
+	Suite string `json:"suite,omitempty"`
+	Round int    `json:"round"` // 0..N-1: which of the N samples of this target and cell
+	Order int    `json:"order"` // position in the run's interleaved order, from 0
 
 	Status SampleStatus `json:"status"`
 	// Reason says why, in one line, when Status is not ok: for an
@@ -279,7 +282,7 @@ func (s *Sample) FillDefaults() {
 var (
 	runIDRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 	targetRE   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-	cellNameRE = regexp.MustCompile(`^C[0-9]{2}$`)
+	cellNameRE = regexp.MustCompile(`^[A-Z][A-Z0-9]{1,15}$`)
 	opcodeRE   = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 )
 
@@ -315,7 +318,10 @@ func (s *Sample) validateIdentity(p *problems) {
 		p.addf("target", "%q is not a target name (lowercase letters, digits, '-')", s.Target)
 	}
 	if !cellNameRE.MatchString(s.Cell) {
-		p.addf("cell", "%q is not a cell name (C01, C02, ...)", s.Cell)
+		p.addf("cell", "%q is not a cell name (C01, C02, ..., T1, ...)", s.Cell)
+	}
+	if s.Suite != "" && !ValidSuiteName(s.Suite) {
+		p.addf("suite", "%q is not a suite name", s.Suite)
 	}
 	if s.Round < 0 {
 		p.addf("round", "is negative")
@@ -636,11 +642,17 @@ type RunPins struct {
 	ConstructionWorkers int               `json:"constructionWorkers"` // LAYERFS_CONSTRUCTION_WORKERS
 	Tools               map[string]string `json:"tools"`               // tool name to version: go, git, docker, limactl...
 	Cells               []string          `json:"cells"`
-	Native              bool              `json:"native"` // whether a native reference ran beside each sample
-	Seed                uint64            `json:"seed"`   // of the interleaved order and the bootstrap
-	Samples             int               `json:"samples"`
-	Start               time.Time         `json:"start"`
-	End                 time.Time         `json:"end,omitzero"` // zero while the run is going, or if it was interrupted
+	// Suites are the suites the cells are of, in the order asked for;
+	// absent in results from before suites: DefaultSuite.
+	Suites []string `json:"suites,omitempty"`
+	// SuiteDefs are the definitions of those suites that have one (all
+	// but the twelve), as they ran: what a report names their cells by.
+	SuiteDefs []Suite   `json:"suiteDefs,omitempty"`
+	Native    bool      `json:"native"` // whether a native reference ran beside each sample
+	Seed      uint64    `json:"seed"`   // of the interleaved order and the bootstrap
+	Samples   int       `json:"samples"`
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end,omitzero"` // zero while the run is going, or if it was interrupted
 }
 
 // BundleOrigin is where a bundle was pulled from: an OCI registry
@@ -880,6 +892,9 @@ func (p *RunPins) FillDefaults() {
 	if p.Cells == nil {
 		p.Cells = []string{}
 	}
+	if len(p.Suites) == 0 {
+		p.Suites = []string{DefaultSuite}
+	}
 }
 
 // Validate reports every problem with p, each naming its field.
@@ -950,12 +965,14 @@ func (p *RunPins) Validate() error {
 	cells := map[string]bool{}
 	for i, c := range p.Cells {
 		if !cellNameRE.MatchString(c) {
-			ps.addf(fmt.Sprintf("cells[%d]", i), "%q is not a cell name (C01, C02, ...)", c)
+			ps.addf(fmt.Sprintf("cells[%d]", i), "%q is not a cell name (C01, C02, ..., T1, ...)", c)
 		} else if cells[c] {
 			ps.addf(fmt.Sprintf("cells[%d]", i), "%q is listed twice", c)
 		}
 		cells[c] = true
 	}
+	ps.suiteNames("suites", p.Suites)
+	ps.suiteDefs("suiteDefs", p.SuiteDefs, p.Suites)
 	if p.Samples <= 0 {
 		ps.addf("samples", "must be positive")
 	}

@@ -169,7 +169,7 @@ func TestReadSamplesRejects(t *testing.T) {
 }
 
 func TestSampleValidateNamesEveryField(t *testing.T) {
-	s := testSample("Docker", "X1", 0)
+	s := testSample("Docker", "x1", 0)
 	s.FormatVersion = 3
 	s.RunID = ""
 	s.BundleID = "build-linux-XYZ"

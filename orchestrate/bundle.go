@@ -39,8 +39,11 @@ type BundleOptions struct {
 	// the tree around the working directory) with a throw-away key.
 	Dir    string
 	Source string
-	Key    string // the public key to verify with
-	Expect string // pin the bundle's name (--id); empty: any
+	// SuiteDirs are suites of the user's own that a seal of Source
+	// seals in too.
+	SuiteDirs []string
+	Key       string // the public key to verify with
+	Expect    string // pin the bundle's name (--id); empty: any
 	// Insecure allows plain HTTP to a registry not on loopback.
 	Insecure bool
 	// Debs says where the Sandbox image's packages come from when the
@@ -96,7 +99,7 @@ func OpenBundle(ctx context.Context, o BundleOptions) (*Bundle, error) {
 	b := &Bundle{Dir: o.Dir, Key: o.Key}
 	if b.Dir == "" {
 		var err error
-		if b.Dir, b.Key, err = SealThrowaway(ctx, o.Source, logf); err != nil {
+		if b.Dir, b.Key, err = SealThrowaway(ctx, o.Source, o.SuiteDirs, logf); err != nil {
 			return nil, err
 		}
 	}
@@ -180,7 +183,7 @@ func LoadVerifier(key string) (*sign.Verifier, error) {
 // on first use, with an empty password), and returns the bundle and the
 // public key. Its Sandbox image is built next to it on first use, and
 // reused while the source does not change.
-func SealThrowaway(ctx context.Context, source string, logf func(string, ...any)) (bundleDir, pubKey string, err error) {
+func SealThrowaway(ctx context.Context, source string, suiteDirs []string, logf func(string, ...any)) (bundleDir, pubKey string, err error) {
 	// The tree is checked before the throw-away keys are made.
 	source, err = bundle.SourceRoot(source)
 	if err != nil {
@@ -198,7 +201,7 @@ func SealThrowaway(ctx context.Context, source string, logf func(string, ...any)
 		return "", "", fmt.Errorf("the throw-away key %s (remove %s to make a new one): %w", privKey, dir, err)
 	}
 	logf("no --bundle: sealing %s into %s with a throw-away key (%s): such a bundle proves only that it was built here", source, dir, pubKey)
-	sealed, err := bundle.Seal(ctx, bundle.SealOptions{Source: source, OutDir: dir, Signer: signer, Log: logf})
+	sealed, err := bundle.Seal(ctx, bundle.SealOptions{Source: source, OutDir: dir, SuiteDirs: suiteDirs, Signer: signer, Log: logf})
 	if err != nil {
 		return "", "", err
 	}

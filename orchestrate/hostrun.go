@@ -445,7 +445,7 @@ func (h *hostRunner) plannedPins() *manifests.RunPins {
 		ImageID: p.Image.ID, ImageLock: p.Image.Lock, ImageRelocked: p.Image.Relocked, BundleOrigin: p.BundleOrigin,
 		RunnerSHA256: p.RunnerSHA256, RunnerPlatform: h.platform, StandinSHA256: p.StandinSHA256,
 		StoreProfile: manifests.StoreDisposable, ConstructionWorkers: 1, Tools: map[string]string{},
-		Cells: p.Cells, Native: p.Native, Seed: p.Seed, Samples: p.Samples, Start: h.start}
+		Cells: p.Cells, Suites: p.Suites, SuiteDefs: p.SuiteDefs, Native: p.Native, Seed: p.Seed, Samples: p.Samples, Start: h.start}
 	pins.FillDefaults()
 	return pins
 }

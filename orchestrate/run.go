@@ -38,10 +38,15 @@ type RunOptions struct {
 	SSH   SSH
 	// Options are the targets' own options (provision.Flags).
 	Options provision.OptionSet
-	Cells   []string
-	Samples int
-	Seed    uint64
-	Native  bool
+	// Suites name the suites the cells are of (none: the twelve);
+	// SuiteDefs define those of them the runner does not have built in
+	// (a --suite-dir's, which the bundle holds).
+	Suites    []string
+	SuiteDefs []manifests.Suite
+	Cells     []string
+	Samples   int
+	Seed      uint64
+	Native    bool
 	// Out is the results directory; empty: out/runs/<run id>.
 	Out string
 	// Keep leaves the targets up after the run.

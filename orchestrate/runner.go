@@ -63,8 +63,8 @@ func basePlan(run *runs.Run, b *Bundle, o RunOptions) *manifests.RunPlan {
 	return &manifests.RunPlan{
 		FormatVersion: manifests.ResultsFormatVersion, Kind: manifests.RunPlanKind,
 		RunID: run.ID, BundleID: b.Verified.Name,
-		Image: manifests.PlanImage{ID: b.Image.ID, Ref: b.Image.Ref, Lock: b.Image.Lock, Relocked: b.Image.Relocked},
-		Cells: o.Cells, Samples: o.Samples, Seed: o.Seed, Native: o.Native, BundleOrigin: b.Origin,
+		Image:  manifests.PlanImage{ID: b.Image.ID, Ref: b.Image.Ref, Lock: b.Image.Lock, Relocked: b.Image.Relocked},
+		Suites: o.Suites, SuiteDefs: o.SuiteDefs, Cells: o.Cells, Samples: o.Samples, Seed: o.Seed, Native: o.Native, BundleOrigin: b.Origin,
 		Tools: map[string]string{"host.sealbench": version.Version, "host.go": runtime.Version()},
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/sealbench/sealbench/internal/version"
 	"github.com/sealbench/sealbench/ledger"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/runner/cells"
+	_ "github.com/sealbench/sealbench/runner/suites" // the built-in suites
 )
 
 // PlanOptions are what RunPlan needs besides the plan.
@@ -66,6 +68,10 @@ func RunPlan(ctx context.Context, plan *manifests.RunPlan, o PlanOptions) ([]man
 	if led.RunID() != plan.RunID {
 		return nil, fmt.Errorf("the ledger %s is run %s's, the plan is for run %s", plan.Ledger, led.RunID(), plan.RunID)
 	}
+	suites, err := planSuites(plan)
+	if err != nil {
+		return nil, err
+	}
 	var ids []*engine.Identity
 	for _, t := range plan.Targets {
 		ids = append(ids, engine.IdentityOf(t))
@@ -80,7 +86,33 @@ func RunPlan(ctx context.Context, plan *manifests.RunPlan, o PlanOptions) ([]man
 		RunID: plan.RunID, Ledger: led, Targets: ids, BundleID: plan.BundleID, BundleOrigin: plan.BundleOrigin,
 		Image:        engine.Image{Ref: plan.Image.Ref, ID: plan.Image.ID, Lock: plan.Image.Lock, Relocked: plan.Image.Relocked},
 		RunnerSHA256: self, RunnerPlatform: runtime.GOOS + "/" + runtime.GOARCH, StandinSHA256: plan.StandinSHA256,
-		Cells: plan.Cells, Samples: plan.Samples, Seed: plan.Seed, Native: plan.Native,
+		Suites: suites, Cells: plan.Cells, Samples: plan.Samples, Seed: plan.Seed, Native: plan.Native,
 		OutDir: plan.OutDir, LockPath: plan.Lock, Tools: tools, Log: o.Log, Status: o.Status, Done: o.Done,
 	})
+}
+
+// planSuites are the plan's suites: built into this runner, or defined in
+// the plan (a --suite-dir's, whose scripts the bundle holds).
+func planSuites(plan *manifests.RunPlan) ([]*cells.Suite, error) {
+	names := plan.Suites
+	if len(names) == 0 {
+		names = []string{manifests.DefaultSuite}
+	}
+	var out []*cells.Suite
+	for _, n := range names {
+		var s *cells.Suite
+		for i := range plan.SuiteDefs {
+			if plan.SuiteDefs[i].Name == n {
+				s = cells.NewSuite(&plan.SuiteDefs[i], nil)
+			}
+		}
+		if s == nil {
+			var err error
+			if s, err = cells.LookupSuite(n); err != nil {
+				return nil, fmt.Errorf("the plan's suites: %w", err)
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sealbench/sealbench/internal/atomicfile"
 	"github.com/sealbench/sealbench/internal/machine"
 	"github.com/sealbench/sealbench/manifests"
+	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/runner/stats"
 )
 
@@ -62,14 +63,17 @@ type EngineOptions struct {
 	// RunnerPlatform its os/arch; StandinSHA256 the bundle's stand-in's.
 	RunnerSHA256, StandinSHA256 manifests.Digest
 	RunnerPlatform              string
-	Cells                       []string
-	Samples                     int
-	Seed                        uint64
-	Native                      bool
-	OutDir                      string
-	LockPath                    string            // the host-wide lock; default DefaultLockPath
-	Tools                       map[string]string // tool versions to pin (go, docker...), beside each Engine's
-	Log                         func(string, ...any)
+	// Suites are the suites the run's cells are of (none: the twelve);
+	// Cells the cells of them it runs.
+	Suites   []*cells.Suite
+	Cells    []string
+	Samples  int
+	Seed     uint64
+	Native   bool
+	OutDir   string
+	LockPath string            // the host-wide lock; default DefaultLockPath
+	Tools    map[string]string // tool versions to pin (go, docker...), beside each Engine's
+	Log      func(string, ...any)
 	// Status, when set, hears the phase of the sample under way ("local
 	// C03 3/24: timed run"), for a terminal's status line.
 	Status func(string)
@@ -112,11 +116,25 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 	if len(o.Targets) == 0 {
 		return nil, errors.New("RunEngine: no targets")
 	}
+	if len(o.Suites) == 0 {
+		o.Suites = []*cells.Suite{cells.Default()}
+	}
+	sel := &cells.Selection{Suites: o.Suites, Cells: o.Cells}
+	for _, c := range o.Cells {
+		if sel.Cell(c) == nil {
+			return nil, fmt.Errorf("cell %s is in none of the run's suites (%s)", c, strings.Join(sel.Names(), ", "))
+		}
+	}
+	if o.Image.Lock != nil {
+		if err := sel.CheckTools(o.Image.Lock.PackageNames()); err != nil {
+			return nil, err
+		}
+	}
 	pins := &manifests.RunPins{
 		FormatVersion: manifests.ResultsFormatVersion, RunID: o.RunID, BundleID: o.BundleID,
 		ImageID: o.Image.ID, ImageLock: o.Image.Lock, ImageRelocked: o.Image.Relocked, BundleOrigin: o.BundleOrigin, RunnerSHA256: o.RunnerSHA256, RunnerPlatform: o.RunnerPlatform, StandinSHA256: o.StandinSHA256,
 		StoreProfile: manifests.StoreDisposable, ConstructionWorkers: 1,
-		Tools: map[string]string{}, Cells: o.Cells, Native: o.Native,
+		Tools: map[string]string{}, Cells: o.Cells, Suites: sel.Names(), SuiteDefs: sel.Defs(), Native: o.Native,
 		Seed: o.Seed, Samples: o.Samples, Start: time.Now().UTC(),
 		Machines: []manifests.Machine{machine.Probe("/")},
 	}
@@ -168,7 +186,7 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 		if err != nil {
 			return out, err
 		}
-		s := runSample(ctx, c, o, slot.Cell, slot.Round, i, func(phase string) { o.Status(where + ": " + phase) })
+		s := runSample(ctx, c, o, sel.Cell(slot.Cell), slot.Round, i, func(phase string) { o.Status(where + ": " + phase) })
 		unlock()
 		s.LockWaitNs = wait.Nanoseconds()
 		if err := s.Validate(); err != nil {

@@ -122,18 +122,15 @@ type sampler struct {
 // exec the Engine could not start is started again: see sandbox.exec):
 // the first that fails ends the sample, which is kept as failed with its
 // reason.
-func runSample(ctx context.Context, c *engineConn, o EngineOptions, cellName string, round, order int, phase func(string)) manifests.Sample {
+func runSample(ctx context.Context, c *engineConn, o EngineOptions, cell *cells.Cell, round, order int, phase func(string)) manifests.Sample {
+	cellName := cell.Name
 	s := manifests.Sample{
 		FormatVersion: manifests.ResultsFormatVersion, RunID: o.RunID, BundleID: o.BundleID,
-		Target: c.Name, Cell: cellName, Round: round, Order: order, Protocol: manifests.ProtocolVersion,
+		Target: c.Name, Cell: cellName, Suite: cell.Suite().Name, Round: round, Order: order, Protocol: manifests.ProtocolVersion,
 		Verifier: manifests.VerifierNotRun, FUSERequests: map[string]int64{},
 		Load1: load1(), Start: time.Now().UTC(),
 	}
 	err := func() error {
-		cell, err := cells.Lookup(cellName)
-		if err != nil {
-			return err
-		}
 		phase("creating the Sandbox")
 		sb, remove, err := newSandbox(ctx, c, o, fmt.Sprintf("%s-%03d-%s", c.Name, order, strings.ToLower(cellName)))
 		if err != nil {
@@ -220,7 +217,7 @@ func (sm *sampler) steps(sides []string) []step {
 			step{"telemetry", sm.telemetry},
 			step{"verifier", sm.verify},
 			step{"commit and unmount", sm.commitAndUnmount})
-		if sm.cell.Name == "C11" {
+		if sm.cell == cells.All["C11"] {
 			// C11 overwrote the base file in the workspace: the base Layer
 			// itself must still hold the original bytes.
 			steps = append(steps, step{"commit and unmount", sm.checkBaseUnchanged})
@@ -283,12 +280,33 @@ func (sm *sampler) setup(ctx context.Context) error {
 	if sm.cell.Base != "" {
 		files := baseDir + "/" + cells.BaseFile
 		copyIn := `cat >` + files
-		for _, d := range natives {
+		copies := natives
+		if sm.cell.Setup != "" {
+			copies = nil // the whole base goes to them after the setup
+		}
+		for _, d := range copies {
 			copyIn += ` && cp ` + baseDir + `/` + cells.BaseFile + ` ` + d + `/`
 			files += ` ` + d + `/` + cells.BaseFile
 		}
 		if _, err := sm.sb.must(ctx, "copying in the base file", true, "/", copyIn+` && chown 65534:65534 `+files, cells.BaseReader); err != nil {
 			return err
+		}
+	}
+	if sm.cell.Setup != "" {
+		// The setup runs as the body's user in the base directory, and
+		// what it leaves is the base: the Layer, and each native
+		// directory's copy of it (cp -a: owners and times as made).
+		if _, err := sm.sb.must(ctx, "the cell's setup", false, baseDir, `/bin/sh `+BundleDir+`/`+sm.cell.SetupPath(), nil); err != nil {
+			return err
+		}
+		if len(natives) > 0 {
+			cp := ""
+			for _, d := range natives {
+				cp += ` && cp -a ` + baseDir + `/. ` + d + `/`
+			}
+			if _, err := sm.sb.must(ctx, "copying the base into the native directories", true, "/", "true"+cp, nil); err != nil {
+				return err
+			}
 		}
 	}
 	l, err := runLayerfsd(ctx, sm.sb, "importing the base Layer", "", daemonapi.ImportCmd{Store: storeDir, From: baseDir, Message: "base"}, daemonapi.DecodeLayer)
@@ -386,7 +404,7 @@ func (sm *sampler) nativeTimedRun(ctx context.Context, side string) error {
 
 // bodyCmd runs the cell's body with its output in side's files.
 func (sm *sampler) bodyCmd(side string) string {
-	return `/bin/sh ` + BundleDir + `/cells/` + sm.cell.Body + ` >` + outFile(side, "stdout") + ` 2>` + outFile(side, "stderr")
+	return `/bin/sh ` + BundleDir + `/` + sm.cell.Path() + ` >` + outFile(side, "stdout") + ` 2>` + outFile(side, "stderr")
 }
 
 // warmUpBody runs the body as BodyUser in dir, untimed, and records the

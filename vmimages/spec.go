@@ -8,13 +8,14 @@ import (
 )
 
 // SandboxSpec is the one place that says what the Sandbox image's base
-// holds: a POSIX shell, coreutils, findutils and git, and the libraries they
-// link. Some dependencies are left out on purpose, because no cell runs
+// holds: a POSIX shell, coreutils, findutils, git and ripgrep (the
+// agent-tools suite's rg: one static-ish binary of 4 MiB whose libraries
+// git's already are), and the libraries they link. Some dependencies are left out on purpose, because no cell runs
 // what needs them: git's Perl helpers and manual, its HTTP transport
 // (libcurl and its TLS stack, expat), and dpkg and debianutils, which only
 // dash's maintainer scripts use (those never run; see baseExtras).
 var SandboxSpec = manifests.PackageSpec{
-	Roots:   []string{"coreutils", "dash", "findutils", "git"},
+	Roots:   []string{"coreutils", "dash", "findutils", "git", "ripgrep"},
 	Exclude: []string{"debianutils", "dpkg", "git-man", "libcurl3-gnutls", "liberror-perl", "libexpat1", "perl"},
 }
 

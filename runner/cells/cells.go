@@ -6,10 +6,11 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sealbench/sealbench/manifests"
 )
 
 // bodies are the cell bodies, C01.sh..C12.sh: POSIX sh, sealed into the
@@ -35,14 +36,22 @@ func TimeoutOn(emulated bool) time.Duration {
 	return Timeout
 }
 
-// Cell is one workload of the twelve: its body, its base and its verifier.
+// Cell is one workload of a suite (the twelve's C01..C12, or another
+// suite's): its body, its setup and base, and its verifier.
 type Cell struct {
-	Name  string // C01..C12
+	Name  string // C01..C12, T1...: unique across the suites of a run
 	Title string // what the body does, in a few words
-	Body  string // the body's file name: beside this package's source, and under cells/ in the bundle
+	Body  string // the body's file name: in its suite's Dir in the bundle (cells/ for the twelve, beside this package's source)
+	// Setup, when set, is a script in the suite's Dir run untimed in the
+	// base directory as the body's user, after the base file is put
+	// there: what it leaves is the base Layer, and the native reference's
+	// starting directory.
+	Setup string
 	// Base is "" for an empty base, or BaseFile: the cell's base Layer then
 	// holds the 64 MiB base file (see BaseReader).
 	Base string
+	// Verifies says in a line what the verifier checks.
+	Verifies string
 	// MapsFiles says the body mmap(2)s files in the workspace (git maps
 	// its config, index and objects), which a FUSE without mmap, as
 	// gVisor's, cannot serve.
@@ -53,10 +62,28 @@ type Cell struct {
 	// KiB.
 	Writes int64
 	checks func() []Check
+	suite  *Suite
 }
 
-// Source returns the body's text, as sealed into the bundle's cells/.
+// Suite is the suite the cell is of.
+func (c *Cell) Suite() *Suite { return c.suite }
+
+// Path is where the body sits in the bundle: its suite's Dir, then Body.
+func (c *Cell) Path() string { return c.suite.Dir + "/" + c.Body }
+
+// SetupPath is where the setup sits in the bundle, "" for a cell with none.
+func (c *Cell) SetupPath() string {
+	if c.Setup == "" {
+		return ""
+	}
+	return c.suite.Dir + "/" + c.Setup
+}
+
+// Source returns the body's text, as sealed into the bundle.
 func (c *Cell) Source() []byte {
+	if c.suite != nil && c.suite.Files != nil {
+		return c.suite.Files[c.Body]
+	}
 	b, err := bodies.ReadFile(c.Body)
 	if err != nil {
 		panic("cells: no body file for " + c.Name + ": " + err.Error()) // the registry test holds them together
@@ -70,7 +97,7 @@ func (c *Cell) Verifier() Verifier {
 	return Verifier{Cell: c.Name, Checks: c.checks()}
 }
 
-// All is the registry of the twelve cells, by name.
+// All is the twelve cells, by name: the default suite.
 var All = map[string]*Cell{
 	"C01": {Name: "C01", Title: "create 1,000 files", Body: "C01.sh", checks: numberedFiles},
 	"C02": {Name: "C02", Title: "create 1,000, stat 1,000", Body: "C02.sh", checks: numberedFiles},
@@ -108,7 +135,34 @@ var All = map[string]*Cell{
 	"C12": {Name: "C12", Title: "git init, 100 files, add, commit", Body: "C12.sh", MapsFiles: true, checks: gitRepo},
 }
 
-// Names returns the cell names in order.
+func init() {
+	s := &Suite{Name: manifests.DefaultSuite, Title: "the twelve filesystem cells", Dir: "cells"}
+	for _, n := range Names() {
+		c := All[n]
+		c.suite, c.Verifies = s, verifies[n]
+		s.Cells = append(s.Cells, c)
+	}
+	Register(s)
+}
+
+// verifies says what each of the twelve's verifiers checks (DESIGN.md's
+// table, and what their checks add to it).
+var verifies = map[string]string{
+	"C01": "1,000 files f1..f1000, each holding \"file N\"",
+	"C02": "1,000 files f1..f1000, each holding \"file N\"",
+	"C03": "an empty directory",
+	"C04": "100 directories, 1,000 empty files, the tree's names",
+	"C05": "the C04 tree, and find printed its 1,100 entries",
+	"C06": "one file: its size and SHA-256",
+	"C07": "both files' size and SHA-256",
+	"C08": "one file: its size and SHA-256",
+	"C09": "the printed SHA-256 is the base file's",
+	"C10": "the copy's SHA-256 equals the base's",
+	"C11": "the new contents; the base Layer itself unchanged",
+	"C12": "one commit, 100 tracked files, their contents, a clean work tree",
+}
+
+// Names returns the twelve cells' names in order.
 func Names() []string {
 	names := make([]string, 0, len(All))
 	for n := range All {
@@ -118,40 +172,41 @@ func Names() []string {
 	return names
 }
 
-// UnknownError names a cell that is not in the registry.
-type UnknownError struct{ Name string }
+// UnknownError names a cell that is in none of the suites looked in.
+type UnknownError struct {
+	Name string
+	In   string // the suites' cells, as the message lists them; "" for the built-in suites
+}
 
 func (e *UnknownError) Error() string {
-	return fmt.Sprintf("unknown cell %q (the cells are %s..%s)", e.Name, Names()[0], Names()[len(All)-1])
+	if e.In != "" {
+		return fmt.Sprintf("unknown cell %q (the cells are %s)", e.Name, e.In)
+	}
+	return fmt.Sprintf("unknown cell %q (the cells are %s..%s, or a cell of suites %s)", e.Name, Names()[0], Names()[len(All)-1], strings.Join(SuiteNames(), ", "))
 }
 
-// Lookup returns the named cell, or an *UnknownError.
+// Lookup returns the named cell of a built-in suite, or an *UnknownError.
 func Lookup(name string) (*Cell, error) {
-	c, ok := All[name]
-	if !ok {
-		return nil, &UnknownError{Name: name}
+	if c, ok := All[name]; ok {
+		return c, nil
 	}
-	return c, nil
+	for _, s := range Suites() {
+		if c := s.Cell(name); c != nil {
+			return c, nil
+		}
+	}
+	return nil, &UnknownError{Name: name}
 }
 
-// Parse parses a comma-separated list of cell names ("C01,C09"),
-// refusing unknown and repeated names; "" or "all" is every cell.
+// Parse parses a comma-separated list of the twelve's cell names
+// ("C01,C09"), refusing unknown and repeated names; "" or "all" is every
+// cell. Select does the same for any suites.
 func Parse(s string) ([]string, error) {
-	if s == "" || s == "all" {
-		return Names(), nil
+	sel, err := Select("", nil, s)
+	if err != nil {
+		return nil, err
 	}
-	var out []string
-	for _, n := range strings.Split(s, ",") {
-		n = strings.ToUpper(strings.TrimSpace(n))
-		if _, err := Lookup(n); err != nil {
-			return nil, err
-		}
-		if slices.Contains(out, n) {
-			return nil, fmt.Errorf("cell %s is listed twice", n)
-		}
-		out = append(out, n)
-	}
-	return out, nil
+	return sel.Cells, nil
 }
 
 // The checks the cells share.

@@ -106,57 +106,74 @@ func TestCells(t *testing.T) {
 	for _, name := range Names() {
 		c := All[name]
 		t.Run(name, func(t *testing.T) {
-			body, err := filepath.Abs(c.Body)
+			here, err := filepath.Abs(".")
 			if err != nil {
 				t.Fatal(err)
 			}
-			dir := t.TempDir()
-			if c.Base == BaseFile {
-				if err := WriteBase(dir); err != nil {
-					t.Fatal(err)
-				}
-			}
-			sh := LocalShell{Dir: dir}
-			stdout, err := sh.Sh(ctx, BodyScript(body), nil)
-			if err != nil {
-				t.Fatalf("running the body: %v", err)
-			}
-			v := c.Verifier()
-			res, err := v.Verify(ctx, sh, stdout)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !res.Pass {
-				t.Fatalf("verifier failed on the body's own result: %s", res.Detail)
-			}
+			stdout, res, dir := runCell(t, c, here)
 			if name == "C01" && (res.Files != 1000 || res.Bytes != 8893) {
 				t.Errorf("C01 inventory: %d files, %d bytes; want 1000, 8893", res.Files, res.Bytes)
 			}
 			if name == "C07" && (res.Files != 2 || res.Bytes != 2*BaseSize) {
 				t.Errorf("C07 inventory: %d files, %d bytes", res.Files, res.Bytes)
 			}
-
 			if name == "C05" || name == "C09" {
 				bad := bytes.Replace(stdout, []byte("1"), []byte("2"), 1)
-				if res, err := v.Verify(ctx, sh, bad); err != nil || res.Pass {
+				if res, err := c.Verifier().Verify(ctx, LocalShell{Dir: dir}, bad); err != nil || res.Pass {
 					t.Errorf("verifier passed a changed stdout: %+v, %v", res, err)
-				}
-			}
-			for _, tamper := range []string{"change a byte", "delete a file"} {
-				snapshot := copyTree(t, dir)
-				what := tamperWith(t, snapshot, tamper)
-				res, err := v.Verify(ctx, LocalShell{Dir: snapshot}, stdout)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if res.Pass {
-					t.Errorf("verifier passed after %s", what)
-				} else {
-					t.Logf("after %s: %s", what, res.Detail)
 				}
 			}
 		})
 	}
+}
+
+// runCell runs c for real with /bin/sh in a fresh directory, as the
+// native reference runs it: its base file, its setup and its body, from
+// the scripts in scripts. It requires the verifier to pass there, then
+// tampers with the result in two ways (a byte changed, a file removed)
+// and requires the verifier to fail each time. It returns the body's
+// stdout, the verification and the directory.
+func runCell(t *testing.T, c *Cell, scripts string) ([]byte, Verification, string) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	if c.Base == BaseFile {
+		if err := WriteBase(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh := LocalShell{Dir: dir}
+	if c.Setup != "" {
+		if _, err := sh.Sh(ctx, BodyScript(filepath.Join(scripts, c.Setup)), nil); err != nil {
+			t.Fatalf("running the setup: %v", err)
+		}
+	}
+	stdout, err := sh.Sh(ctx, BodyScript(filepath.Join(scripts, c.Body)), nil)
+	if err != nil {
+		t.Fatalf("running the body: %v", err)
+	}
+	v := c.Verifier()
+	res, err := v.Verify(ctx, sh, stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Pass {
+		t.Fatalf("verifier failed on the body's own result: %s", res.Detail)
+	}
+	for _, tamper := range []string{"change a byte", "delete a file"} {
+		snapshot := copyTree(t, dir)
+		what := tamperWith(t, snapshot, tamper)
+		res, err := v.Verify(ctx, LocalShell{Dir: snapshot}, stdout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Pass {
+			t.Errorf("verifier passed after %s", what)
+		} else {
+			t.Logf("after %s: %s", what, res.Detail)
+		}
+	}
+	return stdout, res, dir
 }
 
 // tamperWith changes the first regular file outside .git in dir: one byte

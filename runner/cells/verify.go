@@ -9,16 +9,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sealbench/sealbench/manifests"
 )
 
 // Check is one verifier check: a POSIX sh script run in the workspace,
 // with the body's standard output on its standard input, that must print
-// Want (surrounding white space aside) and exit 0.
-type Check struct {
-	Name   string `json:"name"`
-	Script string `json:"script"`
-	Want   string `json:"want"`
-}
+// Want (surrounding white space aside) and exit 0. It is the same in every
+// suite, and so suite.json's.
+type Check = manifests.SuiteCheck
 
 // Verifier is a cell's verifier: checks that all must pass.
 type Verifier struct {

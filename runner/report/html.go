@@ -134,7 +134,7 @@ func makePage(r *Report) page {
 			}
 		}
 		for _, row := range tm.Rows {
-			cells, sus := []string{CellLabel(row.Cell)}, []bool{false}
+			cells, sus := []string{r.CellLabel(row.Cell)}, []bool{false}
 			for i, n := range r.TargetNames() {
 				v := row.Values[i]
 				cells, sus = append(cells, tm.MedianText(v)), append(sus, v.Suspect)
@@ -174,7 +174,7 @@ func timingChart(r *Report, tm Timing) valueChart {
 			p := point{series: i, value: *v.MedianNs / scaleBy, suspect: v.Suspect, samples: scaled(v.Samples, scaleBy),
 				faint: v.MedianNoDifference != nil && *v.MedianNoDifference,
 				label: tm.Format(*v.MedianNs) + marks(v.MedianNoDifference, ""),
-				title: r.Targets[i].Name + " " + CellLabel(row.Cell) + ": " + tm.MedianText(v)}
+				title: r.Targets[i].Name + " " + r.CellLabel(row.Cell) + ": " + tm.MedianText(v)}
 			if v.MedianCI != nil {
 				p.hasCI, p.lo, p.hi = true, v.MedianCI.Low/scaleBy, v.MedianCI.High/scaleBy
 			}
@@ -218,7 +218,7 @@ func ratioChart(r *Report, tm Timing) valueChart {
 			p := point{series: si, value: *v.Ratio, suspect: v.RatioSuspect,
 				faint: v.NoDifference != nil && *v.NoDifference,
 				label: times(*v.Ratio) + marks(v.NoDifference, ""),
-				title: r.Targets[i].Name + " " + CellLabel(row.Cell) + ": " + RatioText(v)}
+				title: r.Targets[i].Name + " " + r.CellLabel(row.Cell) + ": " + RatioText(v)}
 			if v.CI != nil {
 				p.hasCI, p.lo, p.hi = true, v.CI.Low, v.CI.High
 			}

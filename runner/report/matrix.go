@@ -80,7 +80,7 @@ func (r *Report) countMatrix(rows []CountRow, keys []string) matrix {
 		if !ok {
 			continue
 		}
-		row := matrixRow{Cell: cell.Name, Label: CellLabel(cell.Name)}
+		row := matrixRow{Cell: cell.Name, Label: r.CellLabel(cell.Name)}
 		for _, k := range keys {
 			c, ok := counts[k]
 			var v matrixValue

@@ -139,10 +139,18 @@ func (tm Timing) UnitText() string {
 
 // MedianText writes a value's median with its interval and marks
 // ("275.0 [262.1, 290.4]", "0.23x [0.20, 0.26], suspect reference",
-// "1.01x [0.97, 1.06] ~"), or a dash.
+// "1.01x [0.97, 1.06] ~"); for samples in separated clusters each
+// cluster's median and count ("10.2 ×4 · 31.0 ×2 (clusters)"); or a dash.
 func (tm Timing) MedianText(v TimingValue) string {
 	if v.MedianNs == nil {
 		return "—"
+	}
+	if len(v.Clusters) > 1 {
+		var parts []string
+		for _, c := range v.Clusters {
+			parts = append(parts, fmt.Sprintf("%s ×%d", tm.Format(c.Median), c.N))
+		}
+		return strings.Join(parts, " · ") + " (clusters)"
 	}
 	text := tm.Format(*v.MedianNs) + intervalText(v.MedianCI, tm.bound) + marks(v.MedianNoDifference, markIf(v.Suspect, cmp.Or(tm.Mark, markSuspect)))
 	if tm.n > 0 && v.N != tm.n {
@@ -321,6 +329,26 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 	}
 	p("\n%s\n", r.headline())
 
+	if r.OwnSections() {
+		p("\n## Suites\n")
+		for _, su := range r.Suites {
+			p("\n### %s: %s\n\n", mdInline(su.Name), mdInline(su.Title))
+			row("cell", "what it does", "what its verifier checks")
+			sep(3)
+			for _, c := range r.Cells {
+				if c.Suite == su.Name {
+					row(c.Name, c.Title, dash(c.Verifies))
+				}
+			}
+		}
+	}
+	// suiteRow heads the rows of each suite in a table of more than one.
+	suiteRow := func(cell string, n int) {
+		if su := r.suiteStartingAt(cell); su != nil {
+			row(append([]string{"**" + su.Name + "**: " + su.Title}, make([]string, n-1)...)...)
+		}
+	}
+
 	p("\n## 1. Same work: exact counts\n\n")
 	if len(r.Differences) == 0 {
 		p("Every count is equal across all targets in every cell, so the timings below compare the same work.\n\n")
@@ -333,6 +361,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 		row(append([]string{"cell"}, m.Columns...)...)
 		sep(len(m.Columns) + 1)
 		for _, mr := range m.Rows {
+			suiteRow(mr.Cell, len(m.Columns)+1)
 			cells := []string{mr.Label}
 			for _, v := range mr.Values {
 				cells = append(cells, v.Marked())
@@ -386,7 +415,8 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 		row(head...)
 		sep(len(head))
 		for _, tr := range tm.Rows {
-			cells := []string{CellLabel(tr.Cell)}
+			suiteRow(tr.Cell, len(head))
+			cells := []string{r.CellLabel(tr.Cell)}
 			for i, n := range names {
 				cells = append(cells, tm.MedianText(tr.Values[i]))
 				if n != r.Baseline {
@@ -444,6 +474,20 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 		p("\n## Notes\n\n")
 		for _, n := range r.Notes {
 			p("- %s\n", n)
+		}
+	}
+	return nil
+}
+
+// suiteStartingAt is the suite whose first cell in the report is cell,
+// when the report holds more than one suite; nil otherwise.
+func (r *Report) suiteStartingAt(cell string) *SuiteInfo {
+	if len(r.Suites) < 2 {
+		return nil
+	}
+	for i := range r.Suites {
+		if r.Suites[i].Cells[0] == cell {
+			return &r.Suites[i]
 		}
 	}
 	return nil

@@ -112,8 +112,11 @@ type Report struct {
 	Hosts []HostInfo `json:"hosts"`
 	Runs  []RunInfo  `json:"runs"`
 	Cells []CellInfo `json:"cells"`
-	Level float64    `json:"level"`
-	Seed  uint64     `json:"seed"`
+	// Suites are the suites the cells are of, each with its cells, in
+	// the order of Cells; absent from reports from before suites.
+	Suites []SuiteInfo `json:"suites,omitempty"`
+	Level  float64     `json:"level"`
+	Seed   uint64      `json:"seed"`
 	// Summary is the answer first: what ran, whether the counts match,
 	// the headline figures with their intervals, what makes the targets
 	// hard to compare.
@@ -197,15 +200,63 @@ type RunInfo struct {
 type CellInfo struct {
 	Name  string `json:"name"`
 	Title string `json:"title"`
+	// Suite is the suite the cell is of; Verifies what its verifier
+	// checks.
+	Suite    string `json:"suite,omitempty"`
+	Verifies string `json:"verifies,omitempty"`
+}
+
+// SuiteInfo is a suite of the report's cells.
+type SuiteInfo struct {
+	Name  string   `json:"name"`
+	Title string   `json:"title"`
+	Cells []string `json:"cells"`
+}
+
+// OwnSections says whether the report shows its suites in sections of
+// their own: when it holds a suite other than the twelve, or more than
+// one. A report of the twelve alone reads as it did before suites.
+func (r *Report) OwnSections() bool {
+	return len(r.Suites) > 1 || len(r.Suites) == 1 && r.Suites[0].Name != manifests.DefaultSuite
 }
 
 // CellLabel is how a table names a cell: its code and its title ("C01
-// create 1,000 files"), or the code alone for a cell the registry lacks.
-func CellLabel(name string) string {
-	if c, ok := cells.All[name]; ok {
-		return c.Name + " " + c.Title
+// create 1,000 files"), or the code alone for a cell the report lacks.
+func (r *Report) CellLabel(name string) string {
+	for _, c := range r.Cells {
+		if c.Name == name {
+			return c.Name + " " + c.Title
+		}
 	}
 	return name
+}
+
+// knownSuites are the suites a report can name cells of: the built-in
+// ones, then those the runs' pins define that are not (a --suite-dir's).
+func knownSuites(inputs []Input) []*cells.Suite {
+	known := cells.Suites()
+	for _, in := range inputs {
+		if in.Pins == nil {
+			continue
+		}
+		for i := range in.Pins.SuiteDefs {
+			def := &in.Pins.SuiteDefs[i]
+			if !slices.ContainsFunc(known, func(s *cells.Suite) bool { return s.Name == def.Name }) {
+				known = append(known, cells.NewSuite(def, nil))
+			}
+		}
+	}
+	return known
+}
+
+// lookupCell finds cell name in suites, or says it is in none.
+func lookupCell(suites []*cells.Suite, name string) (*cells.Cell, error) {
+	for _, s := range suites {
+		if c := s.Cell(name); c != nil {
+			return c, nil
+		}
+	}
+	return nil, &cells.UnknownError{Name: name}
 }
 
 // CountRow is one exact count of one cell on every target.
@@ -306,6 +357,11 @@ type TimingValue struct {
 	// that interval includes 1.0 (LayerFS no different from native, as
 	// far as the samples show); absent otherwise.
 	MedianNoDifference *bool `json:"medianNoDifference,omitempty"`
+	// Clusters are the samples' separated clusters (stats.ClusterRule),
+	// when they fall into more than one: a table then shows each
+	// cluster's median and count rather than the one median, which would
+	// describe neither.
+	Clusters []stats.Cluster `json:"clusters,omitempty"`
 	// Suspect marks a ratio metric's value below its sanity bound (the
 	// whole interval, or a single sample): its reference is suspect.
 	Suspect bool            `json:"suspect,omitempty"`
@@ -557,6 +613,7 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 	byTarget := map[string][]*manifests.Sample{}
 	targetRun := map[string]int{}
 	seen := map[string]bool{}
+	known := knownSuites(inputs)
 	var bundle string
 	for i, in := range inputs {
 		if len(in.Samples) == 0 {
@@ -590,7 +647,7 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 		var extra []string
 		for j := range in.Samples {
 			s := &in.Samples[j]
-			c, err := cells.Lookup(s.Cell)
+			c, err := lookupCell(known, s.Cell)
 			if err != nil {
 				return nil, &InputError{Err: fmt.Errorf("%s: sample %d (%s): %w", in.Source, j+1, s.Target, err)}
 			}
@@ -639,9 +696,16 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 	if resamples == 0 {
 		resamples = stats.DefaultResamples
 	}
-	for _, n := range cells.Names() {
-		if seen[n] {
-			r.Cells = append(r.Cells, CellInfo{Name: n, Title: cells.All[n].Title})
+	for _, st := range known { // the twelve first, in their order
+		si := SuiteInfo{Name: st.Name, Title: st.Title}
+		for _, c := range st.Cells {
+			if seen[c.Name] {
+				r.Cells = append(r.Cells, CellInfo{Name: c.Name, Title: c.Title, Suite: st.Name, Verifies: c.Verifies})
+				si.Cells = append(si.Cells, c.Name)
+			}
+		}
+		if len(si.Cells) > 0 {
+			r.Suites = append(r.Suites, si)
 		}
 	}
 	for _, t := range r.Targets {
@@ -877,6 +941,7 @@ func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, name
 	// reference holds: their medians and columns, and the others' reasons.
 	headMedians, headStrata, leftOut := make([][]float64, len(names)), make([]strata, len(names)), make([][]LeftOut, len(names))
 	var suspects []suspect
+	clustered := false
 	for _, c := range r.Cells {
 		row := TimingRow{Cell: c.Name, Title: c.Title, Values: make([]TimingValue, len(names))}
 		byRound := make([]map[int]obs, len(names))
@@ -898,6 +963,9 @@ func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, name
 			has = true
 			v.MedianNs = &med
 			v.Samples = m.values(got)
+			if v.Clusters = stats.Clusters(v.Samples); v.Clusters != nil {
+				clustered = true
+			}
 			perTargetMedians[i] = append(perTargetMedians[i], med)
 			valueStrata[i].add(m.columns(got))
 			if v.MedianCI = m.interval(got, resamples, r.Seed); v.MedianCI != nil && m.over != nil {
@@ -997,6 +1065,9 @@ func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, name
 	}
 	if len(suspects) > 0 {
 		tm.Notes = r.suspectNotes(idx, m, suspects)
+	}
+	if clustered {
+		tm.Notes = append(tm.Notes, "Values marked \"clusters\" fell into separated groups: each group is shown as its median ×count instead of one median that would describe neither (the rule: "+stats.ClusterRule+"). Every sample is in the JSON report.")
 	}
 	return tm, has
 }

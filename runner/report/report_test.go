@@ -9,6 +9,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -824,5 +826,77 @@ func TestKernelTextSaysTheCluster(t *testing.T) {
 	}
 	if got := (TargetInfo{TargetPins: manifests.TargetPins{Kernel: "6.1"}}).KernelText(); got != "6.1" {
 		t.Errorf("a target that is no cluster: %q", got)
+	}
+}
+
+// TestSuiteCellsAreNamed: a run's cells of a suite of the user's own
+// (defined only in its pins) are named by their titles; without the
+// definition the report refuses the cell it cannot name.
+func TestSuiteCellsAreNamed(t *testing.T) {
+	pins, samples := fixedRun()
+	for i := range samples {
+		if samples[i].Cell == "C12" {
+			samples[i].Cell, samples[i].Suite = "M1", "mine"
+		}
+	}
+	pins.Cells = append(slices.DeleteFunc(slices.Clone(pins.Cells), func(c string) bool { return c == "C12" }), "M1")
+	pins.Suites = []string{manifests.DefaultSuite, "mine"}
+	pins.SuiteDefs = []manifests.Suite{{Kind: manifests.SuiteKind, Name: "mine", Title: "mine", Cells: []manifests.SuiteCell{{
+		ID: "M1", Title: "my own cell", Body: "M1.sh", Verifies: "x", Checks: []manifests.SuiteCheck{{Name: "x", Script: "echo x", Want: "x"}},
+	}}}}
+	md := markdown(t, pins, samples).String()
+	if !strings.Contains(md, "| M1 my own cell |") || !strings.Contains(md, "| C11 overwrite a 64 MiB base file |") {
+		t.Errorf("the report does not name M1 by its title:\n%s", md)
+	}
+	// Each suite has its section: its cells, their titles and what their
+	// verifiers check; and the tables head each suite's rows.
+	for _, want := range []string{"## Suites\n\n### cells: the twelve filesystem cells\n", "### mine: mine\n\n| cell | what it does | what its verifier checks |\n| --- | --- | --- |\n| M1 | my own cell | x |\n",
+		"| **cells**: the twelve filesystem cells |", "| **mine**: mine |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "| C12 |") {
+		t.Error("the suites' section lists C12, which the run did not have")
+	}
+	pins.SuiteDefs = nil
+	if _, err := Build([]Input{{Source: "run", Pins: pins, Samples: samples}}, Options{}); err == nil || !strings.Contains(err.Error(), `unknown cell "M1"`) {
+		t.Errorf("a cell no suite defines: %v", err)
+	}
+}
+
+// TestClustersAreShown: a cell whose samples fall into two separated
+// groups shows each group's median and count, and the note states the
+// rule; the other cells keep their medians and intervals.
+func TestClustersAreShown(t *testing.T) {
+	pins, samples := fixedRun()
+	next := len(samples)
+	for _, s := range slices.Clone(samples) {
+		if s.Target == "local" && s.Cell == "C01" {
+			s.Round += 3
+			s.Order = next
+			next++
+			s.CommandNs *= 3 // a second mode, three times slower
+			s.ExecWallNs = s.CommandNs + s.ExecOverheadNs
+			samples = append(samples, s)
+		}
+	}
+	pins.Samples = 6
+	md := markdown(t, pins, samples).String()
+	shown := 0
+	for _, line := range strings.Split(md, "\n") {
+		if !strings.Contains(line, "(clusters)") {
+			continue
+		}
+		shown++
+		if !strings.HasPrefix(line, "| C01 create 1,000 files |") || !regexp.MustCompile(`\| [0-9.]+x? ×3 · [0-9.]+x? ×3 \(clusters\) \|`).MatchString(line) {
+			t.Errorf("clusters shown where they should not be, or not as two of three: %s", line)
+		}
+	}
+	if shown == 0 {
+		t.Errorf("C01 on local does not show its two clusters:\n%s", md)
+	}
+	if !strings.Contains(md, "each cluster is shown by its median and count") {
+		t.Errorf("the report does not state the clusters' rule:\n%s", md)
 	}
 }

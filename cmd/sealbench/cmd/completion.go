@@ -15,7 +15,7 @@ import (
 
 // completeValues registers, on every command under root, what a shell
 // completes for the flags and arguments whose values sealbench knows:
-// target kinds, cells (by code, with their titles), report formats, run
+// target kinds, suites and cells (by name, with their titles), report formats, run
 // ids, and directories where a directory is meant. The rest complete as
 // files, the shell's default. `sealbench completion bash|zsh|fish`
 // writes the script that asks for them.
@@ -25,6 +25,7 @@ func completeValues(root *cobra.Command) {
 		for flag, fn := range map[string]cobra.CompletionFunc{
 			"target": completeList(targetCompletions),
 			"cells":  completeList(cellCompletions),
+			"suite":  completeList(suiteCompletions),
 			"format": cobra.FixedCompletions(reportFormats(), cobra.ShellCompDirectiveNoFileComp),
 			"run":    completeRunIDs,
 		} {
@@ -39,6 +40,9 @@ func completeValues(root *cobra.Command) {
 			c.RegisterFlagCompletionFunc("bundle", completeDirs)
 		case "sealbench push":
 			c.RegisterFlagCompletionFunc("results", completeDirs) // a run directory
+		}
+		if c.Flags().Lookup("suite-dir") != nil {
+			c.RegisterFlagCompletionFunc("suite-dir", completeDirs)
 		}
 		switch c.CommandPath() {
 		case "sealbench run", "sealbench seal", "sealbench keygen", "sealbench image", "sealbench image export-debs", "sealbench image lock":
@@ -80,13 +84,23 @@ func targetCompletions() []cobra.Completion {
 	return out
 }
 
-// cellCompletions are the cells' codes, each with its title.
+// cellCompletions are the built-in suites' cells' codes, each with its
+// title.
 func cellCompletions() []cobra.Completion {
 	var out []cobra.Completion
-	for _, name := range cells.Names() {
-		if c, err := cells.Lookup(name); err == nil {
-			out = append(out, cobra.CompletionWithDesc(name, c.Title))
+	for _, s := range cells.Suites() {
+		for _, c := range s.Cells {
+			out = append(out, cobra.CompletionWithDesc(c.Name, c.Title))
 		}
+	}
+	return out
+}
+
+// suiteCompletions are the built-in suites' names, each with its title.
+func suiteCompletions() []cobra.Completion {
+	var out []cobra.Completion
+	for _, s := range cells.Suites() {
+		out = append(out, cobra.CompletionWithDesc(s.Name, s.Title))
 	}
 	return out
 }

@@ -45,6 +45,9 @@ func TestCompletionValues(t *testing.T) {
 	}{
 		{args: []string{"run", "--cells", "C0"}, want: []string{"C01\tcreate 1,000 files", "C09\tread a 64 MiB base file"}, not: []string{"C10"}},
 		{args: []string{"run", "--cells", "C01,C0"}, want: []string{"C01,C02"}, not: []string{"C01,C01"}, onlyPrefix: "C01,", noDesc: true},
+		{args: []string{"run", "--suite", ""}, want: []string{"cells\tthe twelve filesystem cells", "agent-tools\tan agent's tool loop"}},
+		{args: []string{"run", "--suite", "cells,"}, want: []string{"cells,agent-tools"}, not: []string{"cells,cells"}, noDesc: true},
+		{args: []string{"run", "--cells", "T"}, want: []string{"T1\ttraverse 2,048 files in 32 directories", "T5\trg over 2,048 files"}, onlyPrefix: "T"},
 		{args: []string{"run", "--target", "do"}, want: []string{"docker\t", "docker@ssh://\t"}, onlyPrefix: "docker"},
 		{args: []string{"run", "--target", "local,"}, want: []string{"local,docker", "local,local@ssh://"}, not: []string{"local,local"}, noDesc: true},
 		{args: []string{"provision", ""}, want: []string{"local\t", "docker\t"}},

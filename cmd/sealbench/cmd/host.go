@@ -24,7 +24,7 @@ const (
 
 func hostCommands(g *global) []*cobra.Command {
 	return append([]*cobra.Command{newKeygenCmd(g), newSealCmd(g), newVerifyCmd(g), newImageCmd(g), newReportCmd(g),
-		newProvisionCmd(g), newTeardownCmd(g), newAuditCmd(g), newDoctorCmd(g), newRunCmd(g), newPushCmd(g)}, newTargetSubcommands(g)...)
+		newProvisionCmd(g), newTeardownCmd(g), newAuditCmd(g), newDoctorCmd(g), newRunCmd(g), newSuitesCmd(g), newPushCmd(g)}, newTargetSubcommands(g)...)
 }
 
 // mainExample is the root's first example: the main job, as the first

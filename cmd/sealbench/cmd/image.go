@@ -31,7 +31,7 @@ func newImageCmd(g *global) *cobra.Command {
 		Use:   "image",
 		Short: "Build the Sandbox image from a bundle and pinned Debian packages",
 		Long: `Build the Sandbox image: a base layer unpacked from the Debian packages a lock
-file pins (a shell, coreutils, findutils, git and what they link; no maintainer
+file pins (a shell, coreutils, findutils, git, ripgrep and what they link; no maintainer
 script runs), and a layer holding the bundle at /opt/sealbench. The bundle is
 verified first. Writes, into --out:
 
@@ -159,8 +159,8 @@ func newImageLockCmd(g *global) *cobra.Command {
 		Short: "Resolve the images' packages through apt and write the lock files",
 		Long: `Resolve the images' packages through apt as this machine configures it, in a
 private apt state directory, and write the exact versions and SHA-256 to lock
-files: sandbox-<arch>.json (coreutils, dash, findutils, git and their
-dependencies, less what the cells never run) and vm-<arch>.json (a bootable
+files: sandbox-<arch>.json (coreutils, dash, findutils, git, ripgrep and
+their dependencies, less what the cells and suites never run) and vm-<arch>.json (a bootable
 Debian for Lima: Debian's required set, systemd, cloud-init, ssh, the cloud
 kernel, fuse3, git). Building never resolves versions; this does.`,
 		Example: `  sealbench image lock --arch all

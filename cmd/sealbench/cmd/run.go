@@ -39,7 +39,8 @@ type runFlags struct {
 	bundle, key, expect   string
 	insecure              bool
 	signKey               string
-	out, cells            string
+	out, cells, suites    string
+	suiteDirs             []string
 	native, keep, verbose bool
 	fuseURing             bool
 	samples               int
@@ -54,9 +55,14 @@ func newRunCmd(g *global) *cobra.Command {
 	var f runFlags
 	c := &cobra.Command{
 		Use:   "run --target KIND[,KIND...] [--bundle DIR]",
-		Short: "Provision targets, run the twelve cells on them, report, tear down and audit",
+		Short: "Provision targets, run the twelve cells (or another suite) on them, report, tear down and audit",
 		Long: `Run the cells under the cache protocol on one or more targets, from one
-verified bundle, and leave nothing behind.
+verified bundle, and leave nothing behind. The cells are the twelve
+filesystem cells unless --suite names other suites (sealbench suites lists
+them: agent-tools is an agent's tool loop); --cells picks some of their cells.
+--suite-dir runs a suite of your own (docs/suites.md), alone or beside the
+suites --suite names: with no --bundle it is sealed into the bundle run seals;
+a --bundle must hold it already, as ` + "`sealbench seal --suite-dir`" + ` seals it.
 
 With --target, the run provisions each target (as ` + "`sealbench provision`" + ` does),
 hands the sampling to the bundle's own runner (its digest checked against the
@@ -87,7 +93,10 @@ docs/design/kubernetes.md, docs/report.md.
 Exit codes for run: 0 every sample passed and nothing is left; 1 a sample
 failed, or the audit found leftovers; 3 bad input; 4 provisioning, the run or
 the teardown failed; 130 interrupted (torn down all the same).`,
-		Example: `  # A sealed bundle, three cells, a fixed seed, one sample each: a quick look.
+		Example: `  # An agent's tool loop (traverse, read, write, git status, rg) on two targets.
+  sudo sealbench run --target local,docker --suite agent-tools --native --samples 3
+
+  # A sealed bundle, three cells, a fixed seed, one sample each: a quick look.
   sudo sealbench run --target local --bundle out/build-linux-0123456789ab \
     --key keys/sealbench.pub --id build-linux-0123456789ab --cells C01,C06,C12 --samples 1 --seed 7
 
@@ -114,7 +123,9 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 	fl.StringVar(&f.expect, "id", "", "pin the bundle: refuse any other (build-linux-<hash>)")
 	fl.StringVar(&f.source, "source", "", "with no --bundle: the source tree to seal (default: the one around the working directory)")
 	fl.StringVar(&f.out, "out", "", "results directory, a new one: never an earlier run's nor inside the bundle (default out/runs/<run id>)")
-	fl.StringVar(&f.cells, "cells", "", "cells to run, e.g. C01,C06 (default all twelve)")
+	fl.StringVar(&f.suites, "suite", "", "suites to run, comma-separated: "+strings.Join(cells.SuiteNames(), ", ")+" (default cells, the twelve; sealbench suites lists them)")
+	fl.StringSliceVar(&f.suiteDirs, "suite-dir", nil, "a suite of your own to run (beside --suite's, if any): a directory with suite.json and its scripts (docs/suites.md), sealed into the bundle")
+	fl.StringVar(&f.cells, "cells", "", "cells of those suites to run, e.g. C01,C06 or T1,T4 (default all of them)")
 	fl.BoolVar(&f.native, "native", false, "also run each body on a plain directory in the same Sandbox")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "say every sample and every resource torn down as it happens, not only each step")
 	fl.BoolVar(&f.keep, "keep", false, "leave the targets up after the run (take them down with sealbench teardown --run ID)")
@@ -165,10 +176,19 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 			return err
 		}
 	}
-	cellList, err := cells.Parse(f.cells)
-	if err != nil {
-		return usageErrorf("cells are C01 to C12, comma-separated", "%v", err)
+	var extra []*cells.Suite
+	for _, d := range f.suiteDirs {
+		s, err := loadSuiteDir(d)
+		if err != nil {
+			return err
+		}
+		extra = append(extra, s)
 	}
+	sel, err := cells.Select(f.suites, extra, f.cells)
+	if err != nil {
+		return usageErrorf("cells are C01 to C12 (the twelve), or another suite's: the suites are "+strings.Join(cells.SuiteNames(), ", ")+" (sealbench suites lists their cells); comma-separated", "%v", err)
+	}
+	cellList := sel.Cells
 	if f.samples < 1 || f.samples > maxSamples {
 		return usageErrorf(fmt.Sprintf("--samples takes 1 to %d (default %d)", maxSamples, defaultSamples), "--samples %d is out of range", f.samples)
 	}
@@ -209,13 +229,25 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	var rep *report.Report
 	var reports []string
 	g.outputs.Makes(cmp.Or(f.out, filepath.Join("out", "runs")))
-	b, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: f.bundle, Source: f.source, Key: f.key, Expect: f.expect, Insecure: f.insecure, Debs: f.debs.options(), Log: p.Logf})
+	b, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: f.bundle, Source: f.source, SuiteDirs: f.suiteDirs, Key: f.key, Expect: f.expect, Insecure: f.insecure, Debs: f.debs.options(), Log: p.Logf})
 	if err != nil {
 		return err
 	}
+	if b.Image.Lock != nil {
+		if err := sel.CheckTools(b.Image.Lock.PackageNames()); err != nil {
+			return usageErrorf("sealbench suites says what each suite needs; docs/suites.md", "%v", err)
+		}
+	}
+	var defs []manifests.Suite
+	for i, s := range extra {
+		if err := s.SealedIn(b.Verified.Manifest); err != nil {
+			return usageErrorf("seal it in: sealbench seal --suite-dir "+f.suiteDirs[i]+", or run with no --bundle (run seals the tree and the suite)", "--suite-dir %s: %v", f.suiteDirs[i], err)
+		}
+		defs = append(defs, *s.Def)
+	}
 	o, err := orchestrate.Run(ctx, orchestrate.RunOptions{
 		Bundle: b, Targets: names, Specs: far, SSH: f.ssh.options(), Engine: f.engine, Name: f.name, Options: f.targetFlags.set,
-		Cells: cellList, Samples: f.samples, Seed: f.seed, Native: f.native, Out: f.out, Keep: f.keep, FUSEURing: f.fuseURing,
+		Suites: sel.Names(), SuiteDefs: defs, Cells: cellList, Samples: f.samples, Seed: f.seed, Native: f.native, Out: f.out, Keep: f.keep, FUSEURing: f.fuseURing,
 		SignKey: signer, Log: p.Logf, Status: rp.status, Done: rp.sample, Detail: detail,
 		Report: func(r *report.Report, files []string) { rep, reports = r, files },
 	})

@@ -76,7 +76,10 @@ func sealForRun(t *testing.T) sealed {
 			sealErr = fmt.Errorf("keygen: %s", stderr)
 			return
 		}
-		code, stdout, stderr := run(t, "seal", "--json", "--key", filepath.Join(keys, "sealbench.key"), "--out", out, "--source", root)
+		// The bundle holds a suite of a user's own too (testdata/mysuite),
+		// which TestRunSuiteOnLocalAndDocker runs.
+		code, stdout, stderr := run(t, "seal", "--json", "--key", filepath.Join(keys, "sealbench.key"), "--out", out, "--source", root,
+			"--suite-dir", filepath.Join(root, "cmd", "sealbench", "cmd", "testdata", "mysuite"))
 		if code != ExitOK {
 			sealErr = fmt.Errorf("seal: exit %d\n%s", code, stderr)
 			return
@@ -206,6 +209,76 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 	}
 }
 
+// TestRunSuiteOnLocalAndDocker is --suite on real targets: the
+// agent-tools suite (its setups generating the inputs in the untimed
+// setup, git and rg from the Sandbox image) and a suite of a user's own
+// (--suite-dir, sealed into the bundle) run on local and docker with a
+// native reference; every verifier passes, the exact counts are equal on
+// both, and the samples, pins and report name the suites and their cells.
+func TestRunSuiteOnLocalAndDocker(t *testing.T) {
+	b := sealForRun(t)
+	testenv.NeedDocker(t)
+	shortStateDir(t)
+	out := t.TempDir()
+	code, stdout, stderr := run(t, "run", "--json", "--target", "local,docker", "--bundle", b.Dir, "--key", b.PubKey,
+		"--id", b.Name, "--suite", "agent-tools", "--suite-dir", filepath.Join("testdata", "mysuite"), "--native", "--samples", "1", "--seed", "3", "--out", out)
+	if code != ExitOK {
+		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	samples, err := manifests.ReadSamplesFile(filepath.Join(out, "samples.jsonl"))
+	if err != nil || len(samples) != 14 {
+		t.Fatalf("%d samples, %v", len(samples), err)
+	}
+	checkProtocol(t, samples)
+	byCell := map[string]map[string]manifests.Sample{}
+	for _, s := range samples {
+		if want := map[bool]string{true: "mine", false: "agent-tools"}[s.Cell == "M1"]; s.Status != manifests.StatusOK || s.Verifier != manifests.VerifierPass || s.Suite != want || s.NativeNs == nil || s.Files == 0 {
+			t.Errorf("%s %s: %+v", s.Target, s.Cell, s)
+		}
+		if byCell[s.Cell] == nil {
+			byCell[s.Cell] = map[string]manifests.Sample{}
+		}
+		byCell[s.Cell][s.Target] = s
+	}
+	for _, cell := range []string{"T1", "T2", "T3", "T4", "T5", "TASK", "M1"} {
+		l, d := byCell[cell]["local"], byCell[cell]["docker"]
+		if l.Files != d.Files || l.Bytes != d.Bytes || l.Statements != d.Statements {
+			t.Errorf("%s did different work: local %d files %d bytes %d statements; docker %d files %d bytes %d statements", cell,
+				l.Files, l.Bytes, l.Statements, d.Files, d.Bytes, d.Statements)
+		}
+	}
+	if l := byCell["T1"]["local"]; l.Files != 2048 || l.Bytes != 2048*1024 {
+		t.Errorf("T1 on local: %d files, %d bytes; want the setup's 2,048 of 1,024 bytes", l.Files, l.Bytes)
+	}
+	var pins manifests.RunPins
+	if b, err := os.ReadFile(filepath.Join(out, "pins.json")); err != nil || json.Unmarshal(b, &pins) != nil || strings.Join(pins.Suites, ",") != "agent-tools,mine" || len(pins.SuiteDefs) != 2 {
+		t.Errorf("pins.json names suites %v, defines %d (%v)", pins.Suites, len(pins.SuiteDefs), err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil || !strings.Contains(string(md), "T5 rg over 2,048 files") || !strings.Contains(string(md), "M1 copy ten setup files, list them") {
+		t.Errorf("report.md does not name T5 and M1 with their titles (%v):\n%.3000s", err, md)
+	}
+	// The bundle must hold a suite run from a directory: one it does not
+	// hold (here, changed since the seal) is refused before anything runs.
+	changed := t.TempDir()
+	for _, f := range []string{"suite.json", "setup.sh", "M1.sh"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "mysuite", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "M1.sh" {
+			b = append(b, "ls src >/dev/null\n"...)
+		}
+		if err := os.WriteFile(filepath.Join(changed, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, stderr = run(t, "run", "--target", "local", "--bundle", b.Dir, "--key", b.PubKey, "--suite-dir", changed, "--samples", "1")
+	if code != ExitUnusable || !strings.Contains(stderr, "the bundle's suites/mine/M1.sh is not the suite's M1.sh") {
+		t.Errorf("run with a suite the bundle does not hold: exit %d\n%s", code, stderr)
+	}
+}
+
 // TestRunOnGVisor: `sealbench run --target gvisor` runs through the bundle's
 // runner in Sandboxes under runsc. C01 passes its verifier over gVisor's
 // FUSE; C12 (git maps files, which gVisor's FUSE cannot) is ineligible with
@@ -302,6 +375,8 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{[]string{"run", "--target", "docker,docker"}, "named twice"},
 		{[]string{"run", "--engine", "unix:///x.sock", "--name", "Bad Name"}, "is not a target name"},
 		{[]string{"run", "--target", "docker", "--cells", "C13"}, "C13"},
+		{[]string{"run", "--target", "docker", "--suite", "nope"}, `unknown suite "nope" (the suites are cells, agent-tools`},
+		{[]string{"run", "--target", "docker", "--suite", "agent-tools", "--cells", "C01"}, `unknown cell "C01" (the cells are agent-tools: T1,T2,T3,T4,T5,TASK)`},
 		{[]string{"run", "--target", "docker", "--samples", "0"}, "--samples"},
 		{[]string{"run", "--target", "docker", "--id", "v1"}, "not a bundle name"},
 	} {

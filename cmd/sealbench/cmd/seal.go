@@ -23,13 +23,15 @@ import (
 func newSealCmd(g *global) *cobra.Command {
 	var key, out, source, imageArch string
 	var noImage bool
+	var suiteDirs []string
 	var debs debSettings
 	c := &cobra.Command{
 		Use:   "seal",
 		Short: "Build a reproducible, signed bundle from the source tree",
 		Long: `Build every binary the bundle ships for linux/amd64 and linux/arm64
 (CGO_ENABLED=0, -trimpath, -buildvcs=false, empty build id), copy the cell
-bodies, write manifest.json, SHA256SUMS and manifest.sig (signed with --key),
+bodies and every built-in suite (suites/NAME/; --suite-dir seals a suite of
+your own too, checked first: docs/suites.md), write manifest.json, SHA256SUMS and manifest.sig (signed with --key),
 and write the bundle directory build-linux-<hash> and its deterministic tar into
 --out. Then build the Sandbox image (see ` + "`sealbench image`" + `) into
 build-linux-<hash>.image/, unless --no-image. Every mtime is SOURCE_DATE_EPOCH, or the commit time. Sealing the same
@@ -74,6 +76,11 @@ built or created.`,
 			if err := debs.check(); err != nil {
 				return err
 			}
+			for _, d := range suiteDirs {
+				if _, err := loadSuiteDir(d); err != nil {
+					return err
+				}
+			}
 			if _, err := os.Stat(key); errors.Is(err, fs.ErrNotExist) {
 				return usageErrorf("create a key pair with `sealbench keygen`, or pass --key", "no signing key at %s", key)
 			}
@@ -90,7 +97,7 @@ built or created.`,
 			start := time.Now()
 			g.outputs.Makes(out)
 			res, err := bundle.Seal(c.Context(), bundle.SealOptions{
-				Source: source, OutDir: out, Signer: signer, Log: p.Logf,
+				Source: source, OutDir: out, SuiteDirs: suiteDirs, Signer: signer, Log: p.Logf,
 			})
 			if err != nil {
 				return err
@@ -140,6 +147,7 @@ built or created.`,
 	c.Flags().BoolVar(&noImage, "no-image", false, "do not build the Sandbox image next to the bundle")
 	debs.flags(c.Flags())
 	c.Flags().StringVar(&imageArch, "image-arch", "amd64", "Debian architecture of the Sandbox image: amd64 or arm64")
+	c.Flags().StringSliceVar(&suiteDirs, "suite-dir", nil, "a suite of your own to seal in too: a directory with suite.json and its scripts (docs/suites.md)")
 	c.Flags().StringVar(&source, "source", "", "sealbench source tree to seal (default: the one around the working directory)")
 	return c
 }

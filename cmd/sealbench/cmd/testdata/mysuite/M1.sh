@@ -1,0 +1,5 @@
+#!/bin/sh
+# M1: copy src/ to copy/, then list it.
+set -eu
+cp -r src copy
+ls copy
