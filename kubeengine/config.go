@@ -38,6 +38,12 @@ type Config struct {
 	// gives) is written there and named by the pod as a Localhost
 	// profile. "": such a create is refused, and pods get RuntimeDefault.
 	SeccompDir string
+	// AgentSandbox makes each container an agent-sandbox Sandbox
+	// (agents.x-k8s.io/v1beta1) whose pod template is the pod it would
+	// otherwise create: agent-sandbox's controller makes the pod, start
+	// waits for the Sandbox to be Ready, remove deletes the Sandbox and
+	// its pod.
+	AgentSandbox bool
 	// StartTimeout bounds how long a container's start waits for its pod
 	// to run; 0: StartLimit.
 	StartTimeout time.Duration
@@ -64,6 +70,9 @@ func (c Config) Args() []string {
 			args = append(args, "--"+f.name, *f.v)
 		}
 	}
+	if c.AgentSandbox {
+		args = append(args, "--agent-sandbox")
+	}
 	if c.StartTimeout != 0 {
 		args = append(args, "--start-timeout", c.StartTimeout.String())
 	}
@@ -79,6 +88,7 @@ func ParseArgs(args []string) (Config, error) {
 		fs.StringVar(f.v, f.name, "", "")
 	}
 	fs.DurationVar(&c.StartTimeout, "start-timeout", 0, "")
+	fs.BoolVar(&c.AgentSandbox, "agent-sandbox", false, "")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("kube-engine: %w", err)
 	}

@@ -442,10 +442,19 @@ func (s *Server) startContainer(ctx context.Context, ref string) error {
 	if err != nil {
 		return err
 	}
-	created, err := s.client.CoreV1().Pods(s.c.Namespace).Create(ctx, spec, metav1.CreateOptions{})
+	created := spec
+	if s.c.AgentSandbox {
+		// The Sandbox's controller makes the pod.
+		err = s.createSandbox(ctx, spec)
+	} else {
+		created, err = s.client.CoreV1().Pods(s.c.Namespace).Create(ctx, spec, metav1.CreateOptions{})
+	}
 	if err != nil {
 		release()
-		return fmt.Errorf("creating pod %s on node %s: %w", spec.Name, s.c.Node, err)
+		if !s.c.AgentSandbox {
+			err = fmt.Errorf("creating pod %s on node %s: %w", spec.Name, s.c.Node, err)
+		}
+		return err
 	}
 	s.mu.Lock()
 	c.started, c.release = true, release
@@ -515,7 +524,13 @@ func (s *Server) waitStarted(ctx context.Context, pod *corev1.Pod, image string)
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	pods := s.client.CoreV1().Pods(s.c.Namespace)
-	why := func() string { return WhyNotRunning(context.WithoutCancel(ctx), s.client, pod) }
+	why := func() string {
+		w := WhyNotRunning(context.WithoutCancel(ctx), s.client, pod)
+		if s.c.AgentSandbox {
+			w = s.sandboxWhy(context.WithoutCancel(ctx), pod.Name) + "; " + w
+		}
+		return w
+	}
 	for {
 		cs := sandboxStatus(pod)
 		switch {
@@ -525,7 +540,13 @@ func (s *Server) waitStarted(ctx context.Context, pod *corev1.Pod, image string)
 			t := cs.State.Terminated
 			return fmt.Errorf("%s (exit %d): %s: %s", t.Reason, t.ExitCode, t.Message, why())
 		case cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil):
-			return s.checkImage(ctx, cs.ImageID, image)
+			if err := s.checkImage(ctx, cs.ImageID, image); err != nil || !s.c.AgentSandbox {
+				return err
+			}
+			if err := s.waitSandboxReady(ctx, pod.Name); err != nil {
+				return fmt.Errorf("%w: %s", err, why())
+			}
+			return nil
 		case pod.Status.Phase == corev1.PodFailed:
 			return fmt.Errorf("the pod failed: %s", why())
 		}
@@ -535,6 +556,9 @@ func (s *Server) waitStarted(ctx context.Context, pod *corev1.Pod, image string)
 		case <-time.After(200 * time.Millisecond):
 		}
 		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if s.c.AgentSandbox && apierrors.IsNotFound(err) {
+			continue // the Sandbox's controller has not made it yet
+		}
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("getting pod %s: %w", pod.Name, err)
 		}
@@ -576,8 +600,17 @@ func (s *Server) checkImage(ctx context.Context, got, want string) error {
 	return nil
 }
 
-// deletePod deletes a pod at once and waits until it is gone.
+// deletePod deletes a container's pod at once and waits until it is
+// gone; with Config.AgentSandbox, its Sandbox first (DeleteSandbox).
 func (s *Server) deletePod(ctx context.Context, name string) error {
+	if s.c.AgentSandbox {
+		return DeleteSandbox(ctx, s.dynamic, s.deleteBarePod, s.c.Namespace, name)
+	}
+	return s.deleteBarePod(ctx, name)
+}
+
+// deleteBarePod deletes a pod at once and waits until it is gone.
+func (s *Server) deleteBarePod(ctx context.Context, name string) error {
 	pods := s.client.CoreV1().Pods(s.c.Namespace)
 	err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
 	if apierrors.IsNotFound(err) {

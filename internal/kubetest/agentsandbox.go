@@ -66,6 +66,14 @@ func (c *Cluster) installAgentSandbox(ctx context.Context) error {
 		if obj.GetKind() != "CustomResourceDefinition" {
 			return fmt.Errorf("%s holds a %s, not a CustomResourceDefinition", f, obj.GetKind())
 		}
+		// The version installed, as Helm's charts label what they install:
+		// where the agent-sandbox target reads it for the pins.
+		labels := obj.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels["app.kubernetes.io/version"] = AgentSandboxVersion
+		obj.SetLabels(labels)
 		if _, err := crds.Create(ctx, &obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating the CRD %s: %w", obj.GetName(), err)
 		}
