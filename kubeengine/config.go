@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // PlatformName is what /version says in Platform.Name.
@@ -37,6 +38,15 @@ type Config struct {
 	// gives) is written there and named by the pod as a Localhost
 	// profile. "": such a create is refused, and pods get RuntimeDefault.
 	SeccompDir string
+	// AgentSandbox makes each container an agent-sandbox Sandbox
+	// (agents.x-k8s.io/v1beta1) whose pod template is the pod it would
+	// otherwise create: agent-sandbox's controller makes the pod, start
+	// waits for the Sandbox to be Ready, remove deletes the Sandbox and
+	// its pod.
+	AgentSandbox bool
+	// StartTimeout bounds how long a container's start waits for its pod
+	// to run; 0: StartLimit.
+	StartTimeout time.Duration
 }
 
 // fields are c's fields by the flag that sets each.
@@ -60,6 +70,12 @@ func (c Config) Args() []string {
 			args = append(args, "--"+f.name, *f.v)
 		}
 	}
+	if c.AgentSandbox {
+		args = append(args, "--agent-sandbox")
+	}
+	if c.StartTimeout != 0 {
+		args = append(args, "--start-timeout", c.StartTimeout.String())
+	}
 	return args
 }
 
@@ -71,6 +87,8 @@ func ParseArgs(args []string) (Config, error) {
 	for _, f := range c.fields() {
 		fs.StringVar(f.v, f.name, "", "")
 	}
+	fs.DurationVar(&c.StartTimeout, "start-timeout", 0, "")
+	fs.BoolVar(&c.AgentSandbox, "agent-sandbox", false, "")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("kube-engine: %w", err)
 	}
@@ -93,6 +111,9 @@ func (c Config) Validate() error {
 		if f.v != "" && !filepath.IsAbs(f.v) {
 			errs = append(errs, fmt.Errorf("kube-engine: %s %q must be an absolute path", f.name, f.v))
 		}
+	}
+	if c.StartTimeout < 0 {
+		errs = append(errs, fmt.Errorf("kube-engine: --start-timeout %s is negative", c.StartTimeout))
 	}
 	return errors.Join(errs...)
 }

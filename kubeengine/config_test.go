@@ -7,13 +7,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 )
 
 func TestArgsRoundTrip(t *testing.T) {
 	c := Config{Socket: "/run/x/engine.sock", Kubeconfig: "/k", Context: "ctx", Namespace: "ns", Node: "n1",
-		RuntimeClass: "gvisor", FUSEResource: "sealbench.dev/fuse", Containerd: "/run/containerd/containerd.sock", Ctr: "/usr/bin/ctr", RunID: "r1", SeccompDir: "/var/lib/kubelet/seccomp"}
+		RuntimeClass: "gvisor", FUSEResource: "sealbench.dev/fuse", Containerd: "/run/containerd/containerd.sock", Ctr: "/usr/bin/ctr", RunID: "r1", SeccompDir: "/var/lib/kubelet/seccomp", StartTimeout: 90 * time.Second, AgentSandbox: true}
 	got, err := ParseArgs(c.Args())
 	if err != nil || !reflect.DeepEqual(got, c) {
 		t.Errorf("ParseArgs(Args()) = %+v, %v; want %+v", got, err, c)

@@ -1,6 +1,7 @@
 package kubeengine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -441,10 +442,19 @@ func (s *Server) startContainer(ctx context.Context, ref string) error {
 	if err != nil {
 		return err
 	}
-	created, err := s.client.CoreV1().Pods(s.c.Namespace).Create(ctx, spec, metav1.CreateOptions{})
+	created := spec
+	if s.c.AgentSandbox {
+		// The Sandbox's controller makes the pod.
+		err = s.createSandbox(ctx, spec)
+	} else {
+		created, err = s.client.CoreV1().Pods(s.c.Namespace).Create(ctx, spec, metav1.CreateOptions{})
+	}
 	if err != nil {
 		release()
-		return fmt.Errorf("creating pod %s on node %s: %w", spec.Name, s.c.Node, err)
+		if !s.c.AgentSandbox {
+			err = fmt.Errorf("creating pod %s on node %s: %w", spec.Name, s.c.Node, err)
+		}
+		return err
 	}
 	s.mu.Lock()
 	c.started, c.release = true, release
@@ -498,73 +508,64 @@ func (s *Server) takeRelease(c *containerRec) func() {
 	return release
 }
 
-// startLimit bounds how long start waits for a pod to run.
-const startLimit = 2 * time.Minute
+// StartLimit is how long start waits for a pod to run, unless
+// Config.StartTimeout says otherwise.
+const StartLimit = 2 * time.Minute
 
 // Container states in which a pod will never run.
 var failedWaiting = []string{"ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName",
 	"CreateContainerError", "CreateContainerConfigError", "RunContainerError", "CrashLoopBackOff", "ImageInspectError"}
 
 // waitStarted waits until the pod's container has started (running or
-// already ended), and checks that it runs the image asked for.
+// already ended), and checks that it runs the image asked for. When it
+// never does, the error says why in the cluster's words (WhyNotRunning).
 func (s *Server) waitStarted(ctx context.Context, pod *corev1.Pod, image string) error {
-	ctx, cancel := context.WithTimeout(ctx, startLimit)
+	limit := cmp.Or(s.c.StartTimeout, StartLimit)
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	pods := s.client.CoreV1().Pods(s.c.Namespace)
+	why := func() string {
+		w := WhyNotRunning(context.WithoutCancel(ctx), s.client, pod)
+		if s.c.AgentSandbox {
+			w = s.sandboxWhy(context.WithoutCancel(ctx), pod.Name) + "; " + w
+		}
+		return w
+	}
 	for {
 		cs := sandboxStatus(pod)
 		switch {
 		case cs != nil && cs.State.Waiting != nil && slices.Contains(failedWaiting, cs.State.Waiting.Reason):
-			return fmt.Errorf("%s: %s%s", cs.State.Waiting.Reason, cs.State.Waiting.Message, s.events(ctx, pod.Name))
+			return fmt.Errorf("%s: %s: %s", cs.State.Waiting.Reason, cs.State.Waiting.Message, why())
 		case cs != nil && cs.State.Terminated != nil && cs.State.Terminated.StartedAt.IsZero():
 			t := cs.State.Terminated
-			return fmt.Errorf("%s (exit %d): %s%s", t.Reason, t.ExitCode, t.Message, s.events(ctx, pod.Name))
+			return fmt.Errorf("%s (exit %d): %s: %s", t.Reason, t.ExitCode, t.Message, why())
 		case cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil):
-			return s.checkImage(ctx, cs.ImageID, image)
+			if err := s.checkImage(ctx, cs.ImageID, image); err != nil || !s.c.AgentSandbox {
+				return err
+			}
+			if err := s.waitSandboxReady(ctx, pod.Name); err != nil {
+				return fmt.Errorf("%w: %s", err, why())
+			}
+			return nil
 		case pod.Status.Phase == corev1.PodFailed:
-			return fmt.Errorf("the pod failed: %s: %s%s", pod.Status.Reason, pod.Status.Message, s.events(ctx, pod.Name))
+			return fmt.Errorf("the pod failed: %s", why())
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the pod did not run within %s (phase %s, conditions %s)%s", startLimit, pod.Status.Phase, conditions(pod), s.events(context.Background(), pod.Name))
+			return fmt.Errorf("the pod did not run within %s: %s", limit, why())
 		case <-time.After(200 * time.Millisecond):
 		}
 		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
+		if s.c.AgentSandbox && apierrors.IsNotFound(err) {
+			continue // the Sandbox's controller has not made it yet
+		}
+		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("getting pod %s: %w", pod.Name, err)
 		}
-		pod = p
-	}
-}
-
-func conditions(pod *corev1.Pod) string {
-	var out []string
-	for _, c := range pod.Status.Conditions {
-		s := string(c.Type) + "=" + string(c.Status)
-		if c.Reason != "" {
-			s += " (" + c.Reason + ": " + c.Message + ")"
-		}
-		out = append(out, s)
-	}
-	return strings.Join(out, ", ")
-}
-
-// events are the pod's warning events, as "; events: ...", or "".
-func (s *Server) events(ctx context.Context, pod string) string {
-	list, err := s.client.CoreV1().Events(s.c.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
-	if err != nil || len(list.Items) == 0 {
-		return ""
-	}
-	var out []string
-	for _, e := range list.Items {
-		if e.Type != corev1.EventTypeNormal {
-			out = append(out, e.Reason+": "+e.Message)
+		if err == nil {
+			pod = p
 		}
 	}
-	if len(out) == 0 {
-		return ""
-	}
-	return "; events: " + strings.Join(out, "; ")
 }
 
 // checkImage checks that the container runs the image asked for: for an
@@ -599,8 +600,17 @@ func (s *Server) checkImage(ctx context.Context, got, want string) error {
 	return nil
 }
 
-// deletePod deletes a pod at once and waits until it is gone.
+// deletePod deletes a container's pod at once and waits until it is
+// gone; with Config.AgentSandbox, its Sandbox first (DeleteSandbox).
 func (s *Server) deletePod(ctx context.Context, name string) error {
+	if s.c.AgentSandbox {
+		return DeleteSandbox(ctx, s.dynamic, s.deleteBarePod, s.c.Namespace, name)
+	}
+	return s.deleteBarePod(ctx, name)
+}
+
+// deleteBarePod deletes a pod at once and waits until it is gone.
+func (s *Server) deleteBarePod(ctx context.Context, name string) error {
 	pods := s.client.CoreV1().Pods(s.c.Namespace)
 	err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
 	if apierrors.IsNotFound(err) {

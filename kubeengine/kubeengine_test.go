@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
@@ -22,6 +23,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/stdcopy"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -50,6 +52,12 @@ func newEngine(t testing.TB) (*client.Client, *kubetest.Cluster) {
 // newEngineOf is newEngine for another run.
 func newEngineOf(t testing.TB, run string) (*client.Client, *kubetest.Cluster) {
 	t.Helper()
+	return newEngineWith(t, run, nil)
+}
+
+// newEngineWith is newEngineOf with the kube-engine's Config changed by edit.
+func newEngineWith(t testing.TB, run string, edit func(*kubeengine.Config)) (*client.Client, *kubetest.Cluster) {
+	t.Helper()
 	c := kubetest.Shared(t)
 	dir, err := os.MkdirTemp("", "ke-")
 	if err != nil {
@@ -59,6 +67,9 @@ func newEngineOf(t testing.TB, run string) (*client.Client, *kubetest.Cluster) {
 		Node: kubetest.NodeName, FUSEResource: kubetest.FUSEResource, RunID: run,
 		// The kubelet's root directory is the fixture's kubelet/ (internal/kubetest: Start).
 		Containerd: c.ContainerdSocket, SeccompDir: filepath.Join(c.Dir, "kubelet", "seccomp")}
+	if edit != nil {
+		edit(&cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- kubeengine.Serve(ctx, cfg) }()
@@ -473,9 +484,57 @@ func TestStartFailsWithTheReason(t *testing.T) {
 	cfg, hc := sandboxConfig(manifests.DigestOf([]byte("an image the node lacks")), "sleep", "600")
 	id := create(t, cli, "ke-noimage", cfg, hc)
 	err := cli.ContainerStart(context.Background(), id, container.StartOptions{})
-	if err == nil || !strings.Contains(err.Error(), "ErrImageNeverPull") {
-		t.Errorf("starting with an image the node lacks: %v, want the kubelet's reason", err)
+	// The kubelet's reason, its event, and the node's state beside them.
+	for _, want := range []string{"ErrImageNeverPull", "; events ", `ErrImageNeverPull: Container image "sha256:`, "node " + kubetest.NodeName + ": healthy"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("starting with an image the node lacks: %v, want it to say %q", err, want)
+		}
 	}
+}
+
+// A pod that can never start says why, in the cluster's words: a
+// resource the node cannot give fails at once with the kubelet's
+// rejection; a pod whose sandbox the runtime cannot make (a RuntimeClass
+// whose handler containerd lacks) stays Pending, and when start gives up
+// it names the kubelet's events, not only how long it waited.
+func TestStartSaysWhyThePodNeverRan(t *testing.T) {
+	ctx := context.Background()
+	t.Run("unsatisfiable", func(t *testing.T) {
+		cli, _ := newEngine(t)
+		cfg, hc := sandboxConfig(loadImage(t, cli), "sleep", "600")
+		hc.NanoCPUs = 1000 * 1e9
+		id := create(t, cli, "ke-toomanycpus", cfg, hc)
+		err := cli.ContainerStart(ctx, id, container.StartOptions{})
+		t.Logf("start: %v", err)
+		for _, want := range []string{"the pod failed", "phase Failed (OutOfcpu: Pod was rejected: Node didn't have enough resource: cpu",
+			"events OutOfcpu", "node " + kubetest.NodeName + ": healthy"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("starting a pod asking for 1,000 CPUs: %v, want it to say %q", err, want)
+			}
+		}
+	})
+	t.Run("no runtime handler", func(t *testing.T) {
+		c := kubetest.Shared(t)
+		rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "sealbench-nohandler"}, Handler: "nohandler"}
+		if _, err := c.Client.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Client.NodeV1().RuntimeClasses().Delete(ctx, rc.Name, metav1.DeleteOptions{}) })
+		cli, _ := newEngineWith(t, runID, func(cfg *kubeengine.Config) {
+			cfg.RuntimeClass, cfg.StartTimeout = rc.Name, 10*time.Second
+		})
+		cfg, hc := sandboxConfig(loadImage(t, cli), "sleep", "600")
+		id := create(t, cli, "ke-nohandler", cfg, hc)
+		err := cli.ContainerStart(ctx, id, container.StartOptions{})
+		t.Logf("start: %v", err)
+		for _, want := range []string{"the pod did not run within 10s", "phase Pending", "container sandbox waiting: ContainerCreating",
+			"; events ", "FailedCreatePodSandBox: Failed to create pod sandbox", `no runtime for "nohandler" is configured`,
+			"node " + kubetest.NodeName + ": healthy"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("starting a pod whose runtime handler containerd lacks: %v, want it to say %q", err, want)
+			}
+		}
+	})
 }
 
 func TestUnservedCallIs501(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/system"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -31,7 +32,9 @@ type Server struct {
 	c      Config
 	rest   *rest.Config
 	client kubernetes.Interface
-	ctr    string // ctr's path; "" when Containerd is not set
+	// dynamic reaches agent-sandbox's kinds (Config.AgentSandbox).
+	dynamic dynamic.Interface
+	ctr     string // ctr's path; "" when Containerd is not set
 
 	mu         sync.Mutex
 	containers map[string]*containerRec // by id: created here, or found in the cluster
@@ -64,6 +67,9 @@ func New(c Config) (*Server, error) {
 		return nil, fmt.Errorf("kube-engine: a client for %s: %w", rc.Host, err)
 	}
 	s := newServer(c, rc, cl)
+	if s.dynamic, err = dynamic.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("kube-engine: a dynamic client for %s: %w", rc.Host, err)
+	}
 	if c.Containerd != "" {
 		s.ctr = c.Ctr
 		if s.ctr == "" {

@@ -736,6 +736,12 @@ type TargetPins struct {
 	Node             string `json:"node,omitempty"`
 	ContainerRuntime string `json:"containerRuntime,omitempty"`
 	RuntimeHandler   string `json:"runtimeHandler,omitempty"`
+	// AgentSandbox is, for the agent-sandbox target, the version of
+	// agent-sandbox (sigs.k8s.io/agent-sandbox) whose controller runs its
+	// Sandboxes, as the cluster says it (its controller's Deployment, or
+	// its CRDs' app.kubernetes.io/version label), with the API version:
+	// "v1.0.1 (agents.x-k8s.io/v1beta1)".
+	AgentSandbox string `json:"agentSandbox,omitempty"`
 }
 
 // Machine is what a runner read of the machine it ran on: what the

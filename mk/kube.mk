@@ -10,6 +10,13 @@
 # v0.x release, the list read from that go.mod. The rest of the cluster
 # (etcd, containerd, runc, iptables, the CNI loopback plugin) is Debian's,
 # installed when missing.
+#
+# For the RuntimeClass gvisor, containerd's runsc shim (containerd-shim-runsc-v1)
+# is built from the same gVisor module and version as runsc (mk/gvisor.mk),
+# into runsc's bin directory, where the fixture finds both. agent-sandbox's
+# controller (sigs.k8s.io/agent-sandbox, its CRDs beside it) is built the same
+# way into tools/agent-sandbox-<version>: the fixture installs the CRDs and runs
+# the controller against its API server.
 
 # The newest v1.34 patch the Go module proxy serves (and its libraries' v0.34.12).
 KUBE_VERSION := v1.34.12
@@ -32,8 +39,17 @@ KUBE_TEST_TIMEOUT ?= 15m
 # one at a time: the cluster takes a machine-wide lock).
 KUBE_TEST_PACKAGES := ./internal/kubetest/ ./kubeengine/ ./provision/kubernetes/
 
+# containerd's runsc shim, beside runsc (mk/gvisor.mk: RUNSC, RUNSC_VERSION).
+RUNSC_SHIM := $(dir $(RUNSC))containerd-shim-runsc-v1
+RUNSC_SHIM_BUILD := $(TOOLS)/runsc-shim-build-$(RUNSC_VERSION)
+# agent-sandbox: the controller and its four CRDs (k8s/crds).
+AGENT_SANDBOX_VERSION := v1.0.1
+AGENT_SANDBOX_PREFIX := $(TOOLS)/agent-sandbox-$(AGENT_SANDBOX_VERSION)
+AGENT_SANDBOX_CONTROLLER := $(AGENT_SANDBOX_PREFIX)/bin/agent-sandbox-controller
+AGENT_SANDBOX_BUILD := $(TOOLS)/agent-sandbox-build-$(AGENT_SANDBOX_VERSION)
+
 .PHONY: kube-tools
-kube-tools: $(KUBE_APISERVER) $(KUBELET) ## Build kube-apiserver and the kubelet (v1.34.12) into ~/.cache/sealbench/tools, from the Go module proxy; install etcd, containerd, runc and the CNI plugins
+kube-tools: $(KUBE_APISERVER) $(KUBELET) $(RUNSC) $(RUNSC_SHIM) $(AGENT_SANDBOX_CONTROLLER) ## Build kube-apiserver and the kubelet (v1.34.12), containerd's runsc shim and agent-sandbox's controller (v1.0.1) into ~/.cache/sealbench/tools, from the Go module proxy; install etcd, containerd, runc and the CNI plugins
 	@$(MAKE) --no-print-directory deps TEST_PACKAGES="$(KUBE_PACKAGES)"
 
 .PHONY: test-kube
@@ -57,3 +73,43 @@ $(KUBE_BUILD)/go.mod:
 $(KUBE_APISERVER) $(KUBELET): $(KUBE_BUILD)/go.mod
 	@echo "building $(notdir $@) $(KUBE_VERSION) into $(dir $@) (minutes the first time)"
 	cd $(KUBE_BUILD) && GOFLAGS=-mod=mod CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$(notdir $@)
+
+$(RUNSC_SHIM_BUILD)/go.mod:
+	@mkdir -p $(RUNSC_SHIM_BUILD)
+	cd $(RUNSC_SHIM_BUILD) && rm -f go.mod go.sum && GOFLAGS= $(GO) mod init sealbench.invalid/runsc-shim-tools >/dev/null 2>&1
+	cd $(RUNSC_SHIM_BUILD) && GOFLAGS=-mod=mod $(GO) get gvisor.dev/gvisor/shim@$(RUNSC_VERSION) || { rm -f go.mod; exit 1; }
+
+# Two edits, each checked (so that a new version that moved either fails
+# here rather than in a pod), to a vendored copy, the shim's main.go (one
+# call) written here:
+# - the shim sets its own oom_score_adj to -999, which needs
+#   CAP_SYS_RESOURCE, which root on these machines lacks (as containerd's
+#   restrict_oom_score_adj works around for runc): the constant is 0, the
+#   score it inherits;
+# - `start` answers containerd 2's bootstrap JSON; Debian's containerd 1.6
+#   reads the shim's address alone (its task API, v2, is the shim's).
+RUNSC_SHIM_EDIT_OOM := s/^\toomScoreMax = -999$$/\toomScoreMax = 0/
+RUNSC_SHIM_EDIT_START := s/^\t\tdata, err := json.Marshal(\&params)$$/\t\t_ = json.Marshal; data, err := []byte(params.Address), error(nil)/
+$(RUNSC_SHIM): $(RUNSC_SHIM_BUILD)/go.mod
+	@echo "building containerd-shim-runsc-v1 $(RUNSC_VERSION) into $(dir $@)"
+	cd $(RUNSC_SHIM_BUILD) && printf '%s\n' '// gvisor.dev/gvisor/shim (main.go): containerd-shim-runsc-v1.' 'package main' \
+			'import "gvisor.dev/gvisor/shim/v1/cli"' 'func main() { cli.Main() }' > main.go && \
+		rm -rf vendor && GOFLAGS=-mod=mod $(GO) mod vendor && \
+		f=vendor/gvisor.dev/gvisor/pkg/shim/v1/manager.go && sed -i '$(RUNSC_SHIM_EDIT_OOM)' $$f && grep -q '^.oomScoreMax = 0$$' $$f && \
+		f=vendor/github.com/containerd/containerd/v2/pkg/shim/shim.go && sed -i '$(RUNSC_SHIM_EDIT_START)' $$f && grep -q 'params.Address), error(nil)$$' $$f && \
+		GOFLAGS=-mod=vendor CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ .
+
+$(AGENT_SANDBOX_BUILD)/go.mod:
+	@mkdir -p $(AGENT_SANDBOX_BUILD)
+	cd $(AGENT_SANDBOX_BUILD) && rm -f go.mod go.sum && GOFLAGS= $(GO) mod init sealbench.invalid/agent-sandbox-tools >/dev/null 2>&1
+	cd $(AGENT_SANDBOX_BUILD) && GOFLAGS=-mod=mod $(GO) get sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller@$(AGENT_SANDBOX_VERSION) || { rm -f go.mod; exit 1; }
+
+# The CRDs are copied from the module (read-only in the module cache) beside
+# the controller, so that the fixture needs no module cache.
+$(AGENT_SANDBOX_CONTROLLER): $(AGENT_SANDBOX_BUILD)/go.mod
+	@echo "building agent-sandbox-controller $(AGENT_SANDBOX_VERSION) into $(dir $@)"
+	cd $(AGENT_SANDBOX_BUILD) && GOFLAGS=-mod=mod CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@.tmp sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller
+	cd $(AGENT_SANDBOX_BUILD) && src=$$(GOFLAGS=-mod=mod $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox) && \
+		rm -rf $(AGENT_SANDBOX_PREFIX)/crds && mkdir -p $(AGENT_SANDBOX_PREFIX)/crds && \
+		cp "$$src"/k8s/crds/*.yaml $(AGENT_SANDBOX_PREFIX)/crds/ && chmod 644 $(AGENT_SANDBOX_PREFIX)/crds/*.yaml
+	mv $@.tmp $@

@@ -171,6 +171,7 @@ func (c *Cluster) Stop() error {
 	t0 := time.Now()
 	var errs []error
 	c.stopProc("kubelet")
+	c.stopProc(AgentSandboxController)
 	if c.stopFUSE != nil {
 		c.stopFUSE()
 	}

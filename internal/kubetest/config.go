@@ -89,6 +89,7 @@ func (c *Cluster) writeConfig(apiPort, kubeletPort int, token string) error {
 		{filepath.Join(c.Dir, "kubelet.kubeconfig"), kubeconfig(server, caPEM, "kubelet", kubeletToken)},
 		{filepath.Join(c.Dir, "kubelet.yaml"), []byte(c.kubeletConfig(kubeletPort))},
 		{filepath.Join(c.Dir, "containerd.toml"), []byte(c.containerdConfig())},
+		{filepath.Join(c.Dir, "runsc.toml"), []byte(c.runscConfig())},
 	}
 	for _, f := range files {
 		if err := os.WriteFile(f.path, f.data, 0o600); err != nil {
@@ -201,9 +202,31 @@ func (c *Cluster) containerdConfig() string {
 		`        SystemdCgroup = false`,
 		// runc's state, which the shim otherwise keeps in /run/containerd/runc.
 		`        Root = ` + q(filepath.Join(d, "runc")),
+		// gVisor, for the RuntimeClass gvisor: containerd's runsc shim
+		// (found on containerd's PATH), which reads runsc.toml.
+		`    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.` + GVisorHandler + `]`,
+		`      runtime_type = "io.containerd.runsc.v1"`,
+		`      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.` + GVisorHandler + `.options]`,
+		`        TypeUrl = "io.containerd.runsc.v1.options"`,
+		`        ConfigPath = ` + q(filepath.Join(c.Dir, "runsc.toml")),
 		`  [plugins."io.containerd.grpc.v1.cri".cni]`,
 		`    bin_dir = ` + q(filepath.Join(c.Dir, "cni", "bin")),
 		`    conf_dir = ` + q(filepath.Join(c.Dir, "cni", "conf")),
 		``,
 	}, "\n")
+}
+
+// runscConfig is the runsc shim's configuration: the runsc `make
+// kube-tools` built, its state under the cluster's directory, and the
+// flags the gvisor target's dockerd gives runsc (scripts/dockerd):
+// systrap (no KVM), no network (a pod's is none anyway: nonet), and the
+// container's seccomp profile applied inside the sandbox.
+func (c *Cluster) runscConfig() string {
+	return fmt.Sprintf(`binary_name = %q
+root = %q
+[runsc_config]
+  platform = "systrap"
+  network = "none"
+  oci-seccomp = "true"
+`, c.tools.Runsc, filepath.Join(c.Dir, "containerd", "runsc"))
 }

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -43,11 +44,19 @@ const (
 	BusyboxImage = "localhost/sealbench-kube-busybox:1"
 	// NodeName is the one node's name.
 	NodeName = "sealbench-kube-node"
+	// GVisorRuntimeClass is the RuntimeClass whose pods run under gVisor:
+	// its handler, GVisorHandler, is containerd's runtime of that name,
+	// the runsc shim (systrap platform, no network, the OCI seccomp
+	// profile applied inside the sandbox, as the gvisor target's runsc).
+	GVisorRuntimeClass = "gvisor"
+	GVisorHandler      = "runsc"
 )
 
 // Tools are the programs a cluster runs, by path.
 type Tools struct {
 	APIServer, Kubelet                          string // make kube-tools
+	Runsc, RunscShim                            string // make kube-tools: gVisor's runsc and containerd's shim for it
+	AgentSandbox, AgentSandboxCRDs              string // make kube-tools: agent-sandbox's controller and its CRDs' directory
 	Etcd, Containerd, Shim, Runc, Ctr, Iptables string // Debian's
 	Busybox                                     string // busybox-static, for the images
 	Loopback                                    string // Debian's CNI loopback plugin
@@ -55,7 +64,9 @@ type Tools struct {
 }
 
 // FindTools looks for the tools: kube-apiserver and kubelet in
-// $SEALBENCH_KUBE_BIN or where `make kube-tools` puts them, the CNI
+// $SEALBENCH_KUBE_BIN or where `make kube-tools` puts them, runsc, its
+// containerd shim and agent-sandbox's controller and CRDs where `make
+// kube-tools` puts them, the CNI
 // loopback plugin where Debian puts it, the rest (go among them, which
 // builds nonet) on PATH. The error names everything missing and how to
 // get it.
@@ -72,6 +83,13 @@ func FindTools() (Tools, error) {
 	for _, p := range []string{t.APIServer, t.Kubelet} {
 		if _, err := os.Stat(p); err != nil {
 			missing = append(missing, p+" (run `make kube-tools`, or set SEALBENCH_KUBE_BIN)")
+		}
+	}
+	t.Runsc, t.RunscShim = toolcache.Runsc("runsc"), toolcache.Runsc("containerd-shim-runsc-v1")
+	t.AgentSandbox, t.AgentSandboxCRDs = toolcache.AgentSandbox("bin", "agent-sandbox-controller"), toolcache.AgentSandbox("crds")
+	for _, p := range []string{t.Runsc, t.RunscShim, t.AgentSandbox, t.AgentSandboxCRDs} {
+		if _, err := os.Stat(p); err != nil {
+			missing = append(missing, p+" (run `make kube-tools`)")
 		}
 	}
 	for _, c := range []struct {
@@ -103,9 +121,10 @@ type Cluster struct {
 	// Kubeconfig is the path of a kubeconfig for the cluster's admin
 	// (group system:masters, a bearer token).
 	Kubeconfig string
-	// Config and Client are the admin's, from Kubeconfig.
-	Config *rest.Config
-	Client kubernetes.Interface
+	// Config, Client and Dynamic are the admin's, from Kubeconfig.
+	Config  *rest.Config
+	Client  kubernetes.Interface
+	Dynamic dynamic.Interface
 	// CgroupRoot is the kubelet's cgroup root (pods' cgroups are below
 	// it) in every cgroup v1 hierarchy: /sealbench-kube-HEX.
 	CgroupRoot string
@@ -238,6 +257,9 @@ func Start(ctx context.Context, tools Tools) (c *Cluster, err error) {
 	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
 		return c, err
 	}
+	if c.Dynamic, err = dynamic.NewForConfig(c.Config); err != nil {
+		return c, err
+	}
 	rc, err := rest.HTTPClientFor(c.Config)
 	if err != nil {
 		return c, err
@@ -274,6 +296,12 @@ func Start(ctx context.Context, tools Tools) (c *Cluster, err error) {
 		}
 		return err
 	}); err != nil {
+		return c, err
+	}
+	if err := c.installRuntimeClass(ctx); err != nil {
+		return c, err
+	}
+	if err := c.installAgentSandbox(ctx); err != nil {
 		return c, err
 	}
 	if err := c.waitFor(ctx, "kubelet (the node's registration)", 120*time.Second, func() error {
@@ -348,7 +376,10 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	if err := c.setUpCNI(ctx); err != nil {
 		return err
 	}
-	if err := c.start("containerd", c.tools.Containerd, "--config", filepath.Join(c.Dir, "containerd.toml")); err != nil {
+	// containerd finds a runtime's shim (containerd-shim-runsc-v1, for
+	// io.containerd.runsc.v1) on its PATH.
+	env := append(os.Environ(), "PATH="+filepath.Dir(c.tools.RunscShim)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if err := c.startEnv("containerd", env, c.tools.Containerd, "--config", filepath.Join(c.Dir, "containerd.toml")); err != nil {
 		return err
 	}
 	if err := c.waitFor(ctx, "containerd", 60*time.Second, func() error {
@@ -400,6 +431,11 @@ func (c *Cluster) ctr(args ...string) ([]byte, error) {
 // start starts a process whose output goes to logs/NAME.log; the kernel
 // kills it if the test binary dies first.
 func (c *Cluster) start(name, path string, args ...string) error {
+	return c.startEnv(name, nil, path, args...)
+}
+
+// startEnv is start with the environment env (nil: this process's).
+func (c *Cluster) startEnv(name string, env []string, path string, args ...string) error {
 	log := filepath.Join(c.Dir, "logs", name+".log")
 	f, err := os.Create(log)
 	if err != nil {
@@ -408,7 +444,7 @@ func (c *Cluster) start(name, path string, args ...string) error {
 	defer f.Close()
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Dir = c.Dir
+	cmd.Dir, cmd.Env = c.Dir, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)

@@ -17,6 +17,10 @@ const (
 	CosignVersion = "v2.5.0"
 	LimaVersion   = "v1.2.1"
 	KubeVersion   = "v1.34.12"
+	RunscVersion  = "v0.0.0-20260905035102-160fafc42237"
+	// AgentSandboxVersion is sigs.k8s.io/agent-sandbox's, whose controller
+	// and CRDs the Kubernetes test cluster runs.
+	AgentSandboxVersion = "v1.0.1"
 )
 
 // Dir is the cache directory.
@@ -44,3 +48,12 @@ func Limactl() string { return Tool("lima", LimaVersion, "bin", "limactl") }
 // Kube is the Kubernetes binary name (kube-apiserver, kubelet) that `make
 // kube-tools` builds, for internal/kubetest's cluster.
 func Kube(name string) string { return Tool("kube", KubeVersion, "bin", name) }
+
+// Runsc is the gVisor binary name (runsc, and containerd's shim
+// containerd-shim-runsc-v1) that `make gvisor-tools` and `make
+// kube-tools` build, side by side.
+func Runsc(name string) string { return Tool("runsc", RunscVersion, "bin", name) }
+
+// AgentSandbox is the file of agent-sandbox that `make kube-tools` puts
+// in the tools cache: bin/agent-sandbox-controller, crds/.
+func AgentSandbox(rel ...string) string { return Tool("agent-sandbox", AgentSandboxVersion, rel...) }

@@ -17,6 +17,8 @@ func TestVersionsMatchTheMakefile(t *testing.T) {
 		{"Makefile", "COSIGN_VERSION", CosignVersion},
 		{"mk/lima.mk", "LIMA_VERSION", LimaVersion},
 		{"mk/kube.mk", "KUBE_VERSION", KubeVersion},
+		{"mk/gvisor.mk", "RUNSC_VERSION", RunscVersion},
+		{"mk/kube.mk", "AGENT_SANDBOX_VERSION", AgentSandboxVersion},
 	} {
 		b, err := os.ReadFile(filepath.Join(root, c.file))
 		if err != nil {
@@ -36,6 +38,12 @@ func TestToolPaths(t *testing.T) {
 	}
 	if got := Kube("kubelet"); got != "/c/sealbench/tools/kube-"+KubeVersion+"/bin/kubelet" {
 		t.Errorf("Kube(kubelet) = %s", got)
+	}
+	if got := Runsc("containerd-shim-runsc-v1"); got != "/c/sealbench/tools/runsc-"+RunscVersion+"/bin/containerd-shim-runsc-v1" {
+		t.Errorf("Runsc(containerd-shim-runsc-v1) = %s", got)
+	}
+	if got := AgentSandbox("crds"); got != "/c/sealbench/tools/agent-sandbox-"+AgentSandboxVersion+"/crds" {
+		t.Errorf("AgentSandbox(crds) = %s", got)
 	}
 	if got := Cosign(); got != "/c/sealbench/tools/cosign-"+CosignVersion+"/bin/cosign" {
 		t.Errorf("Cosign() = %s", got)

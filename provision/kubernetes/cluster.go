@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sealbench/sealbench/kubeengine"
@@ -20,7 +21,8 @@ import (
 // cluster is a connection to a cluster's API server.
 type cluster struct {
 	cs   kubernetes.Interface
-	host string // the API server's URL, for messages
+	dyn  dynamic.Interface // agent-sandbox's kinds
+	host string            // the API server's URL, for messages
 }
 
 // connect reaches the cluster c names (its kubeconfig and context, or
@@ -36,7 +38,11 @@ func connect(c kubeengine.Config) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cluster{cs: cs, host: rc.Host}, nil
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &cluster{cs: cs, dyn: dyn, host: rc.Host}, nil
 }
 
 // The resources the run makes through the API server, as their ledger
@@ -56,13 +62,14 @@ func objectKey(resource, namespace, name string) string {
 
 func parseObjectKey(key string) (resource, namespace, name string, err error) {
 	parts := strings.Split(key, "/")
-	if len(parts) != 3 || (parts[0] != resPods && parts[0] != resNetworkPolicies && parts[0] != resLeases) {
-		return "", "", "", fmt.Errorf("%q is not a pod, NetworkPolicy or Lease of a run (pods/NAMESPACE/NAME, networkpolicies/NAMESPACE/NAME, leases/NAMESPACE/NAME)", key)
+	_, sandboxKind := agentSandboxKinds[parts[0]]
+	if len(parts) != 3 || (parts[0] != resPods && parts[0] != resNetworkPolicies && parts[0] != resLeases && !sandboxKind) {
+		return "", "", "", fmt.Errorf("%q is not a pod, NetworkPolicy, Lease or agent-sandbox object of a run (pods/NAMESPACE/NAME, networkpolicies/NAMESPACE/NAME, leases/NAMESPACE/NAME, sandboxes/NAMESPACE/NAME, ...)", key)
 	}
 	return parts[0], parts[1], parts[2], nil
 }
 
-// labelled lists the pods, NetworkPolicies and node Leases, in every
+// labelled lists the pods, NetworkPolicies, agent-sandbox objects and node Leases, in every
 // namespace, that carry the run label: with the value run, or any value
 // when run is "". With a target, only that target's pods and
 // NetworkPolicies (kubeengine.LabelTarget), and no Lease: a node's Lease
@@ -105,7 +112,11 @@ func (c *cluster) labelled(ctx context.Context, run, target string) ([]runs.Reso
 		out = append(out, runs.Resource{Target: Name, Run: np.Labels[manifests.RunLabel], Kind: manifests.ResourceKubeObject,
 			Key: objectKey(resNetworkPolicies, np.Namespace, np.Name), Detail: "NetworkPolicy on " + c.host})
 	}
-	return out, nil
+	sbs, err := c.labelledSandboxes(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, sbs...), nil
 }
 
 // exists reports whether the object key names is there.
@@ -113,6 +124,9 @@ func (c *cluster) exists(ctx context.Context, key string) (bool, string, error) 
 	res, ns, name, err := parseObjectKey(key)
 	if err != nil {
 		return false, "", err
+	}
+	if r, ok := agentSandboxKinds[res]; ok {
+		return c.existsSandboxObject(ctx, r, ns, name)
 	}
 	switch res {
 	case resPods:
@@ -150,6 +164,9 @@ func (c *cluster) remove(ctx context.Context, key string) error {
 	res, ns, name, err := parseObjectKey(key)
 	if err != nil {
 		return err
+	}
+	if r, ok := agentSandboxKinds[res]; ok {
+		return c.removeSandboxObject(ctx, r, ns, name)
 	}
 	switch res {
 	case resNetworkPolicies:

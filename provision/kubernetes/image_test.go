@@ -26,3 +26,12 @@ func TestImageRef(t *testing.T) {
 		}
 	}
 }
+
+func TestGVisorHandler(t *testing.T) {
+	for h, want := range map[string]bool{"runsc": true, "gvisor": true, "runsc-kvm": true, "gvisor-systrap": true,
+		"runc": false, "kata": false, "runscx": false, "": false} {
+		if got := GVisorHandler(h); got != want {
+			t.Errorf("GVisorHandler(%q) = %v, want %v", h, got, want)
+		}
+	}
+}

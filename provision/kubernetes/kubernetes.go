@@ -94,6 +94,11 @@ type Options struct {
 	// RuntimeClass is the pods' RuntimeClass (the --target's parameter);
 	// empty: the cluster's default.
 	RuntimeClass string
+	// AgentSandbox makes it the agent-sandbox target: each Sandbox an
+	// agent-sandbox Sandbox (agents.x-k8s.io/v1beta1) whose pod template
+	// is the pod the kubernetes target would make, which the cluster's
+	// agent-sandbox controller runs (kubeengine.Config.AgentSandbox).
+	AgentSandbox bool
 	// EngineCommand starts the kube-engine: an absolute binary and the
 	// arguments before kubeengine.Config.Args (default: this executable
 	// and EngineSubcommand).
@@ -152,12 +157,15 @@ func New(o Options) (*Kubernetes, error) {
 	name := o.Name
 	if name == "" {
 		name = Name
+		if o.AgentSandbox {
+			name = AgentSandboxName
+		}
 	}
 	dir := filepath.Join(o.Run.Dir, name)
 	return &Kubernetes{o: o, name: name, dir: dir, engine: cmd, logp: filepath.Join(dir, "kube-engine.log"),
 		cfg: kubeengine.Config{Socket: filepath.Join(dir, "engine.sock"), Kubeconfig: kube.Kubeconfig, Context: kube.Context,
 			Namespace: kube.Namespace, Node: kube.Node, RuntimeClass: o.RuntimeClass, FUSEResource: kube.FUSEResource,
-			Containerd: kube.Containerd, SeccompDir: kube.SeccompDir, RunID: o.Run.ID, Target: name}}, nil
+			Containerd: kube.Containerd, SeccompDir: kube.SeccompDir, RunID: o.Run.ID, Target: name, AgentSandbox: o.AgentSandbox}}, nil
 }
 
 func (k *Kubernetes) Name() string     { return k.name }
@@ -275,6 +283,11 @@ func (k *Kubernetes) check(ctx context.Context, c *cluster) error {
 		}
 		return fmt.Errorf("reading the node %s: %w", k.cfg.Node, err)
 	}
+	if k.cfg.AgentSandbox {
+		if _, err := agentSandboxVersion(ctx, c); err != nil {
+			return err
+		}
+	}
 	if k.cfg.RuntimeClass != "" {
 		if _, err := c.cs.NodeV1().RuntimeClasses().Get(ctx, k.cfg.RuntimeClass, metav1.GetOptions{}); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -385,8 +398,32 @@ func (k *Kubernetes) Identity(ctx context.Context) (*engine.Identity, error) {
 			return nil, fmt.Errorf("reading the RuntimeClass %s: %w", k.cfg.RuntimeClass, err)
 		}
 		id.RuntimeHandler = rc.Handler
+		if GVisorHandler(rc.Handler) {
+			// gVisor's Sentry serves the pods' /dev/fuse, with a FUSE of
+			// its own (no mmap(2) of a file: the runner finds C12
+			// ineligible), as on the gvisor target.
+			id.FUSE = manifests.FUSEGVisor
+		}
+	}
+	if k.cfg.AgentSandbox {
+		if id.AgentSandbox, err = agentSandboxVersion(ctx, c); err != nil {
+			return nil, err
+		}
 	}
 	return id, nil
+}
+
+// GVisorHandler says whether a RuntimeClass's handler is gVisor's, by the
+// names containerd's runsc shim goes by: runsc (gVisor's documentation,
+// the test cluster's) and gvisor (GKE Sandbox's), alone or as a prefix
+// (runsc-kvm, gvisor-systrap).
+func GVisorHandler(handler string) bool {
+	for _, n := range []string{"runsc", "gvisor"} {
+		if handler == n || strings.HasPrefix(handler, n+"-") {
+			return true
+		}
+	}
+	return false
 }
 
 // Destroy removes what the run's ledger names of the target (its pods,
@@ -438,8 +475,9 @@ func (k *Kubernetes) Inventory(ctx context.Context) ([]runs.Resource, error) {
 	seen := map[string]bool{}
 	for _, r := range out {
 		seen[string(r.Kind)+" "+r.Key] = true
-		if r.Kind == manifests.ResourceContainer { // a Sandbox: its pod
+		if r.Kind == manifests.ResourceContainer { // a Sandbox: its pod, and its agent-sandbox Sandbox
 			seen[string(manifests.ResourceKubeObject)+" "+objectKey(resPods, k.cfg.Namespace, kubeengine.PodName(r.Key))] = true
+			seen[string(manifests.ResourceKubeObject)+" "+objectKey(kubeengine.SandboxResource.Resource, k.cfg.Namespace, kubeengine.PodName(r.Key))] = true
 		}
 	}
 	for _, r := range rs {

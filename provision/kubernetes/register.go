@@ -11,6 +11,7 @@ import (
 
 	"github.com/sealbench/sealbench/kubeengine"
 	"github.com/sealbench/sealbench/provision"
+	"github.com/sealbench/sealbench/runs"
 )
 
 // CheckName is the doctor's check of the cluster.
@@ -44,6 +45,41 @@ checked; a NetworkPolicy denies the pods every connection.`,
 			return []provision.Check{Check(ctx, kubeengine.Config{})}
 		},
 	})
+}
+
+func init() {
+	provision.Register(provision.Registration{
+		Name: AgentSandboxName, What: "Sandboxes as agent-sandbox Sandboxes on a Kubernetes cluster (agent-sandbox[:RUNTIMECLASS][@NODE]), through the kube-engine", Order: 81,
+		Param: "RUNTIMECLASS", At: "NODE",
+		New: func(o provision.NewOptions) (provision.Target, error) {
+			return New(Options{Run: o.Run, Name: o.Name, Node: o.Node, Kube: *provision.OptionsOf[Flags](o.Options), RuntimeClass: o.Param, Log: o.Log, AgentSandbox: true})
+		},
+		Options: []func() provision.Options{newFlags},
+		Help: `As the kubernetes target, but each Sandbox is an agent-sandbox Sandbox
+(sigs.k8s.io/agent-sandbox, agents.x-k8s.io/v1beta1), the way agent
+platforms run sandboxes: its pod template is the pod the kubernetes target
+would make, the cluster's agent-sandbox controller makes the pod, and the
+Sandbox is waited for until Ready; removing one deletes the Sandbox and its
+pod. The cluster must run agent-sandbox's controller (v1.0.1 or later);
+the pins record its version and the RuntimeClass.`,
+		Examples: []string{
+			"  # agent-sandbox Sandboxes under gVisor beside pods under gVisor and the stand-in:\n  sudo sealbench run --target local,kubernetes:gvisor,agent-sandbox:gvisor --kubeconfig ~/.kube/config \\\n    --kube-containerd /run/containerd/containerd.sock --cells C01,C09",
+		},
+		// The kubernetes target's Backend lists agent-sandbox's objects
+		// for the audit; this one removes its ledger's entries.
+		Backend: sandboxBackend{},
+		Needs:   []string{CheckName},
+		Note:    "agent-sandbox's controller on the cluster your kubeconfig names; otherwise as kubernetes",
+	})
+}
+
+// sandboxBackend is the agent-sandbox target's runs.Backend: the
+// kubernetes target's, whose audit already lists every labelled object,
+// agent-sandbox's among them.
+type sandboxBackend struct{ backend }
+
+func (sandboxBackend) Audit(context.Context, string) ([]runs.Resource, []string, error) {
+	return nil, nil, nil
 }
 
 // Check says whether the cluster of c's kubeconfig (client-go's default
