@@ -623,13 +623,14 @@ func TestWriteBehind(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer g.Close()
-		writeBehindFault = func(off int64) error {
+		fault := func(off int64) error {
 			if off == 1<<20 {
 				return syscall.EIO
 			}
 			return nil
 		}
-		defer func() { writeBehindFault = nil }()
+		writeBehindFault.Store(&fault)
+		defer writeBehindFault.Store(nil)
 		if _, err := g.WriteAt(block('x'), 1<<20); err != nil {
 			t.Fatalf("the write that fails behind: %v", err)
 		}

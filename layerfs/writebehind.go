@@ -42,7 +42,7 @@ const writeBehindMin = 64 << 10
 var writeBehindOff bool
 
 // writeBehindFault, set by tests, is the error of the write behind at off.
-var writeBehindFault func(off int64) error
+var writeBehindFault atomic.Pointer[func(off int64) error]
 
 // wsMutex is Workspace.mu: a mutex whose Lock also waits for the writes
 // done behind.
@@ -93,8 +93,8 @@ func (wb *writeBehind) run() {
 	defer close(wb.done)
 	for j := range wb.jobs {
 		n, err := unix.Pwrite(int(j.h.f.Fd()), (*j.bp)[:j.n], j.off)
-		if writeBehindFault != nil {
-			err = writeBehindFault(j.off)
+		if fault := writeBehindFault.Load(); fault != nil {
+			err = (*fault)(j.off)
 		}
 		if err == nil && n < j.n {
 			err = io.ErrShortWrite
