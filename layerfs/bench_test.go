@@ -76,6 +76,23 @@ func baseFile(b testing.TB, dir string) {
 // over each transport.
 var systems = []string{"native", "loopback/dev", "loopback/uring", "passthrough_hp/dev", "passthrough_hp/uring", "layerfs/dev", "layerfs/uring"}
 
+// benchKnobs are the changes LAYERFS_BENCH_AB can measure against their
+// absence in one run: each sets its change on or off, for the Workspaces
+// of the system "layerfs-no-KNOB/TRANSPORT", which takes turns with the
+// others.
+var benchKnobs = map[string]func(on bool){
+	"writebehind": func(on bool) { writeBehindOff = !on },
+}
+
+// benchKnob is the knob LAYERFS_BENCH_AB names, or "" when none.
+func benchKnob(b *testing.B) string {
+	k := os.Getenv("LAYERFS_BENCH_AB")
+	if _, ok := benchKnobs[k]; k != "" && !ok {
+		b.Fatalf("LAYERFS_BENCH_AB=%s: no such knob (have %v)", k, benchKnobs)
+	}
+	return k
+}
+
 // mounter mounts a FUSE file system of dir at mnt over tr and returns how
 // to unmount it and, where the file system counts them, its requests.
 type mounter func(b *testing.B, dir, mnt string, tr uring.Transport) (unmount func(), tel *telemetry)
@@ -257,7 +274,7 @@ func runPlain(b *testing.B, c cell, parent, prefix, mnt string, mount mounter, t
 // one and, when hp is set, libfuse's passthrough_hp (that binary) of one;
 // each FUSE system over each transport in transports, all in the order
 // round picks.
-func runCell(b *testing.B, c cell, src string, round int, transports []uring.Transport, hp string) cellTimes {
+func runCell(b *testing.B, c cell, src string, round int, transports []uring.Transport, hp, knob string) cellTimes {
 	ct := cellTimes{times: map[string]time.Duration{}, requests: map[string]int64{}}
 	ctx := context.Background()
 	root, err := os.MkdirTemp("", "layerfs-cell-")
@@ -329,8 +346,16 @@ func runCell(b *testing.B, c cell, src string, round int, transports []uring.Tra
 			}
 		}
 	}
-	workspace := func(tr uring.Transport) func() {
+	workspace := func(tr uring.Transport, knob string) func() {
+		name := "layerfs/" + string(tr)
+		if knob != "" {
+			name = "layerfs-no-" + knob + "/" + string(tr)
+		}
 		return func() {
+			if knob != "" {
+				benchKnobs[knob](false)
+				defer benchKnobs[knob](true)
+			}
 			for i := 0; i < 2; i++ {
 				mnt := filepath.Join(root, fmt.Sprintf("mnt-%s%d", tr, i))
 				os.Mkdir(mnt, 0o755)
@@ -340,23 +365,23 @@ func runCell(b *testing.B, c cell, src string, round int, transports []uring.Tra
 				}
 				t := runBody(b, mnt, c.body)
 				if i == 1 {
-					ct.times["layerfs/"+string(tr)] = t
+					ct.times[name] = t
 					st, err := ws.Stats(ctx)
 					if err != nil {
 						b.Fatal(err)
 					}
-					ct.requests["layerfs/"+string(tr)] = st.AllRequests.Count
-					if tr == uring.URing {
+					ct.requests[name] = st.AllRequests.Count
+					if tr == uring.URing && knob == "" {
 						ct.rings = st.TransportStats.RingRequests
 					}
 					if os.Getenv("LAYERFS_BENCH_OPS") != "" {
-						b.Logf("%s over %s requests: %v", c.name, tr, st.Requests)
+						b.Logf("%s on %s requests: %v", c.name, name, st.Requests)
 					}
 					res, err := ws.Commit(ctx, c.name)
 					if err != nil {
 						b.Fatal(err)
 					}
-					if tr == uring.Dev {
+					if tr == uring.Dev && knob == "" {
 						ct.mount, ct.medianNs = ws.mountDur, st.AllRequests.MedianNs
 						ct.commit = time.Duration(res.DurationNs)
 					}
@@ -365,7 +390,7 @@ func runCell(b *testing.B, c cell, src string, round int, transports []uring.Tra
 				if err != nil {
 					b.Fatal(err)
 				}
-				if i == 1 && tr == uring.Dev {
+				if i == 1 && tr == uring.Dev && knob == "" {
 					ct.unmount = time.Duration(res.DurationNs)
 				}
 			}
@@ -373,8 +398,16 @@ func runCell(b *testing.B, c cell, src string, round int, transports []uring.Tra
 	}
 	runs := []func(){native}
 	for _, tr := range transports {
-		runs = append(runs, loopback(tr), workspace(tr))
-		if hp != "" {
+		if benchSystem("loopback/" + string(tr)) {
+			runs = append(runs, loopback(tr))
+		}
+		if benchSystem("layerfs/" + string(tr)) {
+			runs = append(runs, workspace(tr, ""))
+			if knob != "" {
+				runs = append(runs, workspace(tr, knob))
+			}
+		}
+		if hp != "" && benchSystem("passthrough_hp/"+string(tr)) {
 			runs = append(runs, passthrough(tr))
 		}
 	}
@@ -403,7 +436,11 @@ func runCell(b *testing.B, c cell, src string, round int, transports []uring.Tra
 // only; LAYERFS_BENCH_OVERLAY=/dev/shm puts the overlay, the plain
 // directories and the loopback's directory there (a tmpfs: the same
 // filesystem for all of them, with no disk in the way); LAYERFS_BENCH_OPS=1
-// logs the requests by opcode.
+// logs the requests by opcode; LAYERFS_BENCH_SYSTEMS=layerfs/uring runs
+// native and the systems named only (the others' columns left out);
+// LAYERFS_BENCH_AB=KNOB (a name in benchKnobs) adds, beside each
+// layerfs/TRANSPORT, layerfs-no-KNOB/TRANSPORT: the same without that
+// change, taking turns with the rest, and each cell's ratio of the two.
 func BenchmarkCells(b *testing.B) {
 	needFUSE(b)
 	if _, err := exec.LookPath("git"); err != nil {
@@ -413,6 +450,13 @@ func BenchmarkCells(b *testing.B) {
 	if err := uringAvailable(); err != nil {
 		b.Logf("io_uring left out: %v", err)
 		trs = []uring.Transport{uring.Dev}
+	}
+	knob := benchKnob(b)
+	systems := systems
+	if knob != "" {
+		for _, tr := range trs {
+			systems = append(systems, "layerfs-no-"+knob+"/"+string(tr))
+		}
 	}
 	hp, why := passthroughHP(b)
 	if hp == "" {
@@ -443,7 +487,7 @@ func BenchmarkCells(b *testing.B) {
 	}
 	for i := 0; i < b.N; i++ {
 		for _, c := range run {
-			ct := runCell(b, c, src, i, trs, hp)
+			ct := runCell(b, c, src, i, trs, hp, knob)
 			native := ct.times["native"]
 			for sys, t := range ct.times {
 				if msecs[sys] == nil {
@@ -463,15 +507,27 @@ func BenchmarkCells(b *testing.B) {
 					line += fmt.Sprintf(" (%d req)", n)
 				}
 			}
-			for _, tr := range trs {
-				ratio("layerfs-vs-loopback/"+string(tr), c.name, float64(ct.times["layerfs/"+string(tr)])/float64(ct.times["loopback/"+string(tr)]))
-				if hp != "" {
-					ratio("layerfs-vs-passthrough_hp/"+string(tr), c.name, float64(ct.times["layerfs/"+string(tr)])/float64(ct.times["passthrough_hp/"+string(tr)]))
+			// quot records system a's time over system b's, where both ran.
+			quot := func(name, a, b string) (float64, bool) {
+				ta, ok1 := ct.times[a]
+				tb, ok2 := ct.times[b]
+				if !ok1 || !ok2 {
+					return 0, false
 				}
+				ratio(name, c.name, float64(ta)/float64(tb))
+				return float64(ta) / float64(tb), true
 			}
-			if len(trs) > 1 {
-				ratio("uring-vs-dev", c.name, float64(ct.times["layerfs/uring"])/float64(ct.times["layerfs/dev"]))
-				line += fmt.Sprintf("  uring/dev %.2f (%d on the rings)", float64(ct.times["layerfs/uring"])/float64(ct.times["layerfs/dev"]), ct.rings)
+			for _, tr := range trs {
+				quot("layerfs-vs-loopback/"+string(tr), "layerfs/"+string(tr), "loopback/"+string(tr))
+				quot("layerfs-vs-passthrough_hp/"+string(tr), "layerfs/"+string(tr), "passthrough_hp/"+string(tr))
+			}
+			if r, ok := quot("uring-vs-dev", "layerfs/uring", "layerfs/dev"); ok {
+				line += fmt.Sprintf("  uring/dev %.2f (%d on the rings)", r, ct.rings)
+			}
+			for _, tr := range trs {
+				if r, ok := quot("with-vs-without/"+string(tr), "layerfs/"+string(tr), "layerfs-no-"+knob+"/"+string(tr)); ok {
+					line += fmt.Sprintf("  with %s/without over %s %.2f", knob, tr, r)
+				}
 			}
 			b.Log(line)
 			mounts = append(mounts, ms(ct.mount))
@@ -536,18 +592,25 @@ func BenchmarkCells(b *testing.B) {
 		table += fmt.Sprintf(" %14.2fx", geomean("layerfs-vs-passthrough_hp/"+tr, ""))
 	}
 	fmt.Println(table)
-	b.ReportMetric(geomean("layerfs/dev", "-ratio"), "geomean-ratio")
-	b.ReportMetric(geomean("layerfs-vs-loopback/dev", "-vs-loopback"), "geomean-vs-loopback")
-	b.ReportMetric(geomean("loopback/dev", ""), "loopback-geomean-ratio")
-	if len(trs) > 1 {
-		b.ReportMetric(geomean("layerfs/uring", "-ratio-uring"), "geomean-ratio-uring")
-		b.ReportMetric(geomean("layerfs-vs-loopback/uring", ""), "geomean-vs-loopback-uring")
-		b.ReportMetric(geomean("loopback/uring", ""), "loopback-geomean-ratio-uring")
-		b.ReportMetric(geomean("uring-vs-dev", ""), "geomean-uring-vs-dev")
+	// metric reports the geomean of a system's ratios, where it ran.
+	metric := func(system, suffix, unit string) {
+		if ratios[system] != nil {
+			b.ReportMetric(geomean(system, suffix), unit)
+		}
+	}
+	metric("layerfs/dev", "-ratio", "geomean-ratio")
+	metric("layerfs-vs-loopback/dev", "-vs-loopback", "geomean-vs-loopback")
+	metric("loopback/dev", "", "loopback-geomean-ratio")
+	metric("layerfs/uring", "-ratio-uring", "geomean-ratio-uring")
+	metric("layerfs-vs-loopback/uring", "", "geomean-vs-loopback-uring")
+	metric("loopback/uring", "", "loopback-geomean-ratio-uring")
+	metric("uring-vs-dev", "", "geomean-uring-vs-dev")
+	for _, tr := range trs {
+		metric("with-vs-without/"+string(tr), "-with-vs-without-"+string(tr), "geomean-with-vs-without-"+string(tr))
 	}
 	for _, tr := range vsHP {
-		b.ReportMetric(geomean("passthrough_hp/"+tr, ""), "passthrough_hp-geomean-ratio-"+tr)
-		b.ReportMetric(geomean("layerfs-vs-passthrough_hp/"+tr, ""), "geomean-vs-passthrough_hp-"+tr)
+		metric("passthrough_hp/"+tr, "", "passthrough_hp-geomean-ratio-"+tr)
+		metric("layerfs-vs-passthrough_hp/"+tr, "", "geomean-vs-passthrough_hp-"+tr)
 	}
 	b.ReportMetric(med(mounts), "mount-ms")
 	b.ReportMetric(med(unmounts), "unmount-ms")
@@ -617,6 +680,14 @@ func BenchmarkMount(b *testing.B) {
 	}
 	b.ReportMetric(med(mounts), "mount-ms")
 	b.ReportMetric(med(unmounts), "unmount-ms")
+}
+
+// benchSystem says whether BenchmarkCells runs system: all of them, or
+// those LAYERFS_BENCH_SYSTEMS names (native always runs: it is what the
+// ratios divide by).
+func benchSystem(system string) bool {
+	v := os.Getenv("LAYERFS_BENCH_SYSTEMS")
+	return v == "" || strings.Contains(","+v+",", ","+system+",")
 }
 
 // hpSkipped says once per run that the passthrough_hp column is left out.

@@ -121,8 +121,9 @@
 // whatever the size. Elsewhere (ext4) it copies the whole file, except that
 // a file of 1 MiB or more opened write-only without O_TRUNC is copied up
 // lazily:
-// its writes then go through the daemon, and what was not written is filled
-// in from the blob afterwards (lazycopy.go). Unmounting discards what was
+// its writes then go through the daemon, large ones done behind on another
+// CPU (writebehind.go), and what was not written is filled in from the
+// blob afterwards (lazycopy.go). Unmounting discards what was
 // not committed, and a killed daemon's overlay is removed at the next mount.
 // Extended attributes are kept in the Layer, not on the data files.
 package layerfs

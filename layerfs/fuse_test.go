@@ -470,10 +470,7 @@ func testLazyCopyUp(t *testing.T, overlayDir string) {
 	ctx := context.Background()
 	s := newStore(t, ProfileFast)
 	src := t.TempDir()
-	base := make([]byte, 3<<20)
-	for i := range base {
-		base[i] = byte(i * 7)
-	}
+	base := pattern(3<<20, 7)
 	for _, name := range []string{"a", "b", "c", "d"} {
 		writeFile(t, filepath.Join(src, name), string(base))
 	}
@@ -555,6 +552,101 @@ func testLazyCopyUp(t *testing.T, overlayDir string) {
 	if st, err := os.Stat(filepath.Join(m, "c")); err != nil || st.Size() != int64(len(base)) {
 		t.Errorf("c size: %v %v", st, err)
 	}
+}
+
+// pattern is n bytes, byte i being i*mul.
+func pattern(n, mul int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i * mul)
+	}
+	return b
+}
+
+// TestWriteBehind: large writes into a lazily copied-up file are answered
+// before they reach its data file, and nothing can tell: a stat, another
+// open, a Commit and the close each see every byte answered; a write done
+// behind that fails is the next write's error and fsync's, as a write-back
+// error would be.
+func TestWriteBehind(t *testing.T) {
+	forTransports(t, func(t *testing.T, tr uring.Transport) {
+		ctx := context.Background()
+		s := newStore(t, ProfileFast)
+		src := t.TempDir()
+		base := pattern(8<<20, 13)
+		writeFile(t, filepath.Join(src, "big"), string(base))
+		l, err := s.Import(ctx, src, ImportOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := mountWSOpts(t, s, MountOptions{Layer: l, OverlayDir: tmpfsDir(t), Transport: tr})
+		p := filepath.Join(ws.Mountpoint(), "big")
+		want := append([]byte(nil), base...)
+		block := func(c byte) []byte { return bytes.Repeat([]byte{c}, 1<<20) }
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for i := 0; i < 3; i++ {
+			if _, err := f.WriteAt(block('a'+byte(i)), int64(i)<<20); err != nil {
+				t.Fatal(err)
+			}
+			copy(want[i<<20:], block('a'+byte(i)))
+		}
+		st, err := ws.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.WritesBehind != 3 {
+			t.Errorf("%d writes done behind, want 3", st.WritesBehind)
+		}
+		// Straight after the last write, with the writer still open.
+		if fi, err := os.Stat(p); err != nil || fi.Size() != int64(len(base)) {
+			t.Errorf("stat while written behind: %v %v", fi, err)
+		}
+		res, err := ws.Commit(ctx, "written behind")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("read while its writer is open: %d bytes, %v, equal %v", len(got), err, bytes.Equal(got, want))
+		}
+		w := mountWSOpts(t, s, MountOptions{Layer: res.Layer, Transport: tr})
+		if got, err := os.ReadFile(filepath.Join(w.Mountpoint(), "big")); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("the Commit's Layer: %d bytes, %v, equal %v", len(got), err, bytes.Equal(got, want))
+		}
+
+		// A failed write behind: the next write, and fsync, say EIO.
+		g, err := os.OpenFile(filepath.Join(w.Mountpoint(), "big"), os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		fault := func(off int64) error {
+			if off == 1<<20 {
+				return syscall.EIO
+			}
+			return nil
+		}
+		writeBehindFault.Store(&fault)
+		defer writeBehindFault.Store(nil)
+		if _, err := g.WriteAt(block('x'), 1<<20); err != nil {
+			t.Fatalf("the write that fails behind: %v", err)
+		}
+		if _, err := g.WriteAt(block('y'), 2<<20); !errors.Is(err, syscall.EIO) {
+			t.Errorf("the write after a write that failed behind: %v, want EIO", err)
+		}
+		if _, err := g.WriteAt(block('z'), 3<<20); err != nil {
+			t.Errorf("the write after that: %v, want it to succeed (the error is answered once)", err)
+		}
+		if _, err := g.WriteAt(block('x'), 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Sync(); !errors.Is(err, syscall.EIO) {
+			t.Errorf("fsync after a write that failed behind: %v, want EIO", err)
+		}
+	})
 }
 
 // TestLoadDirIgnoresInterrupts: a directory load survives its request

@@ -27,6 +27,9 @@ import (
 // without telling us where, and a partial block written into a sparse file
 // cannot be told apart from zeros.
 
+//
+// Large writes inside the base size are done behind (writebehind.go).
+
 // lazyMinSize is the smallest file copied up lazily; smaller ones are
 // copied at once and keep passthrough. (A variable for tests.)
 var lazyMinSize int64 = 1 << 20
@@ -38,6 +41,9 @@ type lazyCopy struct {
 	size    int64  // the base size: ranges below it not written come from the blob
 	written []span // sorted, disjoint, merged
 	writers int
+	// reserved: the data file's blocks below size are allocated
+	// (fallocate), so a write there cannot fail with ENOSPC.
+	reserved bool
 }
 
 func (l *lazyCopy) add(start, end int64) {
@@ -89,7 +95,8 @@ func (ws *Workspace) startLazy(in *inode) syscall.Errno {
 	// Allocate the blocks now (as unwritten extents, one cheap metadata
 	// operation) rather than one page at a time under the writes; not
 	// for a sparse blob, whose holes would become allocated blocks.
-	if ws.blobHasHoles(in) || unix.Fallocate(fd, 0, 0, in.size) != nil {
+	reserved := !ws.blobHasHoles(in) && unix.Fallocate(fd, 0, 0, in.size) == nil
+	if !reserved {
 		if err := unix.Ftruncate(fd, in.size); err != nil {
 			return fail(err)
 		}
@@ -106,7 +113,7 @@ func (ws *Workspace) startLazy(in *inode) syscall.Errno {
 	}
 	unix.Close(fd)
 	in.upper = true
-	in.lazy = &lazyCopy{size: in.size}
+	in.lazy = &lazyCopy{size: in.size, reserved: reserved}
 	ws.tel.copyUps.Add(1)
 	ws.tel.lazyCopyUps.Add(1)
 	return 0
@@ -174,6 +181,10 @@ type lazyHandle struct {
 	f  *os.File
 	ws *Workspace
 	in *inode
+	// err is a write done behind that failed: the next write or fsync
+	// of the handle answers it, as a write-back error would be. Guarded
+	// by writeBehind.mu.
+	err error
 }
 
 var (
@@ -185,23 +196,47 @@ var (
 )
 
 func (h *lazyHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	h.ws.mu.Lock()
-	defer h.ws.mu.Unlock()
-	if e := h.ws.privsOnWrite(ctx, h.in); e != 0 {
+	ws := h.ws
+	ws.mu.lockAhead()
+	defer ws.mu.Unlock()
+	if e := h.writeErr(); e != 0 {
 		return 0, e
 	}
-	n, err := unix.Pwrite(int(h.f.Fd()), data, off)
-	if n > 0 && h.in.lazy != nil {
-		h.in.lazy.add(off, off+int64(n))
+	if e := ws.privsOnWrite(ctx, h.in); e != 0 {
+		return 0, e
 	}
-	return uint32(n), h.ws.errno(err)
+	l := h.in.lazy
+	if l != nil && l.reserved && !writeBehindOff && !ws.closed && len(data) >= writeBehindMin && len(data) <= 1<<20 &&
+		off >= 0 && off+int64(len(data)) <= l.size {
+		l.add(off, off+int64(len(data)))
+		ws.tel.writesBehind.Add(1)
+		ws.wb.write(h, data, off)
+		return uint32(len(data)), 0
+	}
+	ws.wb.drain() // writes behind go first
+	n, err := unix.Pwrite(int(h.f.Fd()), data, off)
+	if n > 0 && l != nil {
+		l.add(off, off+int64(n))
+	}
+	return uint32(n), ws.errno(err)
+}
+
+// writeErr answers, once, a write done behind that failed.
+func (h *lazyHandle) writeErr() syscall.Errno {
+	if err := h.ws.wb.takeErr(h); err != nil {
+		return h.ws.failed(err)
+	}
+	return 0
 }
 
 func (h *lazyHandle) Flush(ctx context.Context) syscall.Errno { return h.ws.flushErrno }
 
 func (h *lazyHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	h.ws.mu.Lock()
-	e := h.ws.finishLazy(h.in)
+	e := h.writeErr()
+	if e == 0 {
+		e = h.ws.finishLazy(h.in)
+	}
 	h.ws.mu.Unlock()
 	if e != 0 {
 		return e
@@ -225,12 +260,14 @@ func (h *lazyHandle) Release(ctx context.Context) syscall.Errno {
 	ws := h.ws
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	var e syscall.Errno
+	e := h.writeErr() // logged: close(2) has returned already
 	h.in.upperOpens--
 	if l := h.in.lazy; l != nil {
 		l.writers--
 		if l.writers == 0 {
-			e = ws.finishLazy(h.in)
+			if e2 := ws.finishLazy(h.in); e == 0 {
+				e = e2
+			}
 		}
 	}
 	h.f.Close()

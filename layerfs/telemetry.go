@@ -33,6 +33,7 @@ type telemetry struct {
 	// clonedCopyUps shared the blob's extents (FICLONE) instead of copying.
 	clonedCopyUps atomic.Int64
 	copyUpBytes   atomic.Int64
+	writesBehind  atomic.Int64
 	whiteouts     atomic.Int64
 	opaqueDirs    atomic.Int64
 }

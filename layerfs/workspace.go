@@ -82,7 +82,8 @@ type Workspace struct {
 	euid, egid uint32 // who creates the data files
 	umask      uint32 // this process's umask, applied to every data file created
 
-	mu      sync.Mutex // guards everything below and every inode
+	mu      wsMutex // guards everything below and every inode; Lock waits for the writes behind
+	wb      *writeBehind
 	base    *Layer
 	root    *inode
 	nextIno uint64
@@ -250,10 +251,13 @@ func Mount(ctx context.Context, s *Store, mountpoint string, opts MountOptions) 
 		workers: opts.Workers, base: base, links: map[uint64]*inode{}, noVerify: opts.NoVerify,
 		releasing: map[<-chan struct{}]*handle{},
 		reap:      make(chan string, 4096), reaped: make(chan struct{})}
+	ws.wb = newWriteBehind()
+	ws.mu.wb = ws.wb
 	go ws.reaper()
 	defer func() {
 		if ws.server == nil { // the mount failed
 			close(ws.reap)
+			ws.wb.stop()
 		}
 	}()
 	if ws.workers <= 0 {
@@ -948,6 +952,7 @@ func (ws *Workspace) Unmount(wait time.Duration) (*UnmountResult, error) {
 	}
 	res.DurationNs = int64(time.Since(t0))
 	t1 := time.Now()
+	ws.wb.stop()
 	close(ws.reap)
 	<-ws.reaped
 	os.RemoveAll(ws.upperDir)
@@ -1053,6 +1058,7 @@ func (ws *Workspace) Stats(ctx context.Context) (*Stats, error) {
 	st.CopyUpBytes = ws.tel.copyUpBytes.Load()
 	st.LazyCopyUps = ws.tel.lazyCopyUps.Load()
 	st.ClonedCopyUps = ws.tel.clonedCopyUps.Load()
+	st.WritesBehind = ws.tel.writesBehind.Load()
 	st.Whiteouts = ws.tel.whiteouts.Load()
 	st.TransportStats = transportStats(ws.server.Stats())
 	st.OpaqueDirs = ws.tel.opaqueDirs.Load()

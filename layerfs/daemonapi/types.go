@@ -229,14 +229,17 @@ type Stats struct {
 	LazyCopyUps   int64   `json:"lazyCopyUps"`
 	// ClonedCopyUps shared the blob's extents (FICLONE, on filesystems
 	// with reflinks) instead of copying its bytes.
-	ClonedCopyUps int64    `json:"clonedCopyUps"`
-	Whiteouts     int64    `json:"whiteouts"`
-	OpaqueDirs    int64    `json:"opaqueDirs"`
-	Commits       int64    `json:"commits"`
-	MountNs       int64    `json:"mountNs"`
-	LastCommitNs  int64    `json:"lastCommitNs"`
-	UnmountNs     int64    `json:"unmountNs"`
-	Features      Features `json:"features"`
+	ClonedCopyUps int64 `json:"clonedCopyUps"`
+	// WritesBehind are writes to a lazily copied-up file answered before
+	// they reached its data file (see layerfs/lazycopy.go).
+	WritesBehind int64    `json:"writesBehind"`
+	Whiteouts    int64    `json:"whiteouts"`
+	OpaqueDirs   int64    `json:"opaqueDirs"`
+	Commits      int64    `json:"commits"`
+	MountNs      int64    `json:"mountNs"`
+	LastCommitNs int64    `json:"lastCommitNs"`
+	UnmountNs    int64    `json:"unmountNs"`
+	Features     Features `json:"features"`
 	// TransportStats: which transport carried the requests (the
 	// transport itself is Features.Transport).
 	TransportStats TransportStats `json:"transportStats"`
