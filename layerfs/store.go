@@ -108,7 +108,6 @@ type Store struct {
 	// of each (Digest → *sync.Mutex). See verify.go.
 	verified, verifying sync.Map
 	verifiedBytes       atomic.Int64 // bytes read to verify blobs
-	stampedOpens        atomic.Int64 // blobs trusted by their stamp, unread
 	stamps              bool         // the blob_stamps table is there (stamps.go)
 }
 
