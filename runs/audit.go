@@ -170,6 +170,10 @@ func Audit(ctx context.Context, opts AuditOptions) (*AuditResult, error) {
 		}
 		for _, r := range found {
 			r.Target = t
+			if r.Run != "" && !RunKnown(abs, r.Run) {
+				r.Foreign = true
+				r.Detail = strings.TrimSpace(r.Detail + "; its run was not made in this state directory")
+			}
 			a.add(r)
 		}
 	}
@@ -518,6 +522,12 @@ func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*Au
 	for _, r := range found.Leftovers {
 		if live[r.Run] {
 			continue // the run is in progress: it is in use, not left
+		}
+		if r.Foreign && r.running && !opts.Force {
+			// Perhaps another state directory's run, in progress: this
+			// one has no lock of it to ask.
+			logf("left %s: running, perhaps in progress in another state directory; --force removes it", r)
+			continue
 		}
 		var err error
 		switch {

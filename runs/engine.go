@@ -33,7 +33,7 @@ func Labelled(ctx context.Context, cli *client.Client, target, runID string) ([]
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		out = append(out, Resource{Target: target, Run: c.Labels[manifests.RunLabel], Kind: manifests.ResourceContainer, Key: name, Detail: c.State})
+		out = append(out, Resource{Target: target, Run: c.Labels[manifests.RunLabel], Kind: manifests.ResourceContainer, Key: name, Detail: c.State, running: c.State == "running"})
 	}
 	vs, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
 	if err != nil {

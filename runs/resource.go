@@ -12,6 +12,14 @@ type Resource struct {
 	Kind   manifests.ResourceKind `json:"kind"`
 	Key    string                 `json:"key"`
 	Detail string                 `json:"detail,omitempty"`
+	// Foreign says the audit found it by the sealbench.run label only, for
+	// a run this state directory never made (runs.history does not name
+	// it): another state directory's, perhaps in progress there.
+	Foreign bool `json:"foreign,omitempty"`
+
+	// running is set for a container that is running: a foreign one is
+	// then left by Fix unless forced.
+	running bool
 }
 
 func (r Resource) String() string {

@@ -3,6 +3,7 @@ package docker_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
@@ -92,6 +93,82 @@ func TestAuditFindsLabelledOrphans(t *testing.T) {
 	for _, r := range after.Leftovers {
 		if r.Key == name {
 			t.Errorf("after --fix: %s", r)
+		}
+	}
+}
+
+// TestAuditLeavesAnotherStateDirsRunningSandbox: a running container
+// labelled with a run another state directory made is listed as foreign by
+// this state directory's audit, and --fix leaves it (that run may be in
+// progress, and its lock is not here to ask) until --force.
+func TestAuditLeavesAnotherStateDirsRunningSandbox(t *testing.T) {
+	testenv.NeedDocker(t)
+	b := provisiontest.GetBundle(t)
+	ctx := context.Background()
+	run, err := runs.NewRun(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	d, _ := docker.New(docker.Options{Run: run})
+	if err := d.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.InstallImage(ctx, b.Image); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := engine.NewClient(d.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	id, err := engine.CreateSandbox(ctx, cli, run.Ledger, engine.Sandbox{RunID: run.ID, Target: docker.Name, Endpoint: d.Endpoint(), Image: b.Image.ID, Name: "busy", Cmd: []string{"sleep", "600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { runs.Teardown(ctx, run.Dir, runs.TeardownOptions{}) })
+	if err := cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	name := engine.SandboxName(run.ID, "busy")
+
+	other := runs.AuditOptions{StateDir: t.TempDir(), Targets: []string{docker.Name}, Run: run.ID}
+	found := func(res *runs.AuditResult) *runs.Resource {
+		for _, r := range res.Leftovers {
+			if r.Key == name {
+				return &r
+			}
+		}
+		return nil
+	}
+	res, err := runs.Audit(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := found(res); r == nil || !r.Foreign {
+		t.Fatalf("another state directory's audit: %+v, want %s listed as foreign", res.Leftovers, name)
+	}
+	if res, err = runs.Fix(ctx, other, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	if found(res) == nil {
+		t.Fatalf("--fix from another state directory removed the running %s", name)
+	}
+	other.Force = true
+	if res, err = runs.Fix(ctx, other, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	if r := found(res); r != nil {
+		t.Errorf("--fix --force left %s", r)
+	}
+	// In its own state directory the run is not foreign.
+	own, err := runs.Audit(ctx, runs.AuditOptions{StateDir: filepath.Dir(filepath.Dir(run.Dir)), Run: run.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range own.Leftovers {
+		if r.Foreign {
+			t.Errorf("its own state directory calls %s foreign", r)
 		}
 	}
 }

@@ -47,7 +47,10 @@ directory's runs.history lists every run made in it, torn down or not).
 ledger names) and exits 0 only if nothing is left afterwards. A run in
 progress (its process holds its lock, run.lock in the run directory) is
 listed with a note, and --fix leaves it and everything of it as it is, unless
---force.`,
+--force. A labelled container of a run this state directory never made is
+listed as foreign ("foreign": true in --json): --fix removes it when it is not
+running, and a running one (perhaps another state directory's run in
+progress) only with --force.`,
 		Example: `  sealbench audit
   sealbench audit --json
   sealbench audit --run 20261129T085500-3f9a1c

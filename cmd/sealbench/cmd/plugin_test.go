@@ -55,7 +55,5 @@ func TestATargetIsOnePackage(t *testing.T) {
 	if err != nil || len(samples) != 1 || samples[0].Target != "testtarget" || samples[0].Status != manifests.StatusOK {
 		t.Errorf("samples: %v %+v", err, samples)
 	}
-	if code, stdout, _ := run(t, "audit", "--json"); code != ExitOK {
-		t.Errorf("audit after the run: exit %d\n%s", code, stdout)
-	}
+	auditNothingLeft(t)
 }

@@ -512,9 +512,5 @@ func TestProvisionOnALocalHostCLI(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(hostState, "remote", "*")); len(left) > 0 {
 		t.Errorf("the host still holds %v", left)
 	}
-	code, stdout, stderr = run(t, append([]string{"audit", "--json"}, ssh...)...)
-	var a struct{ Leftovers []any }
-	if code != ExitOK || json.Unmarshal([]byte(stdout), &a) != nil || len(a.Leftovers) != 0 {
-		t.Errorf("audit after teardown: exit %d\n%s\n%s", code, stdout, stderr)
-	}
+	auditNothingLeft(t, ssh...)
 }

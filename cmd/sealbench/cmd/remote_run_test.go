@@ -95,9 +95,7 @@ func TestRunOnTwoHostsAndLocal(t *testing.T) {
 	}
 	// Nothing left: here, on each host's dockerd (the audit asks every host
 	// the run used), and in each host's state directory.
-	if code, stdout, stderr := run(t, "audit", "--json", "--ssh-identity", h1.ClientKey, "--ssh-known-hosts", knownHosts); code != ExitOK {
-		t.Errorf("audit after the run: exit %d\n%s\n%s", code, stdout, stderr)
-	}
+	auditNothingLeft(t, "--ssh-identity", h1.ClientKey, "--ssh-known-hosts", knownHosts)
 	for _, d := range []string{s1, s2} {
 		if left, _ := filepath.Glob(filepath.Join(d, "remote", "*")); len(left) > 0 {
 			t.Errorf("a host still holds %v", left)
