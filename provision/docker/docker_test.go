@@ -8,6 +8,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
@@ -40,26 +41,9 @@ func TestConformance(t *testing.T) {
 // no ledger names (its run directory is gone) is a leftover on docker, and
 // audit --fix removes it.
 func TestAuditFindsLabelledOrphans(t *testing.T) {
-	testenv.NeedDocker(t)
-	b := provisiontest.GetBundle(t)
+	b, run, d, cli := newRunWithImage(t)
 	ctx := context.Background()
-	state := t.TempDir()
-	run, err := runs.NewRun(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, _ := docker.New(docker.Options{Run: run})
-	if err := d.Create(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.InstallImage(ctx, b.Image); err != nil {
-		t.Fatal(err)
-	}
-	cli, err := engine.NewClient(d.Endpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	state := filepath.Dir(filepath.Dir(run.Dir)) // run.Dir is STATE/runs/ID
 	if _, err := engine.CreateSandbox(ctx, cli, run.Ledger, engine.Sandbox{RunID: run.ID, Target: docker.Name, Endpoint: d.Endpoint(), Image: b.Image.ID, Name: "orphan", Cmd: []string{"true"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -102,26 +86,8 @@ func TestAuditFindsLabelledOrphans(t *testing.T) {
 // this state directory's audit, and --fix leaves it (that run may be in
 // progress, and its lock is not here to ask) until --force.
 func TestAuditLeavesAnotherStateDirsRunningSandbox(t *testing.T) {
-	testenv.NeedDocker(t)
-	b := provisiontest.GetBundle(t)
+	b, run, d, cli := newRunWithImage(t)
 	ctx := context.Background()
-	run, err := runs.NewRun(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer run.Close()
-	d, _ := docker.New(docker.Options{Run: run})
-	if err := d.Create(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.InstallImage(ctx, b.Image); err != nil {
-		t.Fatal(err)
-	}
-	cli, err := engine.NewClient(d.Endpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
 	id, err := engine.CreateSandbox(ctx, cli, run.Ledger, engine.Sandbox{RunID: run.ID, Target: docker.Name, Endpoint: d.Endpoint(), Image: b.Image.ID, Name: "busy", Cmd: []string{"sleep", "600"}})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +128,7 @@ func TestAuditLeavesAnotherStateDirsRunningSandbox(t *testing.T) {
 		t.Errorf("--fix --force left %s", r)
 	}
 	// In its own state directory the run is not foreign.
-	own, err := runs.Audit(ctx, runs.AuditOptions{StateDir: filepath.Dir(filepath.Dir(run.Dir)), Run: run.ID})
+	own, err := runs.Audit(ctx, runs.AuditOptions{StateDir: filepath.Dir(filepath.Dir(run.Dir)), Run: run.ID}) // run.Dir is STATE/runs/ID
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,4 +137,30 @@ func TestAuditLeavesAnotherStateDirsRunningSandbox(t *testing.T) {
 			t.Errorf("its own state directory calls %s foreign", r)
 		}
 	}
+}
+
+// newRunWithImage makes a run in a fresh state directory with a docker
+// target that holds the bundle's Sandbox image, and a client of its dockerd.
+func newRunWithImage(t *testing.T) (*provisiontest.Bundle, *runs.Run, *docker.Docker, *client.Client) {
+	t.Helper()
+	testenv.NeedDocker(t)
+	b := provisiontest.GetBundle(t)
+	run, err := runs.NewRun(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Close() })
+	d, _ := docker.New(docker.Options{Run: run})
+	if err := d.Create(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.InstallImage(context.Background(), b.Image); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := engine.NewClient(d.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return b, run, d, cli
 }
