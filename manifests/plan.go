@@ -109,6 +109,8 @@ type SampleDone struct {
 	Cell   string       `json:"cell"`
 	Round  int          `json:"round"`
 	Status SampleStatus `json:"status"`
+	// Precision marks a sample the precision rule added (Sample.Precision).
+	Precision bool `json:"precision,omitempty"`
 }
 
 // Validate reports every problem with p, each naming its field.

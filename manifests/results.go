@@ -141,6 +141,10 @@ type Sample struct {
 	// in a sample that failed before.
 	FUSETransport string `json:"fuseTransport,omitempty"`
 
+	// Precision marks a sample the precision rule added beyond the planned
+	// rounds (protocol 4): its cell's A/A interval was too wide.
+	Precision bool `json:"precision,omitempty"`
+
 	// EngineRestarts counts this sample's execs that the Engine could not
 	// start (they never ran: exit 126 with no pid) and that the runner
 	// started again; absent when none.
@@ -178,7 +182,31 @@ const (
 //     ran right after native in two rounds of three and never the other
 //     way round, so whatever a window leaves the next one (a warm
 //     directory, a busy daemon) fell on the A/A's one side only.
-const ProtocolVersion = 3
+//  4. as 3, and the precision rule: after the planned rounds, a cell whose
+//     A/A interval on any target (the paired bootstrap's 95% interval of
+//     the median of nativeRepeatNs over nativeNs) is wider than
+//     AAPrecisionWidth gets another block of len(BalancedOrders) rounds on
+//     every target, continuing the balanced sequence, up to
+//     PrecisionBlocks blocks. The rule reads the interval's width only,
+//     never where a median lies, so it cannot steer the A/A median or
+//     LayerFS over native toward any value; it applies to a cell with at
+//     least PrecisionMinSamples samples of every target, fewer being too few
+//     for an interval to mean anything. Its samples say so (Precision).
+const ProtocolVersion = 4
+
+// The precision rule's bounds (protocol 4).
+const (
+	// AAPrecisionWidth is the widest A/A interval a cell ends its planned
+	// rounds with: the width of the band 0.9-1.1 a stable reference's
+	// A/A median lies in, so that the interval can tell inside from out.
+	AAPrecisionWidth = 0.2
+	// PrecisionBlocks is how many blocks of rounds the rule may add to a
+	// cell: at most twice the default run's samples more.
+	PrecisionBlocks = 2
+	// PrecisionMinSamples is the fewest samples of a cell on each target
+	// the rule looks at.
+	PrecisionMinSamples = 5
+)
 
 // BalancedOrders are protocol 3's orders of three sides, as indexes
 // into the sides' list, in the sequence the rounds take them: all six
@@ -331,6 +359,9 @@ func (s *Sample) validateIdentity(p *problems) {
 	}
 	if s.Protocol < 0 || s.Protocol > ProtocolVersion {
 		p.addf("protocol", "is %d: this sealbench knows protocols 1 to %d", s.Protocol, ProtocolVersion)
+	}
+	if s.Precision && s.Protocol < 4 {
+		p.addf("precision", "is set in a sample of protocol %d: the precision rule is protocol 4's", s.Protocol)
 	}
 }
 
@@ -1089,8 +1120,13 @@ func (p *RunPins) CheckSamples(samples []Sample) error {
 		if !cells[s.Cell] {
 			ps.addf(f+".cell", "%q is not among the run's cells", s.Cell)
 		}
-		if s.Round >= p.Samples {
+		switch extra := PrecisionBlocks * len(BalancedOrders); {
+		case !s.Precision && s.Round >= p.Samples:
 			ps.addf(f+".round", "is %d, but the run took %d sample(s) per cell", s.Round, p.Samples)
+		case s.Precision && (s.Round < p.Samples || s.Round >= p.Samples+extra):
+			ps.addf(f+".round", "is %d in a sample the precision rule added: it adds rounds %d to %d", s.Round, p.Samples, p.Samples+extra-1)
+		case s.Precision && !p.Native:
+			ps.addf(f+".precision", "is set, but the run had no native reference for the rule to read")
 		}
 	}
 	return ps.err()

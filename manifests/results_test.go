@@ -207,6 +207,7 @@ func TestSampleValidateAA(t *testing.T) {
 		{"a negative repeat", func(s *Sample) { s.NativeRepeatNs = &neg }, "nativeRepeatNs: must be positive when present"},
 		{"a repeat without a reference", func(s *Sample) { s.NativeNs = nil }, "nativeRepeatNs: present without nativeNs"},
 		{"protocol 2 or later without the repeat", func(s *Sample) { s.NativeRepeatNs = nil }, fmt.Sprintf("nativeRepeatNs: missing: under protocol %d", ProtocolVersion)},
+		{"the precision rule's sample under protocol 3", func(s *Sample) { s.Precision, s.Protocol = true, 3 }, "precision: is set in a sample of protocol 3"},
 		{"protocol 1 without the repeat", func(s *Sample) { s.NativeRepeatNs, s.Protocol = nil, 0 }, ""},
 		{"a failed sample stops before the repeat", func(s *Sample) {
 			s.NativeRepeatNs, s.Status, s.Reason, s.Verifier = nil, StatusFailed, "the repeat's body exited 1", VerifierNotRun

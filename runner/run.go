@@ -174,38 +174,68 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 	defer f.Close()
 
 	var out []manifests.Sample
-	slots := stats.Interleave(names, o.Cells, o.Samples, o.Seed)
-	for i, slot := range slots {
+	// take runs one slot's sample, the i-th of total, and writes it out.
+	take := func(slot stats.Slot, i int, total string, precision bool) error {
 		if err := ctx.Err(); err != nil {
-			return out, err
+			return err
 		}
 		c := conns[slot.Target]
-		where := fmt.Sprintf("%s %s %d/%d", c.Name, slot.Cell, i+1, len(slots))
+		where := fmt.Sprintf("%s %s %d/%s", c.Name, slot.Cell, i+1, total)
 		o.Status(where + ": waiting for the host lock")
 		unlock, wait, err := lockHost(ctx, o.LockPath)
 		if err != nil {
-			return out, err
+			return err
 		}
 		s := runSample(ctx, c, o, sel.Cell(slot.Cell), slot.Round, i, func(phase string) { o.Status(where + ": " + phase) })
 		unlock()
 		s.LockWaitNs = wait.Nanoseconds()
+		s.Precision = precision
 		if err := s.Validate(); err != nil {
-			return out, fmt.Errorf("sample %s round %d is invalid (a bug): %w", s.Cell, s.Round, err)
+			return fmt.Errorf("sample %s round %d is invalid (a bug): %w", s.Cell, s.Round, err)
 		}
 		line, err := s.MarshalLine()
 		if err != nil {
-			return out, err
+			return err
 		}
 		if _, err := f.Write(line); err != nil {
-			return out, fmt.Errorf("writing samples.jsonl: %w", err)
+			return fmt.Errorf("writing samples.jsonl: %w", err)
 		}
 		if err := f.Sync(); err != nil {
-			return out, err
+			return err
 		}
-		o.Done(manifests.SampleDone{Target: s.Target, Cell: s.Cell, Round: s.Round, Status: s.Status},
+		o.Done(manifests.SampleDone{Target: s.Target, Cell: s.Cell, Round: s.Round, Status: s.Status, Precision: s.Precision},
 			fmt.Sprintf("%s round %d: %s, command %.1f ms, exec overhead %.2f ms", where, s.Round, sampleSummary(s),
 				float64(s.CommandNs)/1e6, float64(s.ExecOverheadNs)/1e6))
 		out = append(out, s)
+		return nil
+	}
+	slots := stats.Interleave(names, o.Cells, o.Samples, o.Seed)
+	for i, slot := range slots {
+		if err := take(slot, i, strconv.Itoa(len(slots)), false); err != nil {
+			return out, err
+		}
+	}
+	// The precision rule (protocol 4): a cell whose A/A interval is too
+	// wide to tell a stable reference from an unstable one gets another
+	// block of rounds on every target, keeping its rounds whole.
+	rounds, taken := o.Samples, len(slots)
+	for block := 0; o.Native && block < manifests.PrecisionBlocks; block++ {
+		wide := ImpreciseCells(out, names, o.Seed)
+		if len(wide) == 0 {
+			break
+		}
+		n := len(manifests.BalancedOrders)
+		for _, w := range wide {
+			o.Log("precision rule: %s", w)
+		}
+		more := stats.Extend(names, cellsOf(wide), rounds, n, o.Seed)
+		for j, slot := range more {
+			if err := take(slot, taken+j, fmt.Sprintf("%d (+%d for precision)", taken+len(more), len(more)), true); err != nil {
+				return out, err
+			}
+		}
+		rounds += n
+		taken += len(more)
 	}
 	pins.End = time.Now().UTC()
 	if kib, ok := machine.ReportedKiB("/"); ok {

@@ -99,7 +99,7 @@ type Options struct {
 }
 
 // Level is the confidence level of every interval.
-const Level = 0.95
+const Level = stats.Level
 
 // Report is the comparison, ready to render.
 type Report struct {
@@ -765,11 +765,30 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 	r.noteRestarts(byTarget)
 	r.noteSingleSamples()
 	total := 0
+	extended := map[string]int{}
 	for _, in := range inputs {
 		total += len(in.Samples)
+		for _, s := range in.Samples {
+			if s.Precision {
+				extended[s.Cell]++
+			}
+		}
 	}
 	r.buildOverview(total)
+	for _, c := range r.Cells {
+		if n := extended[c.Name]; n > 0 {
+			r.Summary.Extended = append(r.Summary.Extended, Extension{Cell: c.Name, Samples: n})
+		}
+	}
 	return r, nil
+}
+
+// Extension is a cell the precision rule (protocol 4) gave more rounds:
+// its A/A interval was wider than manifests.AAPrecisionWidth after the
+// planned ones. Samples counts the added samples, over every target.
+type Extension struct {
+	Cell    string `json:"cell"`
+	Samples int    `json:"samples"`
 }
 
 func (r *Report) buildCounts(idx map[string]map[string][]*manifests.Sample, names []string) {

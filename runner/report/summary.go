@@ -44,6 +44,8 @@ type Overview struct {
 	// timing is read.
 	Warnings  []string   `json:"warnings"`
 	Headlines []Headline `json:"headlines"`
+	// Extended are the cells the precision rule gave more rounds.
+	Extended []Extension `json:"extended,omitempty"`
 }
 
 // Headline is one target's figures over all cells.
@@ -449,12 +451,20 @@ func (o Overview) ranText() string {
 	if len(notes) > 0 {
 		failed = " (" + strings.Join(notes, "; ") + ")"
 	}
+	extended := ""
+	if len(o.Extended) > 0 {
+		var parts []string
+		for _, e := range o.Extended {
+			parts = append(parts, fmt.Sprintf("%s +%d", e.Cell, e.Samples))
+		}
+		extended = fmt.Sprintf("; the precision rule added samples where the A/A interval was wider than %.1f: %s", manifests.AAPrecisionWidth, strings.Join(parts, ", "))
+	}
 	bundle := "bundle"
 	if len(o.Bundles) > 1 {
 		bundle = "bundles"
 	}
 	return fmt.Sprintf("%s %s; %s (%s); %s; %s%s%s.", bundle, strings.Join(o.Bundles, ", "), plural(len(o.Targets), "target"), strings.Join(o.Targets, ", "),
-		plural(o.Cells, "cell"), plural(o.Samples, "sample"), failed, per)
+		plural(o.Cells, "cell"), plural(o.Samples, "sample"), failed, per+extended)
 }
 
 // shownText says which differences from the baseline the samples show and

@@ -293,3 +293,34 @@ func TestHeadlineLeavesOutWhatFailsItsChecks(t *testing.T) {
 		t.Errorf("the Markdown's headline row lacks %q", want)
 	}
 }
+
+// TestReportNamesThePrecisionRulesSamples: the run line says which cells
+// the precision rule gave more rounds, and how many samples it added.
+func TestReportNamesThePrecisionRulesSamples(t *testing.T) {
+	pins, all := fixedRun()
+	pins.Samples = 2
+	var samples []manifests.Sample
+	for _, s := range all {
+		switch {
+		case s.Round < 2:
+			samples = append(samples, s)
+		case s.Cell == "C01":
+			s.Precision = true
+			samples = append(samples, s)
+		}
+	}
+	r, err := Build([]Input{{Source: "fixed", Pins: pins, Samples: samples}}, Options{Resamples: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Extension{{Cell: "C01", Samples: 3}}; !slices.Equal(r.Summary.Extended, want) {
+		t.Errorf("extended: %+v, want %+v", r.Summary.Extended, want)
+	}
+	var md bytes.Buffer
+	if err := Write(&md, r, "md"); err != nil {
+		t.Fatal(err)
+	}
+	if want := "the precision rule added samples where the A/A interval was wider than 0.2: C01 +3"; !strings.Contains(md.String(), want) {
+		t.Errorf("the Markdown does not say %q:\n%.1500s", want, md.String())
+	}
+}

@@ -307,6 +307,10 @@ func quantile(s []float64, q float64) float64 {
 	return s[i] + (pos-float64(i))*(s[i+1]-s[i])
 }
 
+// Level is the confidence level of the intervals sealbench reports and
+// the precision rule reads.
+const Level = 0.95
+
 // Slot is one timed execution in a run's order.
 type Slot struct {
 	Round  int    // 0..n-1
@@ -336,6 +340,15 @@ func Interleave(targets, cells []string, n int, seed uint64) []Slot {
 		out = append(out, round...)
 	}
 	return out
+}
+
+// Extend returns the order of rounds from, from+1, ..., from+n-1 of the
+// given cells on every target, as Interleave orders a run: each round
+// every (target, cell) pair once, in a seeded random order of its own,
+// drawn apart from the run's own rounds'.
+func Extend(targets, cells []string, from, n int, seed uint64) []Slot {
+	out := Interleave(targets, cells, from+n, seed^0x9e3779b97f4a7c15)[from*len(targets)*len(cells):]
+	return slices.Clip(out)
 }
 
 // pcg draws from PCG-DXSM, whose output is fixed by its definition.

@@ -261,6 +261,37 @@ const pinnedOrder = "docker/C03 local/C03 docker/C02 local/C02 docker/C01 local/
 // TestBootstrapOverStrata: a summary over cells draws each cell's rows
 // from that cell alone, so cells whose values never vary give an interval
 // of exactly their summary, and a cell with one row is refused.
+// TestExtend: the precision rule's rounds continue the run's numbering,
+// each round every (target, cell) pair of the cells extended once, in an
+// order the seed fixes.
+func TestExtend(t *testing.T) {
+	targets := []string{"local", "docker"}
+	more := Extend(targets, []string{"C01", "C12"}, 6, 6, 7)
+	if len(more) != 24 {
+		t.Fatalf("%d slots, want 24", len(more))
+	}
+	for i, s := range more {
+		if want := 6 + i/4; s.Round != want {
+			t.Errorf("slot %d %+v: round %d, want %d", i, s, s.Round, want)
+		}
+		if s.Cell != "C01" && s.Cell != "C12" {
+			t.Errorf("slot %d extends %s, which was not asked for", i, s.Cell)
+		}
+	}
+	for r := range 6 {
+		seen := map[string]bool{}
+		for _, s := range more[r*4 : r*4+4] {
+			seen[s.Target+"/"+s.Cell] = true
+		}
+		if len(seen) != 4 {
+			t.Errorf("round %d has %d distinct pairs, want 4", 6+r, len(seen))
+		}
+	}
+	if fmt.Sprint(Extend(targets, []string{"C01", "C12"}, 6, 6, 7)) != fmt.Sprint(more) {
+		t.Error("same seed, different order")
+	}
+}
+
 func TestBootstrapOverStrata(t *testing.T) {
 	constant := [][][]float64{
 		{{2, 2, 2}, {1, 1, 1}}, // ratio 2

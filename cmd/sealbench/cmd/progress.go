@@ -143,6 +143,10 @@ func (r *runProgress) sample(d manifests.SampleDone, line string) {
 	failed := d.Status != manifests.StatusOK && d.Status != manifests.StatusIneligible
 	r.mu.Lock()
 	r.done++
+	if d.Precision {
+		// The precision rule's rounds come on top of the planned ones.
+		r.total++
+	}
 	r.cells[k]++
 	if failed {
 		r.failed[k]++
