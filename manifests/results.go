@@ -99,9 +99,15 @@ type Sample struct {
 	CommandNs      int64 `json:"commandNs"`      // the body's time on the Sandbox clock
 	ExecWallNs     int64 `json:"execWallNs"`     // the exec call's wall time on the runner side
 	ExecOverheadNs int64 `json:"execOverheadNs"` // ExecWallNs - CommandNs
-	MountNs        int64 `json:"mountNs"`
-	UnmountNs      int64 `json:"unmountNs"`
-	CommitNs       int64 `json:"commitNs"`
+	// ReadyNs is the time to a usable Sandbox, cold: from the runner's
+	// create request to the end of the Sandbox's first successful exec
+	// (`true`), through the Engine's create and start (a pod scheduled and
+	// running, an agent-sandbox Sandbox Ready). Absent in samples written
+	// before it was recorded, and in one whose Sandbox never answered.
+	ReadyNs   int64 `json:"readyNs,omitempty"`
+	MountNs   int64 `json:"mountNs"`
+	UnmountNs int64 `json:"unmountNs"`
+	CommitNs  int64 `json:"commitNs"`
 	// NativeNs is the same body's time on a plain directory in the same
 	// Sandbox, with no LayerFS; present only when a native reference was asked for.
 	NativeNs *int64 `json:"nativeNs,omitempty"`
@@ -422,7 +428,7 @@ func (s *Sample) validateDurations(p *problems) {
 		{"commandNs", s.CommandNs}, {"execWallNs", s.ExecWallNs}, {"mountNs", s.MountNs},
 		{"unmountNs", s.UnmountNs}, {"commitNs", s.CommitNs}, {"lockWaitNs", s.LockWaitNs},
 		{"statements", s.Statements}, {"storeBytes", s.StoreBytes}, {"overlayBytes", s.OverlayBytes},
-		{"files", s.Files}, {"bytes", s.Bytes},
+		{"files", s.Files}, {"bytes", s.Bytes}, {"readyNs", s.ReadyNs},
 	} {
 		if d.v < 0 {
 			p.addf(d.name, "is negative")

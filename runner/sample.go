@@ -132,12 +132,18 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cell *cells.
 	}
 	err := func() error {
 		phase("creating the Sandbox")
+		requested := time.Now()
 		sb, remove, err := newSandbox(ctx, c, o, fmt.Sprintf("%s-%03d-%s", c.Name, order, strings.ToLower(cellName)))
 		if err != nil {
 			return err
 		}
 		defer remove()
 		defer func() { s.EngineRestarts = sb.restarts }()
+		// The time to a usable Sandbox: until its first exec has answered.
+		if r, err := sb.exec(ctx, false, "/", "true", nil); err != nil || r.code != 0 {
+			return fmt.Errorf("the Sandbox's first exec (true): exit %d, %v: %s", r.code, err, clip(string(r.stderr), 300))
+		}
+		s.ReadyNs = time.Since(requested).Nanoseconds()
 		sm := &sampler{sb: sb, cell: cell, s: &s, native: o.Native}
 		sides := []string{manifests.SideLayerFS}
 		why := unsupported(c.Identity, cell)

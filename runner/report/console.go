@@ -40,6 +40,9 @@ func WriteConsole(w io.Writer, r *Report) error {
 			parts = append(parts, "command time vs "+r.Baseline+" "+headlineValue(h.CommandVsBaseline, times, ratio))
 		}
 		parts = append(parts, "per-exec overhead "+headlineValue(h.ExecOverheadNs, ms, ms)+" ms"+h.transportText())
+		if h.ReadyNs != nil {
+			parts = append(parts, "a usable Sandbox in "+headlineValue(h.ReadyNs, ms, ms)+" ms")
+		}
 		fmt.Fprintf(&b, "%-*s  %s\n", width, targetLabel(h, multi), strings.Join(parts, "; "))
 	}
 	b.WriteString(r.headline() + "\n")

@@ -309,7 +309,12 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 	p("\n")
 	// With one target there is no baseline to be relative to.
 	multi := len(names) > 1
-	head := []string{"target", "LayerFS over native (geomean)", "command time vs " + r.Baseline + " (geomean)", "per-exec overhead (ms, median over cells)", "differences shown and not"}
+	head := []string{"target", "LayerFS over native (geomean)", "command time vs " + r.Baseline + " (geomean)", "per-exec overhead (ms, median over cells)", "usable Sandbox in (ms, cold, median over cells)", "differences shown and not"}
+	// Runs before the time to a usable Sandbox was recorded have none.
+	ready := slices.ContainsFunc(o.Headlines, func(h Headline) bool { return h.ReadyNs != nil })
+	if !ready {
+		head = slices.Delete(head, 4, 5)
+	}
 	if !multi {
 		head = slices.Delete(head, 2, 3)
 	}
@@ -321,7 +326,10 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 			name += " (baseline)"
 		}
 		cells := []string{name, headlineValue(h.LayerFSOverNative, times, ratio), headlineValue(h.CommandVsBaseline, times, ratio),
-			headlineValue(h.ExecOverheadNs, ms, ms) + h.transportText(), dash(joinNonEmpty("; ", h.nativeText(), h.shownText(r.Baseline)))}
+			headlineValue(h.ExecOverheadNs, ms, ms) + h.transportText(), headlineValue(h.ReadyNs, ms, ms), dash(joinNonEmpty("; ", h.nativeText(), h.shownText(r.Baseline)))}
+		if !ready {
+			cells = slices.Delete(cells, 4, 5)
+		}
 		if !multi {
 			cells = slices.Delete(cells, 2, 3)
 		}
@@ -627,7 +635,7 @@ func writeCSV(w io.Writer, r *Report) error {
 			metric string
 			s      *Summary
 			prec   int
-		}{{"layerfsOverNative", h.LayerFSOverNative, 4}, {"commandVsBaseline", h.CommandVsBaseline, 4}, {"execOverheadNs", h.ExecOverheadNs, 0}} {
+		}{{"layerfsOverNative", h.LayerFSOverNative, 4}, {"commandVsBaseline", h.CommandVsBaseline, 4}, {"execOverheadNs", h.ExecOverheadNs, 0}, {"readyNs", h.ReadyNs, 0}} {
 			if hv.s == nil {
 				continue
 			}

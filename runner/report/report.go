@@ -524,6 +524,10 @@ func nativeNs(s *manifests.Sample) (float64, bool) {
 	return float64(*s.NativeNs), true
 }
 
+func readyNs(s *manifests.Sample) (float64, bool) {
+	return float64(s.ReadyNs), s.ReadyNs > 0
+}
+
 func nativeRepeatNs(s *manifests.Sample) (float64, bool) {
 	if s.NativeRepeatNs == nil || *s.NativeRepeatNs <= 0 {
 		return 0, false
@@ -560,6 +564,7 @@ var metrics = []metric{
 	duration("commandNs", "Command time on the Sandbox's own clock", func(s *manifests.Sample) int64 { return s.CommandNs }),
 	duration("execWallNs", "Exec wall time on the runner side", func(s *manifests.Sample) int64 { return s.ExecWallNs }),
 	duration("execOverheadNs", "Per-exec overhead (exec wall minus command time)", func(s *manifests.Sample) int64 { return s.ExecOverheadNs }),
+	{name: "readyNs", title: "Time to a usable Sandbox, cold: from the create request to its first exec's answer", unit: UnitNs, of: readyNs},
 	duration("mountNs", "Mount", func(s *manifests.Sample) int64 { return s.MountNs }),
 	duration("commitNs", "Commit", func(s *manifests.Sample) int64 { return s.CommitNs }),
 	duration("unmountNs", "Unmount", func(s *manifests.Sample) int64 { return s.UnmountNs }),

@@ -60,6 +60,9 @@ type Headline struct {
 	CommandVsBaseline *Summary `json:"commandVsBaseline,omitempty"`
 	// ExecOverheadNs is the median over cells of the per-exec overhead.
 	ExecOverheadNs *Summary `json:"execOverheadNs,omitempty"`
+	// ReadyNs is the median over cells of the time to a usable Sandbox,
+	// cold (Sample.ReadyNs); absent in runs that did not record it.
+	ReadyNs *Summary `json:"readyNs,omitempty"`
 	// Transport is how the runner reached the target's Engine where that
 	// was not a local socket ("ssh", "msb-exec"): ExecOverheadNs includes
 	// it.
@@ -127,7 +130,7 @@ func (r *Report) buildOverview(samples int) {
 	}
 	o.Warnings = r.comparability()
 
-	cmd, lon, over, aa := r.timing("commandNs"), r.timing("layerfsOverNative"), r.timing("execOverheadNs"), r.timing(aaMetric.name)
+	cmd, lon, over, aa, ready := r.timing("commandNs"), r.timing("layerfsOverNative"), r.timing("execOverheadNs"), r.timing(aaMetric.name), r.timing("readyNs")
 	for i, t := range r.Targets {
 		h := Headline{Target: t.Name, Baseline: t.Name == r.Baseline}
 		if aa != nil {
@@ -143,6 +146,9 @@ func (r *Report) buildOverview(samples int) {
 		}
 		if over != nil {
 			h.ExecOverheadNs = present(over.MedianOverCells[i])
+		}
+		if ready != nil {
+			h.ReadyNs = present(ready.MedianOverCells[i])
 		}
 		if tr := t.transportText(); tr != "socket" {
 			h.Transport = tr

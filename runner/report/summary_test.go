@@ -324,3 +324,45 @@ func TestReportNamesThePrecisionRulesSamples(t *testing.T) {
 		t.Errorf("the Markdown does not say %q:\n%.1500s", want, md.String())
 	}
 }
+
+// TestReportShowsTimeToAUsableSandbox: each target's time to a usable
+// Sandbox (create request to first exec) is a timing per cell and, its
+// median over cells, a headline figure in every format.
+func TestReportShowsTimeToAUsableSandbox(t *testing.T) {
+	pins, samples := fixedRun()
+	readyMs := map[string]int64{"docker": 310, "local": 45, "lima": 900}
+	for i := range samples {
+		samples[i].ReadyNs = readyMs[samples[i].Target]*1e6 + int64(samples[i].Round)*1e6
+	}
+	r, err := Build([]Input{{Source: "fixed", Pins: pins, Samples: samples}}, Options{Resamples: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range r.Summary.Headlines {
+		want := float64(readyMs[h.Target]+1) * 1e6 // the median round's
+		if h.ReadyNs == nil || h.ReadyNs.Value == nil || *h.ReadyNs.Value != want || h.ReadyNs.Cells != 12 {
+			t.Errorf("%s: time to a usable Sandbox %+v, want %v over 12 cells", h.Target, h.ReadyNs, want)
+		}
+	}
+	if timing(r, "readyNs") == nil {
+		t.Fatal("no readyNs timing")
+	}
+	for format, want := range map[string]string{
+		"md":      "usable Sandbox in (ms, cold, median over cells)",
+		"console": "a usable Sandbox in 46.0",
+		"html":    "a usable Sandbox, cold, median over cells",
+		"csv":     "headline,,local,readyNs,46000000",
+	} {
+		var b bytes.Buffer
+		write := func() error { return Write(&b, r, format) }
+		if format == "console" {
+			write = func() error { return WriteConsole(&b, r) }
+		}
+		if err := write(); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("%s does not say %q:\n%.2500s", format, want, b.String())
+		}
+	}
+}
