@@ -184,8 +184,16 @@ func (r *Report) headline() string {
 	if n < FullCoverageN {
 		claim = fmt.Sprintf("its bootstrap percentile interval at a nominal %s (from %d samples a percentile interval covers less than %s: read it as the spread the samples show, not a guarantee)", level, n, level)
 	}
+	of := plural(n, "sample")
+	if ext := r.Summary.Extended; len(ext) > 0 {
+		var names []string
+		for _, e := range ext {
+			names = append(names, e.Cell)
+		}
+		of += " (more in " + strings.Join(names, ", ") + ", which the precision rule extended)"
+	}
 	return fmt.Sprintf("Values are medians of %s, each with %s in brackets (seed %d); %s marks a ratio whose interval includes 1.0: %s.",
-		plural(n, "sample"), claim, r.Seed, markTilde, markNoDifference)
+		of, claim, r.Seed, markTilde, markNoDifference)
 }
 
 // FullCoverageN is the fewest samples from which the report calls a

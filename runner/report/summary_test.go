@@ -320,6 +320,9 @@ func TestReportNamesThePrecisionRulesSamples(t *testing.T) {
 	if err := Write(&md, r, "md"); err != nil {
 		t.Fatal(err)
 	}
+	if want := "Values are medians of 2 samples (more in C01, which the precision rule extended)"; !strings.Contains(md.String(), want) {
+		t.Errorf("the Markdown does not say %q", want)
+	}
 	if want := "the precision rule added samples where the A/A interval was wider than 0.2: C01 +3"; !strings.Contains(md.String(), want) {
 		t.Errorf("the Markdown does not say %q:\n%.1500s", want, md.String())
 	}
