@@ -181,9 +181,12 @@ type lazyHandle struct {
 	f  *os.File
 	ws *Workspace
 	in *inode
-	// err is a write done behind that failed: the next write or fsync
-	// of the handle answers it, as a write-back error would be. Guarded
-	// by writeBehind.mu.
+	// err is a write done behind that failed: the handle's next fsync
+	// answers it, as a write-back error is. Not a later write: the kernel
+	// splits a large write(2) into several requests and, when one after
+	// the first fails, returns the bytes before it, a short count that
+	// callers retry (Go's WriteAt does), and the error is lost. Guarded by
+	// writeBehind.mu.
 	err error
 }
 
@@ -199,9 +202,6 @@ func (h *lazyHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	ws := h.ws
 	ws.mu.lockAhead()
 	defer ws.mu.Unlock()
-	if e := h.writeErr(); e != 0 {
-		return 0, e
-	}
 	if e := ws.privsOnWrite(ctx, h.in); e != 0 {
 		return 0, e
 	}

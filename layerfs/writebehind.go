@@ -28,8 +28,8 @@ import (
 // file that is not done behind, the release, an unmount). The only readers
 // that do not ask the daemon are passthrough handles, and a lazily
 // copied-up file has none: any other open of it finishes the copy-up
-// first. A write done behind that fails is the next write's error, or
-// fsync's, as a write-back error is.
+// first. A write done behind that fails is the next fsync's error, as a
+// write-back error is (never a later write's: see lazyHandle.err).
 
 // wbDepth is how many writes may wait behind.
 const wbDepth = 4
