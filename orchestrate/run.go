@@ -194,6 +194,11 @@ func Run(ctx context.Context, o RunOptions) (outcome *RunOutcome, err error) {
 	}
 	if runErr != nil {
 		missing := missingSamples(missingSlots, samples)
+		if len(missing) == 0 {
+			// Every planned sample ran: the precision rule's were under way.
+			return outcome, fmt.Errorf("run %s stopped while the precision rule took more samples (the %d done are in %s): %w",
+				run.ID, len(samples), out, runErr)
+		}
 		return outcome, fmt.Errorf("run %s stopped with %d samples missing (%s; the %d done are in %s): %w",
 			run.ID, len(missing), strings.Join(missing, ", "), len(samples), out, runErr)
 	}
