@@ -140,8 +140,10 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cell *cells.
 		defer remove()
 		defer func() { s.EngineRestarts = sb.restarts }()
 		// The time to a usable Sandbox: until its first exec has answered.
-		if r, err := sb.exec(ctx, false, "/", "true", nil); err != nil || r.code != 0 {
-			return fmt.Errorf("the Sandbox's first exec (true): exit %d, %v: %s", r.code, err, clip(string(r.stderr), 300))
+		if r, err := sb.exec(ctx, false, "/", "true", nil); err != nil {
+			return fmt.Errorf("the Sandbox's first exec (true): %w", err)
+		} else if r.code != 0 {
+			return fmt.Errorf("the Sandbox's first exec (true) exited %d: %s", r.code, clip(string(r.stderr), 300))
 		}
 		s.ReadyNs = time.Since(requested).Nanoseconds()
 		sm := &sampler{sb: sb, cell: cell, s: &s, native: o.Native}

@@ -154,6 +154,17 @@ func Audit(ctx context.Context, opts AuditOptions) (*AuditResult, error) {
 			}
 		}
 	}
+	// Whether each labelled run was made here: a run has many Sandboxes,
+	// and runs.history is read once per run, not once per Sandbox.
+	known := map[string]bool{}
+	madeHere := func(run string) bool {
+		k, ok := known[run]
+		if !ok {
+			k = RunKnown(abs, run)
+			known[run] = k
+		}
+		return k
+	}
 	for _, t := range backendTargets() {
 		if !a.opts.wants(t) {
 			continue
@@ -170,7 +181,7 @@ func Audit(ctx context.Context, opts AuditOptions) (*AuditResult, error) {
 		}
 		for _, r := range found {
 			r.Target = t
-			if r.Run != "" && !RunKnown(abs, r.Run) {
+			if r.Run != "" && !madeHere(r.Run) {
 				r.Foreign = true
 				r.Detail = strings.TrimSpace(r.Detail + "; its run was not made in this state directory")
 			}
