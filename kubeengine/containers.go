@@ -1,6 +1,7 @@
 package kubeengine
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -784,7 +785,24 @@ func (s *Server) ContainerLogs(w http.ResponseWriter, r *http.Request, ref strin
 		opts.TailLines = &n
 	}
 	var body io.ReadCloser
-	if pod != nil && sandboxStatus(pod) != nil && sandboxStatus(pod).State.Waiting == nil {
+	cs := sandboxStatus(pod)
+	switch {
+	case cs == nil || cs.State.Waiting != nil:
+	case cs.State.Terminated != nil && !opts.Follow:
+		// A container that has just exited may not have all of its
+		// output in the kubelet's log yet: containerd reports the exit
+		// before its copy of the output is written (seen under load as
+		// an empty log of a container that printed). The log is read
+		// until it holds still.
+		logs := s.client.CoreV1().Pods(s.c.Namespace).GetLogs(pod.Name, opts)
+		b, err := settledLog(ctx, func(ctx context.Context) ([]byte, error) { return logs.DoRaw(ctx) },
+			cs.State.Terminated.FinishedAt.Time, time.Now, logSettle)
+		if err != nil {
+			engineapi.Fail(w, fmt.Errorf("reading the logs of pod %s (container %s): %w", pod.Name, c.Name, err))
+			return
+		}
+		body = io.NopCloser(bytes.NewReader(b))
+	default:
 		body, err = s.client.CoreV1().Pods(s.c.Namespace).GetLogs(pod.Name, opts).Stream(ctx)
 		if err != nil {
 			engineapi.Fail(w, fmt.Errorf("reading the logs of pod %s (container %s): %w", pod.Name, c.Name, err))
@@ -813,4 +831,34 @@ func (s *Server) ContainerLogs(w http.ResponseWriter, r *http.Request, ref strin
 			return
 		}
 	}
+}
+
+// logSettle bounds how long a just-exited container's log is read again
+// until it holds still: its exit plus this, the exit's time being known
+// to the second.
+const logSettle = 3 * time.Second
+
+// settledLog reads a terminated container's log: once when it finished
+// long enough ago, and otherwise again every 200 ms until two reads in a
+// row agree and the log is not empty, or until settle has passed since
+// finished (plus the second FinishedAt is rounded to).
+func settledLog(ctx context.Context, read func(context.Context) ([]byte, error), finished time.Time, now func() time.Time, settle time.Duration) ([]byte, error) {
+	deadline := finished.Add(settle + time.Second)
+	b, err := read(ctx)
+	for err == nil && now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		var again []byte
+		if again, err = read(ctx); err != nil {
+			break
+		}
+		if len(again) > 0 && bytes.Equal(again, b) {
+			return again, nil
+		}
+		b = again
+	}
+	return b, err
 }
