@@ -198,7 +198,18 @@ const (
 //     LayerFS over native toward any value; it applies to a cell with at
 //     least PrecisionMinSamples samples of every target, fewer being too few
 //     for an interval to mean anything. Its samples say so (Precision).
-const ProtocolVersion = 4
+//  5. as 4, and no inode is freed on the Sandboxes' filesystems while
+//     samples are taken: a native warm-up's files and the prefault's file
+//     are emptied (truncated, their pages and blocks freed as before)
+//     instead of removed, and each Sandbox is emptied and stopped after
+//     its sample and removed when the run's samples are all taken. On
+//     ext4 without a journal (Machine.UnjournaledExt4), every file created
+//     scans past the inodes its block group freed in the last minute
+//     (six, while their inode table block is dirty): a run that removed
+//     its Sandboxes as it went made its own native reference of the
+//     create-heavy cells ten times slower than on a quiet disk, varying
+//     from window to window and slower in a sample's first windows.
+const ProtocolVersion = 5
 
 // The precision rule's bounds (protocol 4).
 const (
@@ -813,6 +824,15 @@ type Machine struct {
 	// CPUFreqGovernor is cpu0's frequency governor, where the machine
 	// has cpufreq (a VM often has none).
 	CPUFreqGovernor string `json:"cpufreqGovernor,omitempty"`
+	// UnjournaledExt4 are the mount points of the ext4 filesystems
+	// mounted without a journal. There, ext4 does not reuse an inode
+	// deleted less than a minute earlier (longer while its inode table
+	// block is dirty), and every file created scans past all such inodes
+	// at the start of its block group: creating files costs more, by how
+	// much was deleted nearby in the last minute. A run's own deletions
+	// (its warm-ups', its Sandboxes') make the metadata cells' native
+	// reference vary with them.
+	UnjournaledExt4 []string `json:"unjournaledExt4,omitempty"`
 }
 
 // The values of Machine.PageReporting.
@@ -849,6 +869,11 @@ func (m *Machine) validate(ps *problems, f string) {
 	}
 	if m.SwapBytes < 0 {
 		ps.addf(f+".swapBytes", "is negative")
+	}
+	for i, mp := range m.UnjournaledExt4 {
+		if !strings.HasPrefix(mp, "/") {
+			ps.addf(fmt.Sprintf("%s.unjournaledExt4[%d]", f, i), "%q is not an absolute mount point", mp)
+		}
 	}
 }
 

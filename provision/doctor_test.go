@@ -25,6 +25,18 @@ func TestDoctorPageReporting(t *testing.T) {
 	}
 }
 
+// The doctor warns of ext4 mounted without a journal, naming where, and
+// says what it does to the create-heavy cells; never a failure either.
+func TestDoctorExt4Journal(t *testing.T) {
+	c := ext4Journal(manifests.Machine{UnjournaledExt4: []string{"/", "/var/lib/docker"}})
+	if !c.OK || c.Detail != "ext4 without a journal at /, /var/lib/docker" || !strings.Contains(c.Warning, "C01") || c.Fix != "" {
+		t.Errorf("unjournaled: %+v", c)
+	}
+	if c := ext4Journal(manifests.Machine{}); !c.OK || c.Warning != "" || !strings.Contains(c.Detail, "no ext4") {
+		t.Errorf("none: %+v", c)
+	}
+}
+
 // TestDoctorFUSEURing: the doctor says how to turn enable_uring on for a
 // run (--fuse-uring) where it is off, and what the kernel lacks where it
 // has no such parameter.

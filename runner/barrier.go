@@ -35,7 +35,7 @@ type barrier struct {
 var writeBack = barrier{vmstat: "/proc/vmstat", maxPages: 256, deadline: 10 * time.Second, poll: 20 * time.Millisecond}
 
 // prefault is what stands between the drain and the window: a throwaway
-// file of bytes (whole MiB) written into dir and removed at once. On a VM
+// file of bytes (whole MiB) written into dir and emptied at once. On a VM
 // whose balloon reports free pages to the hypervisor, memory freed more
 // than a moment ago may have been handed back, and writing into it again
 // costs far more than writing into memory just freed; the window then
@@ -44,8 +44,10 @@ var writeBack = barrier{vmstat: "/proc/vmstat", maxPages: 256, deadline: 10 * ti
 // window will write freshly freed, in the shape its page cache takes them
 // (an anonymous buffer, tried first, is freed as single pages, while the
 // page cache of this kernel asks for large folios: see the design note),
-// on every side alike. Removed before write-back, its dirty pages are
-// dropped, not written.
+// on every side alike. Emptied before write-back, its dirty pages are
+// dropped, not written. It is emptied, not removed, and the next window's
+// prefault writes the same file again: under protocol 5 no inode is freed
+// while samples are taken (see manifests.ProtocolVersion).
 type prefault struct {
 	dir   string // a directory on the window's filesystem, BodyUser's
 	bytes int64  // 0: none
@@ -79,7 +81,7 @@ func (b barrier) timed(bodyCmd string, pf prefault) string {
 	} else if n > 0 {
 		f := pf.dir + "/prefault.tmp"
 		script = `pb=` + strconv.FormatInt(n<<20, 10) + `; p0=$(date +%s%N); ` +
-			`{ dd if=/dev/zero of=` + f + ` bs=1M count=` + strconv.FormatInt(n, 10) + ` 2>/dev/null && rm -f ` + f + `; } || { pb=0; rm -f ` + f + `; }; ` +
+			`{ dd if=/dev/zero of=` + f + ` bs=1M count=` + strconv.FormatInt(n, 10) + ` 2>/dev/null && : >` + f + `; } || { pb=0; { true >` + f + `; } 2>/dev/null; }; ` +
 			`p1=$(date +%s%N); `
 	}
 	return `b0=$(date +%s%N); sync; ok=0; d=-2; w=-2; ` +

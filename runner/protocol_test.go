@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -339,26 +340,42 @@ func TestBarrierWithoutVMStat(t *testing.T) {
 }
 
 // The prefault writes its throwaway file after the drain and before the
-// window, and removes it: the window sees nothing of it, and the sample
-// records its size (rounded up to whole MiB) and time. A prefault that
-// cannot write records 0 bytes, leaves nothing, and the window opens all
-// the same.
+// window, and empties it (protocol 5 frees no inode while sampling): the
+// window sees an empty file, and the sample records its size (rounded up
+// to whole MiB) and time. A prefault that cannot write records 0 bytes,
+// leaves no data, and the window opens all the same.
 func TestBarrierPrefault(t *testing.T) {
 	vm := filepath.Join(t.TempDir(), "vmstat")
 	fakeVmstat(t, vm, 0, 0)
 	b := barrier{vmstat: vm, maxPages: 256, deadline: time.Hour, poll: 20 * time.Millisecond}
 	dir := t.TempDir()
-	tm := runTimed(t, b, "test ! -e "+dir+"/prefault.tmp", prefault{dir: dir, bytes: 8<<20 - 5}, nil)
+	f := filepath.Join(dir, "prefault.tmp")
+	tm := runTimed(t, b, "test -f "+f+" && test ! -s "+f, prefault{dir: dir, bytes: 8<<20 - 5}, nil)
 	if tm.barrier.PrefaultBytes != 8<<20 || tm.barrier.PrefaultNs <= 0 || tm.barrier.PrefaultNs > tm.barrier.WaitNs || tm.rc != 0 {
-		t.Errorf("barrier %+v, rc %d: want 8 MiB prefaulted within the wait, and its file gone before the window", tm.barrier, tm.rc)
+		t.Errorf("barrier %+v, rc %d: want 8 MiB prefaulted within the wait, and its file there but empty before the window", tm.barrier, tm.rc)
+	}
+	// The next window's prefault writes the same file: still one, empty.
+	ino := func() uint64 {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	before := ino()
+	if tm := runTimed(t, b, "test ! -s "+f, prefault{dir: dir, bytes: 1 << 20}, nil); tm.barrier.PrefaultBytes != 1<<20 || tm.rc != 0 {
+		t.Errorf("a second prefault: barrier %+v, rc %d", tm.barrier, tm.rc)
+	}
+	if after := ino(); after != before {
+		t.Errorf("the second prefault's file is inode %d, the first's %d: one was removed", after, before)
 	}
 	// A directory that is not there: dd cannot write.
 	tm = runTimed(t, b, "true", prefault{dir: filepath.Join(dir, "missing"), bytes: 1 << 20}, nil)
 	if tm.barrier.PrefaultBytes != 0 || tm.rc != 0 {
 		t.Errorf("a prefault that cannot write: barrier %+v, rc %d; want 0 bytes recorded and the body run", tm.barrier, tm.rc)
 	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-		t.Errorf("the prefault left %v", ents)
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != "prefault.tmp" {
+		t.Errorf("the prefaults left %v, want their one empty file", ents)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
 	"github.com/sealbench/sealbench/engine"
@@ -86,6 +87,53 @@ type EngineOptions struct {
 type engineConn struct {
 	*engine.Identity
 	cli *client.Client
+	// retired are the Sandboxes whose samples are done, stopped and
+	// emptied, to be removed when the run's samples are all taken
+	// (protocol 5: removing one frees its inodes).
+	retired []retiredSandbox
+}
+
+type retiredSandbox struct {
+	id     string
+	remove func()
+}
+
+// retire ends sb's part in the run without freeing an inode on its
+// filesystem: its files under WorkDir are emptied (their blocks freed, so
+// that a run's disk use does not grow with its samples) and it is
+// stopped; it is removed when the run's samples are all taken
+// (removeRetired). An Engine that cannot stop a container (kube-engine's
+// pods are removed or running) has it removed at once, as before
+// protocol 5.
+func (c *engineConn) retire(sb *sandbox, remove func()) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb.exec(ctx, true, "/", emptyFiles(WorkDir)+` 2>/dev/null; true`, nil)
+	zero := 0
+	if err := c.cli.ContainerStop(ctx, sb.id, container.StopOptions{Timeout: &zero}); err != nil {
+		remove()
+		return
+	}
+	c.retired = append(c.retired, retiredSandbox{id: sb.id, remove: remove})
+}
+
+// removeRetired removes every retired Sandbox of conns, saying how many
+// through status.
+func removeRetired(conns map[string]*engineConn, status func(string)) {
+	n := 0
+	for _, c := range conns {
+		n += len(c.retired)
+	}
+	if n == 0 {
+		return
+	}
+	status(fmt.Sprintf("removing the %d Sandboxes kept since their samples", n))
+	for _, c := range conns {
+		for _, r := range c.retired {
+			r.remove()
+		}
+		c.retired = nil
+	}
 }
 
 // RunEngine runs every cell Samples times on every target under the cache
@@ -157,6 +205,8 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 		pins.Targets = append(pins.Targets, id.Pins())
 		pins.Tools["engine."+id.Name] = id.Engine + " " + id.EngineVersion
 	}
+	// Before the clients close (deferred above, so run after this).
+	defer removeRetired(conns, o.Status)
 	pins.FillDefaults()
 	if err := pins.Validate(); err != nil {
 		return nil, fmt.Errorf("the run's pins are invalid (a bug): %w", err)

@@ -137,7 +137,10 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cell *cells.
 		if err != nil {
 			return err
 		}
-		defer remove()
+		defer func() {
+			phase("retiring the Sandbox")
+			c.retire(sb, remove)
+		}()
 		defer func() { s.EngineRestarts = sb.restarts }()
 		// The time to a usable Sandbox: until its first exec has answered.
 		if r, err := sb.exec(ctx, false, "/", "true", nil); err != nil {
@@ -376,18 +379,21 @@ func (sm *sampler) timedRun(ctx context.Context) error {
 }
 
 // nativeWarmUp is side's (the native reference's, or its repeat's)
-// untimed identical run in its earlier directory, which is then removed:
-// its output goes away at the point where LayerFS's unmount discards the
-// workspace's, so that both sides enter the barrier with the same memory
-// freed. (Kept, its pages would stay in use, and the window would write
-// into memory freed long before: on a VM whose balloon reports free
-// pages, far slower to write.)
+// untimed identical run in its earlier directory, whose files are then
+// emptied: its output's pages go at the point where LayerFS's unmount
+// discards the workspace's, so that both sides enter the barrier with the
+// same memory freed. (Kept, its pages would stay in use, and the window
+// would write into memory freed long before: on a VM whose balloon
+// reports free pages, far slower to write.) Emptied, not removed: under
+// protocol 5 no inode is freed while samples are taken, since on ext4
+// without a journal every file created scans past the inodes freed in
+// the last minutes (see manifests.ProtocolVersion).
 func (sm *sampler) nativeWarmUp(ctx context.Context, side string) error {
 	warm, _ := nativeDirs(side)
 	if err := sm.warmUpBody(ctx, side, warm); err != nil {
 		return fmt.Errorf("native reference: %w", err)
 	}
-	if _, err := sm.sb.must(ctx, "removing the native warm-up's directory", true, "/", "rm -rf "+warm, nil); err != nil {
+	if _, err := sm.sb.must(ctx, "emptying the native warm-up's files", true, "/", emptyFiles(warm), nil); err != nil {
 		return err
 	}
 	sm.discarded()
@@ -514,4 +520,11 @@ func (sm *sampler) checkBaseUnchanged(ctx context.Context) error {
 		sm.verified.Pass = false
 	}
 	return nil
+}
+
+// emptyFiles is a script that empties every regular file under dir, on
+// dir's filesystem only, and frees no inode: their pages and blocks go,
+// their inodes and names stay.
+func emptyFiles(dir string) string {
+	return `find ` + dir + ` -xdev -type f -exec truncate -s 0 {} +`
 }

@@ -5,19 +5,24 @@
 // business changing any of them, but it must know them: on a VM whose
 // balloon does free page reporting, memory freed more than a couple of
 // seconds earlier is handed back to the hypervisor, and writing into it
-// again costs far more than writing into memory just freed.
+// again costs far more than writing into memory just freed. It also
+// names the ext4 filesystems mounted without a journal, where creating a
+// file costs more the more inodes were freed nearby in the last minute.
 //
-// It only reads files under /sys and /proc (standard library only), so
-// the bundle's runner and the doctor both link it.
+// It only reads files under /sys and /proc (the standard library and
+// internal/mountinfo only), so the bundle's runner and the doctor both
+// link it.
 package machine
 
 import (
 	"bufio"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/sealbench/sealbench/internal/mountinfo"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -29,6 +34,9 @@ const (
 	thpEnabled           = "sys/kernel/mm/transparent_hugepage/enabled"
 	meminfo              = "proc/meminfo"
 	governor             = "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"
+	mountInfo            = "proc/self/mountinfo"
+	ext4Devices          = "proc/fs/ext4" // a directory per mounted ext4, named as its device
+	jbd2Journals         = "proc/fs/jbd2" // a directory per journal, named <device>-8
 )
 
 // virtioBalloonFReporting is the virtio balloon's feature bit for free
@@ -47,8 +55,51 @@ func Probe(root string) manifests.Machine {
 	m.TransparentHugepages = bracketed(readTrim(filepath.Join(root, thpEnabled)))
 	m.SwapBytes = swapBytes(filepath.Join(root, meminfo))
 	m.CPUFreqGovernor = readTrim(filepath.Join(root, governor))
+	m.UnjournaledExt4 = unjournaledExt4(root)
 	return m
 }
+
+// unjournaledExt4 are the mount points of the ext4 filesystems mounted
+// without a journal: those /proc/fs/ext4 lists whose device has no jbd2
+// journal in /proc/fs/jbd2 (an external journal is named after its own
+// device, so such a filesystem counts as unjournaled too: rare, and the
+// pin says so of its mount point only), as this mount namespace's
+// mountinfo names them.
+func unjournaledExt4(root string) []string {
+	devs, err := os.ReadDir(filepath.Join(root, ext4Devices))
+	if err != nil {
+		return nil
+	}
+	bare := map[string]bool{}
+	for _, d := range devs {
+		if _, err := os.Stat(filepath.Join(root, jbd2Journals, d.Name()+"-8")); err != nil {
+			bare[d.Name()] = true
+		}
+	}
+	if len(bare) == 0 {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(root, mountInfo))
+	if err != nil {
+		return nil
+	}
+	var mps []string
+	for _, m := range mountinfo.Parse(b) {
+		if m.FSType == "ext4" && bare[filepath.Base(m.Source)] && !slices.Contains(mps, m.Point) {
+			mps = append(mps, m.Point)
+		}
+	}
+	return mps
+}
+
+// Ext4Advice says what an ext4 without a journal does to the metadata
+// cells and what a reader of the numbers should make of it.
+const Ext4Advice = "ext4 without a journal does not reuse an inode deleted less than a minute earlier, and every file it creates scans past " +
+	"all such inodes at the start of its block group: creating a file costs more, by how much was deleted nearby in the last minute " +
+	"(on the machine sealbench was built on, C01's 1,000 files took 12-15 ms after a quiet minute and 20-230 ms amid deletions). " +
+	"The protocol frees no inode while it samples (warm-ups' files emptied, Sandboxes removed when the samples are all taken), " +
+	"but what was deleted just before a run (a test suite, another run's teardown) slows the create-heavy cells (C01, C03-C05, C12) " +
+	"in its first minutes; their A/A check shows the noise. A filesystem with a journal, or tmpfs, does not do this."
 
 // ReportedKiB is how much memory the kernel has reported free to the
 // hypervisor so far, where it says (page_reporting's reported_kib, which
@@ -130,6 +181,6 @@ func readTrim(path string) string {
 // protocol does about it: the doctor's and the report's words.
 const Advice = "memory freed more than about 2 s earlier is handed back to the hypervisor, and writing into it again costs far more " +
 	"than writing into memory just freed (130-190 ms more per 64 MiB on the machines sealbench was built on). " +
-	"The protocol leaves every side in the same memory state: each warm-up's output is removed right after it, and a prefault makes " +
+	"The protocol leaves every side in the same memory state: each warm-up's output is freed right after it, and a prefault makes " +
 	"the pages a window will write resident just before it, on every side alike; each run's A/A check shows the noise that is left. " +
 	"Do not change the host's balloon or page reporting for a benchmark: measure the machine as it is."

@@ -3,6 +3,7 @@ package machine
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/sealbench/sealbench/manifests"
@@ -53,6 +54,21 @@ func TestProbe(t *testing.T) {
 		{"Hyper-V's balloon, which does not say", map[string]string{
 			"sys/bus/vmbus/drivers/hv_balloon/525074dc-8985-46e2-8057-a307dc18a502/uevent": "",
 		}, manifests.Machine{PageReporting: manifests.PageReportingUnknown, Balloon: true}, false},
+		{"ext4 with and without a journal", map[string]string{
+			// As on the machine sealbench was built on: its root is ext4
+			// with no journal; a second ext4 has one; a bind mount of
+			// the root appears twice, a mount point with a space once.
+			"proc/fs/ext4/vda/options":   "rw\n",
+			"proc/fs/ext4/vdb/options":   "rw\n",
+			"proc/fs/ext4/loop0/options": "rw\n",
+			"proc/fs/jbd2/vdb-8/info":    "",
+			"proc/self/mountinfo": "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,discard\n" +
+				"23 22 254:16 / /data rw shared:2 - ext4 /dev/vdb rw\n" +
+				"24 22 254:0 /var/lib/docker /var/lib/docker rw shared:1 - ext4 /dev/vda rw\n" +
+				"25 22 254:0 / / rw shared:1 - ext4 /dev/vda rw\n" +
+				"26 22 7:0 / /mnt/my\\040disk rw - ext4 /dev/loop0 rw\n" +
+				"27 22 0:30 / /tmp rw - tmpfs tmpfs rw\n",
+		}, manifests.Machine{PageReporting: manifests.PageReportingUnknown, UnjournaledExt4: []string{"/", "/var/lib/docker", "/mnt/my disk"}}, false},
 		{"no /sys at all", map[string]string{"proc/meminfo": "SwapTotal: 4 kB\n"},
 			manifests.Machine{PageReporting: manifests.PageReportingUnknown, SwapBytes: 4096}, false},
 	} {
@@ -65,7 +81,7 @@ func TestProbe(t *testing.T) {
 				t.Errorf("reportedKibStart = %d", *got.ReportedKiBStart)
 			}
 			got.ReportedKiBStart = nil
-			if got != tc.want {
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Probe = %+v, want %+v", got, tc.want)
 			}
 		})

@@ -474,11 +474,11 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 	}
 	if ms := r.machines(); len(ms) > 0 {
 		p("\nMachines the runners ran on (what moves timings without being the platform's):\n\n")
-		row("machine", "free page reporting", "reported at start", "reported during the run", "balloon", "transparent hugepages", "swap", "CPU governor")
-		sep(8)
+		row("machine", "free page reporting", "reported at start", "reported during the run", "balloon", "transparent hugepages", "swap", "CPU governor", "ext4 without a journal")
+		sep(9)
 		for _, m := range ms {
 			row(MachineName(m.Host), m.PageReporting, kibText(m.ReportedKiBStart), reportedDuring(m), strconv.FormatBool(m.Balloon),
-				dash(m.TransparentHugepages), swapText(m.SwapBytes), dash(m.CPUFreqGovernor))
+				dash(m.TransparentHugepages), swapText(m.SwapBytes), dash(m.CPUFreqGovernor), dash(strings.Join(m.UnjournaledExt4, ", ")))
 		}
 	}
 	for _, run := range r.Runs {

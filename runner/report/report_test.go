@@ -52,7 +52,7 @@ func fixedRun() (*manifests.RunPins, []manifests.Sample) {
 		Cells: cells.Names(), Native: true, Seed: 7, Samples: 3,
 		Start: start, End: start.Add(20 * time.Minute),
 		Machines: []manifests.Machine{{PageReporting: manifests.PageReportingActive, ReportedKiBStart: ptr(int64(18 << 20)), ReportedKiBEnd: ptr(int64(18<<20 + 1258291)),
-			Balloon: true, TransparentHugepages: "madvise"}},
+			Balloon: true, TransparentHugepages: "madvise", UnjournaledExt4: []string{"/"}}},
 	}
 	factor := map[string]float64{"docker": 1, "local": 0.92, "lima": 3.1}
 	overhead := map[string]int64{"docker": 42_000_000, "local": 4_000_000, "lima": 9_000_000}
