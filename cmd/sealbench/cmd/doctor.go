@@ -19,8 +19,9 @@ func newDoctorCmd(g *global) *cobra.Command {
 		Short: "Say what this host can run, and for what it cannot, why and what to install",
 		Long: `Look at this host and say which targets can run here: root, /dev/fuse,
 FUSE passthrough, FUSE over io_uring (optional), whether a memory balloon
-reports free pages to a hypervisor (a warning, with what the protocol does
-about it), then each target's own checks (its tools and services, with what to
+reports free pages to a hypervisor, and whether an ext4 filesystem is mounted
+without a journal (each a warning, with what the protocol does about it), then
+each target's own checks (its tools and services, with what to
 install; a tool newer than the releases sealbench was checked against is
 refused unless --allow-untested-tool). For each thing missing it says why, and
 what to do.

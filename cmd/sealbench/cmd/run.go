@@ -69,7 +69,9 @@ hands the sampling to the bundle's own runner (its digest checked against the
 signed manifest), which runs the cells on all of them in one seeded random
 interleaving (--samples each, default 6; with --native, a cell whose A/A
 interval is still wider than 0.2 gets up to two more blocks of 6: the
-precision rule, docs/measurements.md), then writes the run directory
+precision rule, docs/measurements.md; the Sandboxes of taken samples are
+stopped and removed when all are taken, since freeing inodes while sampling
+slows creates on ext4 without a journal), then writes the run directory
 (samples.jsonl, pins.json, and the report as report.md, .html and .json:
 exact counts first, timings second), tears down everything it made and audits
 that nothing is left: on success, on failure and on Ctrl-C, unless --keep. It
