@@ -198,11 +198,14 @@ const (
 //     LayerFS over native toward any value; it applies to a cell with at
 //     least PrecisionMinSamples samples of every target, fewer being too few
 //     for an interval to mean anything. Its samples say so (Precision).
-//  5. as 4, and no inode is freed on the Sandboxes' filesystems while
-//     samples are taken: a native warm-up's files and the prefault's file
-//     are emptied (truncated, their pages and blocks freed as before)
-//     instead of removed, and each Sandbox is emptied and stopped after
-//     its sample and removed when the run's samples are all taken. On
+//  5. as 4, and the runner frees no inode of its own on the Sandboxes'
+//     filesystems while samples are taken: a native warm-up's files and
+//     the prefault's file are emptied (truncated, their pages and blocks
+//     freed as before) instead of removed, and each Sandbox is emptied and
+//     stopped after its sample and removed when the run's samples are all
+//     taken. (LayerFS's unmount still removes its workspace's overlay
+//     files, as it does for anyone: its warm-up's go before all three
+//     windows alike.) On
 //     ext4 without a journal (Machine.UnjournaledExt4), every file created
 //     scans past the inodes its block group freed in the last minute
 //     (six, while their inode table block is dirty): a run that removed

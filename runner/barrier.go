@@ -46,8 +46,9 @@ var writeBack = barrier{vmstat: "/proc/vmstat", maxPages: 256, deadline: 10 * ti
 // page cache of this kernel asks for large folios: see the design note),
 // on every side alike. Emptied before write-back, its dirty pages are
 // dropped, not written. It is emptied, not removed, and the next window's
-// prefault writes the same file again: under protocol 5 no inode is freed
-// while samples are taken (see manifests.ProtocolVersion).
+// prefault writes the same file again: under protocol 5 the runner frees
+// no inode of its own while samples are taken (see
+// manifests.ProtocolVersion).
 type prefault struct {
 	dir   string // a directory on the window's filesystem, BodyUser's
 	bytes int64  // 0: none

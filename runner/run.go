@@ -87,15 +87,10 @@ type EngineOptions struct {
 type engineConn struct {
 	*engine.Identity
 	cli *client.Client
-	// retired are the Sandboxes whose samples are done, stopped and
-	// emptied, to be removed when the run's samples are all taken
-	// (protocol 5: removing one frees its inodes).
-	retired []retiredSandbox
-}
-
-type retiredSandbox struct {
-	id     string
-	remove func()
+	// retired removes, each, a Sandbox whose sample is done, emptied and
+	// stopped: called when the run's samples are all taken (protocol 5:
+	// removing one frees its inodes).
+	retired []func()
 }
 
 // retire ends sb's part in the run without freeing an inode on its
@@ -114,7 +109,7 @@ func (c *engineConn) retire(sb *sandbox, remove func()) {
 		remove()
 		return
 	}
-	c.retired = append(c.retired, retiredSandbox{id: sb.id, remove: remove})
+	c.retired = append(c.retired, remove)
 }
 
 // removeRetired removes every retired Sandbox of conns, saying how many
@@ -129,8 +124,8 @@ func removeRetired(conns map[string]*engineConn, status func(string)) {
 	}
 	status(fmt.Sprintf("removing the %d Sandboxes kept since their samples", n))
 	for _, c := range conns {
-		for _, r := range c.retired {
-			r.remove()
+		for _, remove := range c.retired {
+			remove()
 		}
 		c.retired = nil
 	}

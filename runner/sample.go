@@ -385,9 +385,9 @@ func (sm *sampler) timedRun(ctx context.Context) error {
 // same memory freed. (Kept, its pages would stay in use, and the window
 // would write into memory freed long before: on a VM whose balloon
 // reports free pages, far slower to write.) Emptied, not removed: under
-// protocol 5 no inode is freed while samples are taken, since on ext4
-// without a journal every file created scans past the inodes freed in
-// the last minutes (see manifests.ProtocolVersion).
+// protocol 5 the runner frees no inode of its own while samples are
+// taken, since on ext4 without a journal every file created scans past
+// the inodes freed in the last minutes (see manifests.ProtocolVersion).
 func (sm *sampler) nativeWarmUp(ctx context.Context, side string) error {
 	warm, _ := nativeDirs(side)
 	if err := sm.warmUpBody(ctx, side, warm); err != nil {

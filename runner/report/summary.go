@@ -531,7 +531,7 @@ func (r *Report) machineLines() []string {
 	for _, m := range r.machines() {
 		if len(m.UnjournaledExt4) > 0 {
 			lines = append(lines, MachineName(m.Host)+": ext4 without a journal at "+strings.Join(m.UnjournaledExt4, ", ")+
-				": creating a file there costs more the more inodes were freed nearby in the last minute; under protocol 5 a run frees none while it samples, "+
+				": creating a file there costs more the more inodes were freed nearby in the last minute; under protocol 5 the runner frees none of its own while it samples, "+
 				"so what slows the create-heavy cells' native reference (C01, C03-C05, C12) is what was freed just before the run, and their A/A check shows the noise left.")
 		}
 		if m.PageReporting != manifests.PageReportingActive {
