@@ -96,7 +96,7 @@ func unjournaledExt4(root string) []string {
 // cells and what a reader of the numbers should make of it.
 const Ext4Advice = "ext4 without a journal does not reuse an inode deleted less than a minute earlier, and every file it creates scans past " +
 	"all such inodes at the start of its block group: creating a file costs more, by how much was deleted nearby in the last minute " +
-	"(on the machine sealbench was built on, C01's 1,000 files took 12-15 ms after a quiet minute and 20-230 ms amid deletions). " +
+	"(on the machine sealbench was built on, C01's 1,000 files took about 17 ms on a quiet disk and 170-220 ms, up to 320, amid a run's deletions). " +
 	"The runner frees no inode of its own while it samples (warm-ups' files emptied, Sandboxes removed when the samples are all taken), " +
 	"but what was deleted just before a run (a test suite, another run's teardown) slows the create-heavy cells (C01, C03-C05, C12) " +
 	"in its first minutes; their A/A check shows the noise. A filesystem with a journal, or tmpfs, does not do this."
