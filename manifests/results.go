@@ -205,13 +205,13 @@ const (
 //     stopped after its sample and removed when the run's samples are all
 //     taken. (LayerFS's unmount still removes its workspace's overlay
 //     files, as it does for anyone: its warm-up's go before all three
-//     windows alike.) On
-//     ext4 without a journal (Machine.UnjournaledExt4), every file created
-//     scans past the inodes its block group freed in the last minute
-//     (six, while their inode table block is dirty): a run that removed
-//     its Sandboxes as it went made its own native reference of the
-//     create-heavy cells ten times slower than on a quiet disk, varying
-//     from window to window and slower in a sample's first windows.
+//     windows alike.) On ext4 without a journal (Machine.UnjournaledExt4),
+//     every file created scans past the inodes its block group freed in
+//     the last minute (six, while their inode table block is dirty): a run
+//     that removed its Sandboxes as it went made its own native reference
+//     of the create-heavy cells ten times slower than on a quiet disk,
+//     varying from window to window and slower in a sample's first
+//     windows.
 const ProtocolVersion = 5
 
 // The precision rule's bounds (protocol 4).
@@ -832,9 +832,8 @@ type Machine struct {
 	// deleted less than a minute earlier (longer while its inode table
 	// block is dirty), and every file created scans past all such inodes
 	// at the start of its block group: creating files costs more, by how
-	// much was deleted nearby in the last minute. A run's own deletions
-	// (its warm-ups', its Sandboxes') make the metadata cells' native
-	// reference vary with them.
+	// much was deleted nearby in the last minute: why, under protocol 5,
+	// the runner frees no inode of its own while it samples.
 	UnjournaledExt4 []string `json:"unjournaledExt4,omitempty"`
 }
 
