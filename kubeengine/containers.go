@@ -788,15 +788,15 @@ func (s *Server) ContainerLogs(w http.ResponseWriter, r *http.Request, ref strin
 	cs := sandboxStatus(pod)
 	switch {
 	case cs == nil || cs.State.Waiting != nil:
-	case cs.State.Terminated != nil && !opts.Follow:
+	case cs.State.Terminated != nil && !opts.Follow && time.Now().Before(logSettled(cs.State.Terminated.FinishedAt.Time, logSettle)):
 		// A container that has just exited may not have all of its
 		// output in the kubelet's log yet: containerd reports the exit
 		// before its copy of the output is written (seen under load as
 		// an empty log of a container that printed). The log is read
-		// until it holds still.
+		// until it holds still; one that exited earlier streams.
 		logs := s.client.CoreV1().Pods(s.c.Namespace).GetLogs(pod.Name, opts)
 		b, err := settledLog(ctx, func(ctx context.Context) ([]byte, error) { return logs.DoRaw(ctx) },
-			cs.State.Terminated.FinishedAt.Time, time.Now, logSettle)
+			logSettled(cs.State.Terminated.FinishedAt.Time, logSettle), time.Now)
 		if err != nil {
 			engineapi.Fail(w, fmt.Errorf("reading the logs of pod %s (container %s): %w", pod.Name, c.Name, err))
 			return
@@ -838,12 +838,17 @@ func (s *Server) ContainerLogs(w http.ResponseWriter, r *http.Request, ref strin
 // to the second.
 const logSettle = 3 * time.Second
 
-// settledLog reads a terminated container's log: once when it finished
-// long enough ago, and otherwise again every 200 ms until two reads in a
-// row agree and the log is not empty, or until settle has passed since
-// finished (plus the second FinishedAt is rounded to).
-func settledLog(ctx context.Context, read func(context.Context) ([]byte, error), finished time.Time, now func() time.Time, settle time.Duration) ([]byte, error) {
-	deadline := finished.Add(settle + time.Second)
+// logSettled is when the log of a container that finished at finished
+// holds all its output: settle later, plus the second FinishedAt is
+// rounded to.
+func logSettled(finished time.Time, settle time.Duration) time.Time {
+	return finished.Add(settle + time.Second)
+}
+
+// settledLog reads a terminated container's log: once when deadline
+// (logSettled) has passed, and otherwise again every 200 ms until two
+// reads in a row agree and the log is not empty, or until deadline.
+func settledLog(ctx context.Context, read func(context.Context) ([]byte, error), deadline time.Time, now func() time.Time) ([]byte, error) {
 	b, err := read(ctx)
 	for err == nil && now().Before(deadline) {
 		select {

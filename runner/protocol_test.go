@@ -340,9 +340,9 @@ func TestBarrierWithoutVMStat(t *testing.T) {
 }
 
 // The prefault writes its throwaway file after the drain and before the
-// window, and empties it (under protocol 5 the runner frees no inode while sampling): the
-// window sees an empty file, and the sample records its size (rounded up
-// to whole MiB) and time. A prefault that cannot write records 0 bytes,
+// window, and empties it (under protocol 5 the runner frees no inode
+// while sampling): the window sees an empty file, and the sample records
+// its size (rounded up to whole MiB) and time. A prefault that cannot write records 0 bytes,
 // leaves no data, and the window opens all the same.
 func TestBarrierPrefault(t *testing.T) {
 	vm := filepath.Join(t.TempDir(), "vmstat")

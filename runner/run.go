@@ -97,13 +97,17 @@ type engineConn struct {
 // filesystem: its files under WorkDir are emptied (their blocks freed, so
 // that a run's disk use does not grow with its samples) and it is
 // stopped; it is removed when the run's samples are all taken
-// (removeRetired). An Engine that cannot stop a container (kube-engine's
-// pods are removed or running) has it removed at once, as before
-// protocol 5.
+// (removeRetired). A Sandbox whose files could not be emptied (its
+// Engine gone, say), or that cannot be stopped (kube-engine's pods are
+// removed or running), is removed at once, as before protocol 5: kept
+// whole, it would hold all its sample wrote until the run's end.
 func (c *engineConn) retire(sb *sandbox, remove func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sb.exec(ctx, true, "/", emptyFiles(WorkDir)+` 2>/dev/null; true`, nil)
+	if r, err := sb.exec(ctx, true, "/", emptyFiles(WorkDir)+` 2>/dev/null`, nil); err != nil || r.code != 0 {
+		remove()
+		return
+	}
 	zero := 0
 	if err := c.cli.ContainerStop(ctx, sb.id, container.StopOptions{Timeout: &zero}); err != nil {
 		remove()
