@@ -26,9 +26,11 @@ var (
 	SandboxWarmPoolResource = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxwarmpools"}
 )
 
-// AgentSandboxResources are agent-sandbox's four kinds, the Sandbox
-// first.
-var AgentSandboxResources = []schema.GroupVersionResource{SandboxResource, SandboxTemplateResource, SandboxClaimResource, SandboxWarmPoolResource}
+// AgentSandboxResources are agent-sandbox's four kinds in the order they
+// are removed in: a claim (with the Sandbox it holds) before its pool, a
+// pool (with the Sandboxes it keeps) before its template, and Sandboxes
+// last, so that no controller makes again what was just removed.
+var AgentSandboxResources = []schema.GroupVersionResource{SandboxClaimResource, SandboxWarmPoolResource, SandboxTemplateResource, SandboxResource}
 
 // SandboxObject is the agent-sandbox Sandbox whose pod is pod: its
 // podTemplate is pod's metadata (labels, annotations: the container's

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -44,6 +45,10 @@ type Config struct {
 	// waits for the Sandbox to be Ready, remove deletes the Sandbox and
 	// its pod.
 	AgentSandbox bool
+	// WarmPool, with AgentSandbox, claims each container (a SandboxClaim)
+	// from a SandboxWarmPool of WarmPool Sandboxes that the kube-engine
+	// makes at the first start (warmpool.go); 0: each a cold Sandbox.
+	WarmPool int
 	// StartTimeout bounds how long a container's start waits for its pod
 	// to run; 0: StartLimit.
 	StartTimeout time.Duration
@@ -73,6 +78,9 @@ func (c Config) Args() []string {
 	if c.AgentSandbox {
 		args = append(args, "--agent-sandbox")
 	}
+	if c.WarmPool != 0 {
+		args = append(args, "--warm-pool", strconv.Itoa(c.WarmPool))
+	}
 	if c.StartTimeout != 0 {
 		args = append(args, "--start-timeout", c.StartTimeout.String())
 	}
@@ -89,6 +97,7 @@ func ParseArgs(args []string) (Config, error) {
 	}
 	fs.DurationVar(&c.StartTimeout, "start-timeout", 0, "")
 	fs.BoolVar(&c.AgentSandbox, "agent-sandbox", false, "")
+	fs.IntVar(&c.WarmPool, "warm-pool", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("kube-engine: %w", err)
 	}
@@ -112,11 +121,21 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("kube-engine: %s %q must be an absolute path", f.name, f.v))
 		}
 	}
+	if c.WarmPool < 0 || c.WarmPool > MaxWarmPool {
+		errs = append(errs, fmt.Errorf("kube-engine: --warm-pool %d is not from 0 to %d", c.WarmPool, MaxWarmPool))
+	}
+	if c.WarmPool > 0 && !c.AgentSandbox {
+		errs = append(errs, errors.New("kube-engine: --warm-pool goes with --agent-sandbox (a warm pool is agent-sandbox's)"))
+	}
 	if c.StartTimeout < 0 {
 		errs = append(errs, fmt.Errorf("kube-engine: --start-timeout %s is negative", c.StartTimeout))
 	}
 	return errors.Join(errs...)
 }
+
+// MaxWarmPool is the largest warm pool a kube-engine keeps: each of its
+// Sandboxes holds a pod, and the node's FUSE devices, all the run long.
+const MaxWarmPool = 8
 
 // PodName is the pod a container name maps to: the name lowercased, each
 // character a pod name cannot hold made '-', and, when that changed the

@@ -14,7 +14,7 @@ import (
 
 func TestArgsRoundTrip(t *testing.T) {
 	c := Config{Socket: "/run/x/engine.sock", Kubeconfig: "/k", Context: "ctx", Namespace: "ns", Node: "n1",
-		RuntimeClass: "gvisor", FUSEResource: "sealbench.dev/fuse", Containerd: "/run/containerd/containerd.sock", Ctr: "/usr/bin/ctr", RunID: "r1", SeccompDir: "/var/lib/kubelet/seccomp", StartTimeout: 90 * time.Second, AgentSandbox: true}
+		RuntimeClass: "gvisor", FUSEResource: "sealbench.dev/fuse", Containerd: "/run/containerd/containerd.sock", Ctr: "/usr/bin/ctr", RunID: "r1", SeccompDir: "/var/lib/kubelet/seccomp", StartTimeout: 90 * time.Second, AgentSandbox: true, WarmPool: 3}
 	got, err := ParseArgs(c.Args())
 	if err != nil || !reflect.DeepEqual(got, c) {
 		t.Errorf("ParseArgs(Args()) = %+v, %v; want %+v", got, err, c)
@@ -30,6 +30,22 @@ func TestParseArgsNamesWhatIsMissing(t *testing.T) {
 	}
 	if _, err := ParseArgs([]string{"extra"}); err == nil {
 		t.Error("ParseArgs took an argument")
+	}
+	base := []string{"--socket", "/s", "--namespace", "ns", "--node", "n", "--fuse-resource", "r", "--run", "id"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--warm-pool", "2"}, "--warm-pool goes with --agent-sandbox"},
+		{[]string{"--agent-sandbox", "--warm-pool", "9"}, "--warm-pool 9 is not from 0 to 8"},
+		{[]string{"--agent-sandbox", "--warm-pool", "-1"}, "--warm-pool -1 is not from 0 to 8"},
+	} {
+		if _, err := ParseArgs(append(base[:len(base):len(base)], c.args...)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseArgs(%q): %v, want %q", c.args, err, c.want)
+		}
+	}
+	if c, err := ParseArgs(append(base, "--agent-sandbox", "--warm-pool", "8")); err != nil || c.WarmPool != 8 {
+		t.Errorf("ParseArgs(--warm-pool 8) = %d, %v", c.WarmPool, err)
 	}
 }
 

@@ -65,6 +65,20 @@ type containerRec struct {
 	starting bool
 	started  bool   // a pod was created for it
 	release  func() // stops renewing the node's Lease and releases it
+	// claimed: the container is a SandboxClaim on the run's warm pool
+	// (Config.WarmPool), named PodName(Name); its pod is pod, the one the
+	// claim's Sandbox runs.
+	claimed bool
+	pod     string
+}
+
+// podName is the container's pod: the claimed Sandbox's, else the one
+// named after the container.
+func (c *containerRec) podName() string {
+	if c.claimed {
+		return c.pod
+	}
+	return PodName(c.Name)
 }
 
 var validName = regexp.MustCompile(`^/?[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
@@ -111,6 +125,15 @@ func (s *Server) ContainerCreate(ctx context.Context, name string, body io.Reade
 	c := &containerRec{containerRecord: rec}
 	s.containers[rec.ID] = c
 	s.mu.Unlock()
+	if s.c.WarmPool > 0 {
+		if _, _, ok, err := s.claimed(ctx, name); err != nil || ok {
+			s.forget(rec.ID)
+			if err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: Conflict. The container name \"/%s\" is already in use: SandboxClaim %s/%s exists", errConflict, name, s.c.Namespace, PodName(name))
+		}
+	}
 	if _, err := s.client.CoreV1().Pods(s.c.Namespace).Get(ctx, PodName(name), metav1.GetOptions{}); err == nil {
 		s.forget(rec.ID)
 		return nil, fmt.Errorf("%w: Conflict. The container name \"/%s\" is already in use: pod %s/%s exists", errConflict, name, s.c.Namespace, PodName(name))
@@ -318,10 +341,13 @@ func (s *Server) lookup(ctx context.Context, ref string) (*containerRec, *corev1
 	s.mu.Unlock()
 	pods := s.client.CoreV1().Pods(s.c.Namespace)
 	if c != nil {
-		if !c.started {
+		s.mu.Lock()
+		started, name := c.started, c.podName()
+		s.mu.Unlock()
+		if !started || name == "" {
 			return c, nil, nil
 		}
-		pod, err := pods.Get(ctx, PodName(c.Name), metav1.GetOptions{})
+		pod, err := pods.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			// Removed by another kube-engine, or a teardown through the API.
 			if release := s.takeRelease(c); release != nil {
@@ -331,7 +357,7 @@ func (s *Server) lookup(ctx context.Context, ref string) (*containerRec, *corev1
 			return nil, nil, notFound
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("getting pod %s: %w", PodName(c.Name), err)
+			return nil, nil, fmt.Errorf("getting pod %s: %w", name, err)
 		}
 		return c, pod, nil
 	}
@@ -344,6 +370,11 @@ func (s *Server) lookup(ctx context.Context, ref string) (*containerRec, *corev1
 			}
 		} else if !apierrors.IsNotFound(err) {
 			return nil, nil, fmt.Errorf("getting pod %s: %w", PodName(ref), err)
+		}
+		if s.c.WarmPool > 0 {
+			if c, pod, err := s.lookupClaim(ctx, ref); err != nil || c != nil {
+				return c, pod, err
+			}
 		}
 	}
 	if len(ref) < 12 {
@@ -362,13 +393,30 @@ func (s *Server) lookup(ctx context.Context, ref string) (*containerRec, *corev1
 			return s.adopt(rec), &list.Items[i], nil
 		}
 	}
+	if s.c.WarmPool > 0 {
+		claims, err := s.dynamic.Resource(SandboxClaimResource).Namespace(s.c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return nil, nil, fmt.Errorf("listing kube-engine's SandboxClaims in %s: %w", s.c.Namespace, err)
+		}
+		for _, cl := range claims.Items {
+			if rec, ok := recordIn(cl.GetAnnotations()); ok && strings.HasPrefix(rec.ID, ref) {
+				if c, pod, err := s.lookupClaim(ctx, rec.Name); err != nil || c != nil {
+					return c, pod, err
+				}
+			}
+		}
+	}
 	return nil, nil, notFound
 }
 
 // recordOf reads a pod's container record from its annotation.
-func recordOf(pod *corev1.Pod) (containerRecord, bool) {
+func recordOf(pod *corev1.Pod) (containerRecord, bool) { return recordIn(pod.Annotations) }
+
+// recordIn reads a container record from annotations (a pod's, or a
+// SandboxClaim's).
+func recordIn(annotations map[string]string) (containerRecord, bool) {
 	var rec containerRecord
-	b, ok := pod.Annotations[AnnotationContainer]
+	b, ok := annotations[AnnotationContainer]
 	if !ok || json.Unmarshal([]byte(b), &rec) != nil || rec.ID == "" || rec.Config == nil {
 		return rec, false
 	}
@@ -376,6 +424,31 @@ func recordOf(pod *corev1.Pod) (containerRecord, bool) {
 		rec.HostConfig = &container.HostConfig{}
 	}
 	return rec, true
+}
+
+// lookupClaim finds the container ref names by its SandboxClaim on the
+// run's warm pool (Config.WarmPool), and keeps it, as started.
+// It answers nil, nil, nil when there is no such claim.
+func (s *Server) lookupClaim(ctx context.Context, ref string) (*containerRec, *corev1.Pod, error) {
+	rec, podName, ok, err := s.claimed(ctx, ref)
+	if err != nil || !ok {
+		return nil, nil, err
+	}
+	c := s.adopt(rec)
+	s.mu.Lock()
+	c.claimed, c.pod = true, podName
+	s.mu.Unlock()
+	if podName == "" {
+		return c, nil, nil
+	}
+	pod, err := s.client.CoreV1().Pods(s.c.Namespace).Get(ctx, podName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return c, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("getting pod %s: %w", podName, err)
+	}
+	return c, pod, nil
 }
 
 // adopt keeps a container found in the cluster, as started.
@@ -443,14 +516,36 @@ func (s *Server) startContainer(ctx context.Context, ref string) error {
 	if err != nil {
 		return err
 	}
-	created := spec
-	if s.c.AgentSandbox {
+	created, sandbox := spec, spec.Name
+	warm := false
+	if s.c.WarmPool > 0 {
+		warm, err = s.ensurePool(ctx, spec)
+	}
+	switch {
+	case err != nil:
+	case warm:
+		// A claim on the run's warm pool: its Sandbox, adopted or cold,
+		// runs the pod.
+		s.mu.Lock()
+		c.claimed = true
+		s.mu.Unlock()
+		var pod string
+		if sandbox, pod, err = s.claim(ctx, spec); err == nil {
+			created = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: s.c.Namespace}}
+			s.mu.Lock()
+			c.pod = pod
+			s.mu.Unlock()
+		}
+	case s.c.AgentSandbox:
 		// The Sandbox's controller makes the pod.
 		err = s.createSandbox(ctx, spec)
-	} else {
+	default:
 		created, err = s.client.CoreV1().Pods(s.c.Namespace).Create(ctx, spec, metav1.CreateOptions{})
 	}
 	if err != nil {
+		if warm {
+			err = errors.Join(err, s.deleteContainer(context.WithoutCancel(ctx), c))
+		}
 		release()
 		if !s.c.AgentSandbox {
 			err = fmt.Errorf("creating pod %s on node %s: %w", spec.Name, s.c.Node, err)
@@ -460,8 +555,8 @@ func (s *Server) startContainer(ctx context.Context, ref string) error {
 	s.mu.Lock()
 	c.started, c.release = true, release
 	s.mu.Unlock()
-	if err := s.waitStarted(ctx, created, c.Config.Image); err != nil {
-		rmErr := s.deletePod(context.WithoutCancel(ctx), spec.Name)
+	if err := s.waitStarted(ctx, created, sandbox, c.Config.Image); err != nil {
+		rmErr := s.deleteContainer(context.WithoutCancel(ctx), c)
 		if release := s.takeRelease(c); release != nil {
 			release()
 		}
@@ -518,9 +613,11 @@ var failedWaiting = []string{"ErrImageNeverPull", "ErrImagePull", "ImagePullBack
 	"CreateContainerError", "CreateContainerConfigError", "RunContainerError", "CrashLoopBackOff", "ImageInspectError"}
 
 // waitStarted waits until the pod's container has started (running or
-// already ended), and checks that it runs the image asked for. When it
-// never does, the error says why in the cluster's words (WhyNotRunning).
-func (s *Server) waitStarted(ctx context.Context, pod *corev1.Pod, image string) error {
+// already ended), and checks that it runs the image asked for; with
+// Config.AgentSandbox, until the Sandbox sandbox that runs it is Ready.
+// When it never does, the error says why in the cluster's words
+// (WhyNotRunning).
+func (s *Server) waitStarted(ctx context.Context, pod *corev1.Pod, sandbox, image string) error {
 	limit := cmp.Or(s.c.StartTimeout, StartLimit)
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -528,7 +625,7 @@ func (s *Server) waitStarted(ctx context.Context, pod *corev1.Pod, image string)
 	why := func() string {
 		w := WhyNotRunning(context.WithoutCancel(ctx), s.client, pod)
 		if s.c.AgentSandbox {
-			w = s.sandboxWhy(context.WithoutCancel(ctx), pod.Name) + "; " + w
+			w = s.sandboxWhy(context.WithoutCancel(ctx), sandbox) + "; " + w
 		}
 		return w
 	}
@@ -544,7 +641,7 @@ func (s *Server) waitStarted(ctx context.Context, pod *corev1.Pod, image string)
 			if err := s.checkImage(ctx, cs.ImageID, image); err != nil || !s.c.AgentSandbox {
 				return err
 			}
-			if err := s.waitSandboxReady(ctx, pod.Name); err != nil {
+			if err := s.waitSandboxReady(ctx, sandbox); err != nil {
 				return fmt.Errorf("%w: %s", err, why())
 			}
 			return nil
@@ -601,13 +698,20 @@ func (s *Server) checkImage(ctx context.Context, got, want string) error {
 	return nil
 }
 
-// deletePod deletes a container's pod at once and waits until it is
-// gone; with Config.AgentSandbox, its Sandbox first (DeleteSandbox).
-func (s *Server) deletePod(ctx context.Context, name string) error {
-	if s.c.AgentSandbox {
-		return DeleteSandbox(ctx, s.dynamic, s.deleteBarePod, s.c.Namespace, name)
+// deleteContainer deletes a container's pod at once and waits until it
+// is gone; with Config.AgentSandbox, its Sandbox first (DeleteSandbox);
+// a claimed container's SandboxClaim before that (DeleteClaim).
+func (s *Server) deleteContainer(ctx context.Context, c *containerRec) error {
+	s.mu.Lock()
+	claimed := c.claimed
+	s.mu.Unlock()
+	switch {
+	case claimed:
+		return DeleteClaim(ctx, s.dynamic, s.deleteBarePod, s.c.Namespace, PodName(c.Name))
+	case s.c.AgentSandbox:
+		return DeleteSandbox(ctx, s.dynamic, s.deleteBarePod, s.c.Namespace, PodName(c.Name))
 	}
-	return s.deleteBarePod(ctx, name)
+	return s.deleteBarePod(ctx, PodName(c.Name))
 }
 
 // deleteBarePod deletes a pod at once and waits until it is gone.
@@ -645,9 +749,12 @@ func (s *Server) ContainerDelete(ctx context.Context, ref string, force bool) er
 	if cs := sandboxStatus(pod); !force && cs != nil && cs.State.Running != nil {
 		return fmt.Errorf("%w: cannot remove container %q: container is running: stop the container before removing or force remove", errConflict, c.Name)
 	}
+	s.mu.Lock()
+	claimed := c.claimed
+	s.mu.Unlock()
 	var errs []error
-	if pod != nil {
-		errs = append(errs, s.deletePod(ctx, pod.Name))
+	if pod != nil || claimed {
+		errs = append(errs, s.deleteContainer(ctx, c))
 	}
 	if release := s.takeRelease(c); release != nil {
 		release()

@@ -44,6 +44,11 @@ type Server struct {
 	// a container of one runs as a pod naming its pinned reference.
 	pulled map[string]*Resolved
 
+	// poolMu guards poolDigest: the digest of the pod spec the run's
+	// SandboxTemplate was made from (Config.WarmPool); "" until made.
+	poolMu     sync.Mutex
+	poolDigest string
+
 	api *engineapi.Router // the Engine API, routed to the methods the Backend interfaces name
 }
 

@@ -8,6 +8,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/sealbench/sealbench/kubeengine"
@@ -20,6 +22,41 @@ import (
 // target with each Sandbox an agent-sandbox Sandbox
 // (`--target agent-sandbox[:RUNTIMECLASS][@NODE]`).
 const AgentSandboxName = "agent-sandbox"
+
+// AgentSandboxWarmName is the agent-sandbox-warm target's kind: the
+// agent-sandbox target with each Sandbox claimed from a warm pool
+// (`--target agent-sandbox-warm[:RUNTIMECLASS][@NODE]`).
+const AgentSandboxWarmName = "agent-sandbox-warm"
+
+// DefaultWarmPool is how many Sandboxes the agent-sandbox-warm target's
+// pool keeps ready unless --kube-warm-pool says otherwise: one to claim,
+// one more while the first is replaced.
+const DefaultWarmPool = 2
+
+// recordWarmPool records, before the kube-engine that makes them starts,
+// the SandboxTemplate and SandboxWarmPool of the agent-sandbox-warm
+// target (kubeengine.WarmPoolName): teardown removes the pool (with the
+// Sandboxes it keeps) before the template, as the ledger is undone from
+// its end.
+func (k *Kubernetes) recordWarmPool() error {
+	if k.cfg.WarmPool == 0 {
+		return nil
+	}
+	name := kubeengine.WarmPoolName(k.o.Run.ID, k.name)
+	own := map[string]string{manifests.RunLabel: k.o.Run.ID, kubeengine.LabelTarget: k.name}
+	for _, o := range []struct {
+		res    string
+		detail string
+	}{
+		{kubeengine.SandboxTemplateResource.Resource, "the template of the warm pool's Sandboxes"},
+		{kubeengine.SandboxWarmPoolResource.Resource, fmt.Sprintf("keeps %d Sandboxes ready to claim", k.cfg.WarmPool)},
+	} {
+		if err := k.record(manifests.LedgerEntry{Kind: manifests.ResourceKubeObject, Key: objectKey(o.res, k.cfg.Namespace, name), Labels: own, Detail: o.detail}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // agentSandboxFix says how to get agent-sandbox onto a cluster.
 const agentSandboxFix = "install agent-sandbox (sigs.k8s.io/agent-sandbox, v1.0.1 or later): its CRDs and its controller with --extensions, from its release manifests or Helm chart"
@@ -83,14 +120,24 @@ var agentSandboxKinds = func() map[string]schema.GroupVersionResource {
 	return m
 }()
 
-// labelledSandboxes lists the agent-sandbox objects (Sandboxes,
-// SandboxTemplates, SandboxClaims, SandboxWarmPools), in every namespace,
-// that carry the run label (any value when run is ""), or only the
-// target's; a cluster that serves none of them has none.
+// labelledSandboxes lists the agent-sandbox objects (SandboxClaims,
+// SandboxWarmPools, SandboxTemplates, Sandboxes: the order they are
+// removed in), in every namespace, that carry the run label (any value
+// when run is ""), or only the target's; a Sandbox also when only its
+// pod template carries it (a warm pool's, labelled by agent-sandbox's
+// controller alone). A cluster that serves none of them has none.
 func (c *cluster) labelledSandboxes(ctx context.Context, sel string) ([]runs.Resource, error) {
+	match, err := labels.Parse(sel)
+	if err != nil {
+		return nil, err
+	}
 	var out []runs.Resource
 	for _, r := range kubeengine.AgentSandboxResources {
-		list, err := c.dyn.Resource(r).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		opts := metav1.ListOptions{LabelSelector: sel}
+		if r == kubeengine.SandboxResource {
+			opts.LabelSelector = ""
+		}
+		list, err := c.dyn.Resource(r).Namespace(metav1.NamespaceAll).List(ctx, opts)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
@@ -98,7 +145,13 @@ func (c *cluster) labelledSandboxes(ctx context.Context, sel string) ([]runs.Res
 			return nil, fmt.Errorf("listing %s labelled %s on %s: %w", r.Resource, sel, c.host, err)
 		}
 		for _, o := range list.Items {
-			out = append(out, runs.Resource{Target: AgentSandboxName, Run: o.GetLabels()[manifests.RunLabel], Kind: manifests.ResourceKubeObject,
+			l := o.GetLabels()
+			if !match.Matches(labels.Set(l)) {
+				if l, _, _ = unstructured.NestedStringMap(o.Object, "spec", "podTemplate", "metadata", "labels"); !match.Matches(labels.Set(l)) {
+					continue
+				}
+			}
+			out = append(out, runs.Resource{Target: AgentSandboxName, Run: l[manifests.RunLabel], Kind: manifests.ResourceKubeObject,
 				Key: objectKey(r.Resource, o.GetNamespace(), o.GetName()), Detail: "agent-sandbox " + o.GetKind() + " on " + c.host})
 		}
 	}
@@ -115,12 +168,18 @@ func (c *cluster) existsSandboxObject(ctx context.Context, r schema.GroupVersion
 }
 
 // removeSandboxObject deletes the agent-sandbox object; a Sandbox with
-// its pod (no garbage collector need run), each waited for.
+// its pod, a SandboxClaim with the Sandbox it holds, a SandboxWarmPool
+// with the Sandboxes it keeps (no garbage collector need run), each
+// waited for.
 func (c *cluster) removeSandboxObject(ctx context.Context, r schema.GroupVersionResource, ns, name string) error {
-	if r == kubeengine.SandboxResource {
-		return kubeengine.DeleteSandbox(ctx, c.dyn, func(ctx context.Context, pod string) error {
-			return c.remove(ctx, objectKey(resPods, ns, pod))
-		}, ns, name)
+	pods := func(ctx context.Context, pod string) error { return c.remove(ctx, objectKey(resPods, ns, pod)) }
+	switch r {
+	case kubeengine.SandboxResource:
+		return kubeengine.DeleteSandbox(ctx, c.dyn, pods, ns, name)
+	case kubeengine.SandboxClaimResource:
+		return kubeengine.DeleteClaim(ctx, c.dyn, pods, ns, name)
+	case kubeengine.SandboxWarmPoolResource:
+		return kubeengine.DeleteWarmPool(ctx, c.dyn, pods, ns, name)
 	}
 	err := notFound(c.dyn.Resource(r).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 	if err != nil {

@@ -93,7 +93,12 @@ func (c *cluster) labelled(ctx context.Context, run, target string) ([]runs.Reso
 	if err != nil {
 		return nil, fmt.Errorf("listing NetworkPolicies labelled %s on %s: %w", manifests.RunLabel, c.host, err)
 	}
-	var out []runs.Resource
+	// agent-sandbox's objects first: removing one removes the pods it
+	// runs, which removed first its controllers would make again.
+	out, err := c.labelledSandboxes(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
 	leases := &coordinationv1.LeaseList{}
 	if target == "" {
 		if leases, err = c.cs.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, opts); err != nil {
@@ -112,11 +117,7 @@ func (c *cluster) labelled(ctx context.Context, run, target string) ([]runs.Reso
 		out = append(out, runs.Resource{Target: Name, Run: np.Labels[manifests.RunLabel], Kind: manifests.ResourceKubeObject,
 			Key: objectKey(resNetworkPolicies, np.Namespace, np.Name), Detail: "NetworkPolicy on " + c.host})
 	}
-	sbs, err := c.labelledSandboxes(ctx, sel)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, sbs...), nil
+	return out, nil
 }
 
 // exists reports whether the object key names is there.

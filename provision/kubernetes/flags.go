@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sealbench/sealbench/kubeengine"
 	"github.com/sealbench/sealbench/provision"
 )
 
@@ -36,6 +37,9 @@ type Flags struct {
 	// image from, its id checked there first, instead of an import into
 	// the node's containerd.
 	Image string
+	// WarmPool is how many Sandboxes the agent-sandbox-warm target's
+	// SandboxWarmPool keeps ready; 0: DefaultWarmPool.
+	WarmPool int
 }
 
 var (
@@ -59,6 +63,7 @@ func (f *Flags) Flags(fs *pflag.FlagSet, c provision.Command) {
 	fs.StringVar(&f.Containerd, "kube-containerd", "", "for the kubernetes target: the node's containerd socket, as this host reaches it (a node on this host), where the Sandbox image is imported (with --kube-image, pulled) and removed at teardown")
 	fs.StringVar(&f.SeccompDir, "kube-seccomp-dir", "", "for the kubernetes target: the node kubelet's seccomp directory, as this host reaches it (default "+DefaultSeccompDir+"), where the Sandboxes' seccomp profile goes")
 	fs.StringVar(&f.Image, "kube-image", "", "for the kubernetes target: a registry repository the node pulls the Sandbox image from, instead of an import through --kube-containerd (REPO is REPO:<the bundle's tag>; REPO:TAG and REPO@sha256:... too); its id must be the bundle's, and pods name it REPO@sha256:<manifest digest>")
+	fs.IntVar(&f.WarmPool, "kube-warm-pool", 0, fmt.Sprintf("for the agent-sandbox-warm target: how many Sandboxes its SandboxWarmPool keeps ready to claim, from 1 to %d (default %d)", kubeengine.MaxWarmPool, DefaultWarmPool))
 	fs.BoolVar(&f.Network, "kube-network", false, "for the kubernetes target: let the Sandboxes have the cluster's pod network (default: a NetworkPolicy denies them every connection)")
 }
 
@@ -80,6 +85,10 @@ func (f *Flags) Check() error {
 			return &provision.UsageError{Err: fmt.Errorf("--kube-image: %w", err),
 				Hint: "--kube-image takes a registry repository, such as registry.example.com:5000/sealbench/sandbox (a :TAG or @sha256:DIGEST too)"}
 		}
+	}
+	if f.WarmPool < 0 || f.WarmPool > kubeengine.MaxWarmPool {
+		return &provision.UsageError{Err: fmt.Errorf("--kube-warm-pool %d is not from 1 to %d", f.WarmPool, kubeengine.MaxWarmPool),
+			Hint: "--kube-warm-pool takes how many Sandboxes the warm pool keeps ready, such as 2"}
 	}
 	if f.SeccompDir != "" && !filepath.IsAbs(f.SeccompDir) {
 		return &provision.UsageError{Err: fmt.Errorf("--kube-seccomp-dir %q is not an absolute path", f.SeccompDir),

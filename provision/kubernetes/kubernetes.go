@@ -99,6 +99,10 @@ type Options struct {
 	// is the pod the kubernetes target would make, which the cluster's
 	// agent-sandbox controller runs (kubeengine.Config.AgentSandbox).
 	AgentSandbox bool
+	// WarmPool, with AgentSandbox, makes it the agent-sandbox-warm
+	// target: each Sandbox claimed (a SandboxClaim) from a SandboxWarmPool
+	// of WarmPool Sandboxes (kubeengine.Config.WarmPool).
+	WarmPool int
 	// EngineCommand starts the kube-engine: an absolute binary and the
 	// arguments before kubeengine.Config.Args (default: this executable
 	// and EngineSubcommand).
@@ -160,12 +164,15 @@ func New(o Options) (*Kubernetes, error) {
 		if o.AgentSandbox {
 			name = AgentSandboxName
 		}
+		if o.WarmPool > 0 {
+			name = AgentSandboxWarmName
+		}
 	}
 	dir := filepath.Join(o.Run.Dir, name)
 	return &Kubernetes{o: o, name: name, dir: dir, engine: cmd, logp: filepath.Join(dir, "kube-engine.log"),
 		cfg: kubeengine.Config{Socket: filepath.Join(dir, "engine.sock"), Kubeconfig: kube.Kubeconfig, Context: kube.Context,
 			Namespace: kube.Namespace, Node: kube.Node, RuntimeClass: o.RuntimeClass, FUSEResource: kube.FUSEResource,
-			Containerd: kube.Containerd, SeccompDir: kube.SeccompDir, RunID: o.Run.ID, Target: name, AgentSandbox: o.AgentSandbox}}, nil
+			Containerd: kube.Containerd, SeccompDir: kube.SeccompDir, RunID: o.Run.ID, Target: name, AgentSandbox: o.AgentSandbox, WarmPool: o.WarmPool}}, nil
 }
 
 func (k *Kubernetes) Name() string     { return k.name }
@@ -225,6 +232,9 @@ func (k *Kubernetes) Create(ctx context.Context) error {
 		if err := k.denyNetwork(ctx, c.cs); err != nil {
 			return err
 		}
+	}
+	if err := k.recordWarmPool(); err != nil {
+		return err
 	}
 	if err := k.startEngine(); err != nil {
 		return err
@@ -409,6 +419,9 @@ func (k *Kubernetes) Identity(ctx context.Context) (*engine.Identity, error) {
 		if id.AgentSandbox, err = agentSandboxVersion(ctx, c); err != nil {
 			return nil, err
 		}
+		if k.cfg.WarmPool > 0 {
+			id.AgentSandbox += fmt.Sprintf("; each Sandbox claimed from a SandboxWarmPool of %d", k.cfg.WarmPool)
+		}
 	}
 	return id, nil
 }
@@ -475,9 +488,10 @@ func (k *Kubernetes) Inventory(ctx context.Context) ([]runs.Resource, error) {
 	seen := map[string]bool{}
 	for _, r := range out {
 		seen[string(r.Kind)+" "+r.Key] = true
-		if r.Kind == manifests.ResourceContainer { // a Sandbox: its pod, and its agent-sandbox Sandbox
-			seen[string(manifests.ResourceKubeObject)+" "+objectKey(resPods, k.cfg.Namespace, kubeengine.PodName(r.Key))] = true
-			seen[string(manifests.ResourceKubeObject)+" "+objectKey(kubeengine.SandboxResource.Resource, k.cfg.Namespace, kubeengine.PodName(r.Key))] = true
+		if r.Kind == manifests.ResourceContainer { // a Sandbox: its pod, its agent-sandbox Sandbox, or its claim
+			for _, res := range []string{resPods, kubeengine.SandboxResource.Resource, kubeengine.SandboxClaimResource.Resource} {
+				seen[string(manifests.ResourceKubeObject)+" "+objectKey(res, k.cfg.Namespace, kubeengine.PodName(r.Key))] = true
+			}
 		}
 	}
 	for _, r := range rs {

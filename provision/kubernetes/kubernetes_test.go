@@ -80,19 +80,26 @@ func newTargetOf(t *testing.T, c *kubetest.Cluster, run *runs.Run, name, node, r
 // newTargetWith is newTargetOf, the agent-sandbox target when
 // agentSandbox (--target agent-sandbox[:RUNTIMECLASS]).
 func newTargetWith(t *testing.T, c *kubetest.Cluster, run *runs.Run, name, node, runtimeClass string, agentSandbox bool) *kubernetes.Kubernetes {
+	return newTargetOpts(t, c, run, kubernetes.Options{Name: name, Node: node, RuntimeClass: runtimeClass, AgentSandbox: agentSandbox})
+}
+
+// newTargetOpts is the target o says on the test cluster, its kube-engine
+// this test binary (engineChild); o's cluster fields are the fixture's.
+func newTargetOpts(t *testing.T, c *kubetest.Cluster, run *runs.Run, o kubernetes.Options) *kubernetes.Kubernetes {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if name != "" {
-		if err := runs.RecordTargetKind(run.Dir, name, kubernetes.Name); err != nil {
+	if o.Name != "" {
+		if err := runs.RecordTargetKind(run.Dir, o.Name, kubernetes.Name); err != nil {
 			t.Fatal(err)
 		}
 	}
-	k, err := kubernetes.New(kubernetes.Options{Run: run, Name: name, Node: node, Kube: kubernetes.Flags{Kubeconfig: c.Kubeconfig, Containerd: c.ContainerdSocket,
+	o.Run, o.EngineCommand, o.Log = run, []string{exe, engineChild}, t.Logf
+	o.Kube = kubernetes.Flags{Kubeconfig: c.Kubeconfig, Containerd: c.ContainerdSocket,
 		// The fixture's kubelet has its root directory in the cluster's.
-		SeccompDir: filepath.Join(c.Dir, "kubelet", "seccomp")},
-		RuntimeClass: runtimeClass, AgentSandbox: agentSandbox, EngineCommand: []string{exe, engineChild}, Log: t.Logf})
+		SeccompDir: filepath.Join(c.Dir, "kubelet", "seccomp")}
+	k, err := kubernetes.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

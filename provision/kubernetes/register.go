@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -70,6 +71,33 @@ the pins record its version and the RuntimeClass.`,
 		Backend: sandboxBackend{},
 		Needs:   []string{CheckName},
 		Note:    "agent-sandbox's controller on the cluster your kubeconfig names; otherwise as kubernetes",
+	})
+}
+
+func init() {
+	provision.Register(provision.Registration{
+		Name: AgentSandboxWarmName, What: "Sandboxes claimed from an agent-sandbox SandboxWarmPool on a Kubernetes cluster (agent-sandbox-warm[:RUNTIMECLASS][@NODE]), through the kube-engine", Order: 82,
+		Param: "RUNTIMECLASS", At: "NODE",
+		New: func(o provision.NewOptions) (provision.Target, error) {
+			f := *provision.OptionsOf[Flags](o.Options)
+			return New(Options{Run: o.Run, Name: o.Name, Node: o.Node, Kube: f, RuntimeClass: o.Param, Log: o.Log, AgentSandbox: true, WarmPool: cmp.Or(f.WarmPool, DefaultWarmPool)})
+		},
+		Options: []func() provision.Options{newFlags},
+		Help: `As the agent-sandbox target, but each Sandbox is claimed the way agent
+platforms hand one out fast: a SandboxClaim on a SandboxWarmPool that
+keeps --kube-warm-pool Sandboxes (default 2) running from a
+SandboxTemplate. The kube-engine makes the template and the pool at the
+run's first Sandbox, from its pod; agent-sandbox's controller adopts a
+ready Sandbox of the pool for each claim, or, when none is ready, makes a
+cold one from the template. Time to a usable Sandbox is then the claim's.
+Removing a Sandbox deletes its claim, its Sandbox and its pod; teardown
+removes the pool with the Sandboxes it keeps, then the template.`,
+		Examples: []string{
+			"  # Time to a usable Sandbox, cold and from a warm pool, side by side under gVisor:\n  sudo sealbench run --target local,agent-sandbox:gvisor,agent-sandbox-warm:gvisor --kubeconfig ~/.kube/config \\\n    --kube-containerd /run/containerd/containerd.sock --cells C01,C09",
+		},
+		Backend: sandboxBackend{},
+		Needs:   []string{CheckName},
+		Note:    "agent-sandbox's controller, with its extensions, on the cluster your kubeconfig names; a warm pool of --kube-warm-pool Sandboxes",
 	})
 }
 

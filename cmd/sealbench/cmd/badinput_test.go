@@ -290,6 +290,8 @@ func TestBadInput(t *testing.T) {
 			want: []string{`"Run_C" after kubernetes: is not a parameter`}},
 		{name: "run --kubeconfig missing", args: []string{"run", "--target", "kubernetes", "--kubeconfig", filepath.Join(fx.Root, "absent.kubeconfig")}, code: ExitUnusable,
 			want: []string{"--kubeconfig", "absent.kubeconfig", "a kubeconfig file you can read"}},
+		{name: "run --kube-warm-pool too large", args: []string{"run", "--target", "agent-sandbox-warm", "--kube-warm-pool", "9"}, code: ExitUnusable,
+			want: []string{"--kube-warm-pool 9 is not from 1 to 8", "how many Sandboxes the warm pool keeps ready"}},
 		{name: "run --kube-image no reference", args: []string{"run", "--target", "kubernetes", "--kube-image", "Registry/Not A Repo"}, code: ExitUnusable,
 			want: []string{"--kube-image", "not a repository", "takes a registry repository"}},
 		{name: "run --kube-containerd relative", args: []string{"run", "--target", "kubernetes", "--kube-containerd", "run/containerd.sock"}, code: ExitUnusable,
