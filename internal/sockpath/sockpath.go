@@ -2,11 +2,13 @@
 // before anything binds or dials it, so that a path too long is refused
 // with its length and the limit instead of bind(2)'s "invalid argument";
 // and listens on a socket only its user may reach (ListenPrivate), as the
-// host's helpers do (the kube-engine, the msb proxy, the qemu link).
-// Standard library only.
+// host's helpers do (the kube-engine, the msb proxy, the qemu link); Serve
+// is the accept loop the msb proxy and the qemu link share. Standard
+// library only.
 package sockpath
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -52,4 +54,31 @@ func ListenPrivate(what, path string) (net.Listener, error) {
 		return nil, err
 	}
 	return ln, nil
+}
+
+// Serve hands each connection ln accepts to handle until ctx ends or stop
+// (nil: never) closes; either closes ln. It returns nil when ctx ended,
+// else why accepting failed (the closed listener's error once stop
+// closed). handle runs on Serve's goroutine: it starts its own for work
+// that lasts, so that the caller can count that work before it starts.
+func Serve(ctx context.Context, ln net.Listener, stop <-chan struct{}, handle func(net.Conn)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stop:
+		}
+		ln.Close()
+	}()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		handle(conn)
+	}
 }

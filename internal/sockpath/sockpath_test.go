@@ -1,6 +1,7 @@
 package sockpath
 
 import (
+	"context"
 	"errors"
 	"net"
 	"os"
@@ -59,4 +60,41 @@ func TestListenPrivateReplacesAStaleSocket(t *testing.T) {
 		t.Fatalf("dialling the new socket: %v", err)
 	}
 	c.Close()
+}
+
+// TestServe hands each connection over, returns nil once ctx ends, and
+// the closed listener's error once stop closes.
+func TestServe(t *testing.T) {
+	for _, byStop := range []bool{false, true} {
+		ln, err := ListenPrivate("test", filepath.Join(t.TempDir(), "s.sock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := make(chan struct{})
+		got := make(chan net.Conn)
+		done := make(chan error, 1)
+		go func() { done <- Serve(ctx, ln, stop, func(c net.Conn) { got <- c }) }()
+		for range 2 {
+			c, err := net.Dial("unix", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			(<-got).Close()
+			c.Close()
+		}
+		if byStop {
+			close(stop)
+		} else {
+			cancel()
+		}
+		err = <-done
+		cancel()
+		if byStop != (err != nil) || byStop && !errors.Is(err, net.ErrClosed) {
+			t.Errorf("stopped by stop %v: Serve returned %v", byStop, err)
+		}
+		if _, err := net.Dial("unix", ln.Addr().String()); err == nil {
+			t.Errorf("stopped by stop %v: the listener still accepts", byStop)
+		}
+	}
 }

@@ -81,22 +81,9 @@ func ServeProxy(ctx context.Context, c ProxyConfig, logf func(string, ...any)) e
 		return err
 	}
 	defer os.Remove(c.Socket)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("msb proxy: accepting on %s: %w", c.Socket, err)
-		}
+	err = sockpath.Serve(ctx, ln, nil, func(conn net.Conn) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -104,7 +91,11 @@ func ServeProxy(ctx context.Context, c ProxyConfig, logf func(string, ...any)) e
 				logf("msb proxy: %v", err)
 			}
 		}()
+	})
+	if err != nil {
+		return fmt.Errorf("msb proxy: accepting on %s: %w", c.Socket, err)
 	}
+	return nil
 }
 
 // execArgs are the arguments of the `msb exec` that carries one

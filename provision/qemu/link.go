@@ -82,26 +82,7 @@ func ServeLink(ctx context.Context, c LinkConfig, logf func(string, ...any)) err
 		return err
 	}
 	defer os.Remove(c.Socket)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-sess.CloseChan():
-		}
-		ln.Close()
-	}()
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if sess.IsClosed() {
-				return fmt.Errorf("qemu link: the VM's end of %s closed (QEMU exited?)", c.Serial)
-			}
-			return fmt.Errorf("qemu link: accepting on %s: %w", c.Socket, err)
-		}
+	err = sockpath.Serve(ctx, ln, sess.CloseChan(), func(conn net.Conn) {
 		go func() {
 			s, err := sess.OpenStream()
 			if err != nil {
@@ -111,6 +92,14 @@ func ServeLink(ctx context.Context, c LinkConfig, logf func(string, ...any)) err
 			}
 			muxlink.Join(s, conn.(*net.UnixConn))
 		}()
+	})
+	switch {
+	case err == nil:
+		return nil
+	case sess.IsClosed():
+		return fmt.Errorf("qemu link: the VM's end of %s closed (QEMU exited?)", c.Serial)
+	default:
+		return fmt.Errorf("qemu link: accepting on %s: %w", c.Socket, err)
 	}
 }
 
