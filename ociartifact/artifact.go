@@ -97,7 +97,10 @@ type artifact struct {
 
 var _ partial.CompressedImageCore = (*artifact)(nil)
 
-func newArtifact(artifactType string, layers []blob, subject *v1.Descriptor, ann map[string]string) (*artifact, error) {
+// newArtifact makes the artifact of artifactType with layers, a referrer
+// of subject when that is not nil: the image remote.Write takes, and its
+// descriptor (a referrer's subject, the digest a push names).
+func newArtifact(artifactType string, layers []blob, subject *v1.Descriptor, ann map[string]string) (v1.Image, v1.Descriptor, error) {
 	cfg := memBlob(EmptyMediaType, emptyConfig, nil)
 	m := manifest{
 		SchemaVersion: 2, MediaType: types.OCIManifestSchema1, ArtifactType: artifactType,
@@ -110,9 +113,13 @@ func newArtifact(artifactType string, layers []blob, subject *v1.Descriptor, ann
 	}
 	var err error
 	if a.raw, err = json.Marshal(m); err != nil {
-		return nil, err
+		return nil, v1.Descriptor{}, err
 	}
-	return a, nil
+	img, err := partial.CompressedToImage(a)
+	if err != nil {
+		return nil, v1.Descriptor{}, err
+	}
+	return img, a.descriptor(), nil
 }
 
 func (a *artifact) RawConfigFile() ([]byte, error)      { return emptyConfig, nil }
@@ -131,5 +138,3 @@ func (a *artifact) descriptor() v1.Descriptor {
 	h, n, _ := v1.SHA256(bytes.NewReader(a.raw))
 	return v1.Descriptor{MediaType: types.OCIManifestSchema1, Digest: h, Size: n}
 }
-
-func (a *artifact) image() (v1.Image, error) { return partial.CompressedToImage(a) }

@@ -109,15 +109,10 @@ func Push(ctx context.Context, r Ref, b Bundle, o Options) (*Pushed, error) {
 		layers = append(layers, memBlob(LockMediaType, b.Lock, map[string]string{AnnotationTitle: "sandbox-lock.json"}))
 		total += int64(len(b.Lock))
 	}
-	a, err := newArtifact(ArtifactType, layers, nil, ann)
+	img, desc, err := newArtifact(ArtifactType, layers, nil, ann)
 	if err != nil {
 		return nil, err
 	}
-	img, err := a.image()
-	if err != nil {
-		return nil, err
-	}
-	desc := a.descriptor()
 	out.Digest, out.Layers, out.Bytes = desc.Digest.String(), len(layers), total
 	out.Reference = r.Digest(out.Digest).String()
 	o.logf("pushing %s (%d layers, %d bytes) to %s", b.Name, len(layers), total, r)
@@ -160,15 +155,11 @@ func Push(ctx context.Context, r Ref, b Bundle, o Options) (*Pushed, error) {
 // schema's index (sha256-<hex of subject>) lists it too.
 func Attach(ctx context.Context, r Ref, subject v1.Descriptor, artifactType, title string, data []byte, ann map[string]string, o Options) (Referrer, error) {
 	l := memBlob(types.MediaType(artifactType), data, map[string]string{AnnotationTitle: title})
-	ra, err := newArtifact(artifactType, []blob{l}, &subject, ann)
+	img, desc, err := newArtifact(artifactType, []blob{l}, &subject, ann)
 	if err != nil {
 		return Referrer{}, err
 	}
-	img, err := ra.image()
-	if err != nil {
-		return Referrer{}, err
-	}
-	rd := ra.descriptor().Digest.String()
+	rd := desc.Digest.String()
 	rr := r.Digest(rd)
 	if err := remote.Write(rr.Reference, img, o.remote(r, remote.WithContext(ctx))...); err != nil {
 		return Referrer{}, explain("attaching "+title+" as", rr, err)

@@ -56,17 +56,12 @@ func PushResults(ctx context.Context, r Ref, res Results, o Options) (*Pushed, e
 		layers = append(layers, memBlob(ResultsFileMediaType, res.Files[n], map[string]string{AnnotationTitle: n}))
 		total += int64(len(res.Files[n]))
 	}
-	a, err := newArtifact(ResultsType, layers, nil, map[string]string{
+	img, desc, err := newArtifact(ResultsType, layers, nil, map[string]string{
 		AnnotationTitle: res.RunID, AnnotationRun: res.RunID, AnnotationBundle: res.BundleID,
 	})
 	if err != nil {
 		return nil, err
 	}
-	img, err := a.image()
-	if err != nil {
-		return nil, err
-	}
-	desc := a.descriptor()
 	out := &Pushed{Ref: r.String(), Digest: desc.Digest.String(), Reference: r.Digest(desc.Digest.String()).String(),
 		Bundle: res.BundleID, Layers: len(layers), Bytes: total, Referrers: []Referrer{}}
 	o.logf("pushing run %s (%d files, %d bytes) to %s", res.RunID, len(layers), total, r)
