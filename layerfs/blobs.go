@@ -49,10 +49,17 @@ func hashFileCtx(ctx context.Context, path string) (Digest, int64, int64, error)
 		return Digest{}, 0, 0, fmt.Errorf("hashing %q: %w", path, err)
 	}
 	defer f.Close()
+	return hashReader(ctx, f, path)
+}
+
+// hashReader returns the SHA-256 of what r has left to read, its size and
+// how many bytes it read, checking ctx between buffers; path names r in
+// errors.
+func hashReader(ctx context.Context, r io.Reader, path string) (Digest, int64, int64, error) {
 	h := sha256.New()
 	bp := hashBufPool.Get().(*[]byte)
 	defer hashBufPool.Put(bp)
-	n, err := io.CopyBuffer(h, onlyReader{ctxReader{ctx, f}}, *bp)
+	n, err := io.CopyBuffer(h, onlyReader{ctxReader{ctx, r}}, *bp)
 	if err != nil {
 		return Digest{}, 0, n, fmt.Errorf("hashing %q: %w", path, err)
 	}

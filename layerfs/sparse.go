@@ -55,16 +55,7 @@ func chunkedDigest(ctx context.Context, path string) (Digest, int64, int64, erro
 	}
 	size := st.Size()
 	if size <= blobChunk {
-		bp := hashBufPool.Get().(*[]byte)
-		defer hashBufPool.Put(bp)
-		h := sha256.New()
-		n, err := io.CopyBuffer(h, onlyReader{ctxReader{ctx, f}}, *bp)
-		if err != nil {
-			return Digest{}, 0, n, fmt.Errorf("hashing %q: %w", path, err)
-		}
-		var d Digest
-		h.Sum(d[:0])
-		return d, n, n, nil
+		return hashReader(ctx, f, path)
 	}
 	// Which chunks hold data: the others hash to the SHA-256 of zeros,
 	// unread. The data chunks are hashed in parallel: a first open that
