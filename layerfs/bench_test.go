@@ -653,11 +653,7 @@ func BenchmarkMount(b *testing.B) {
 	ctx := context.Background()
 	src := b.TempDir()
 	runBody(b, src, "sh "+filepath.Join(testenv.ModuleRoot(b), "runner", "cells", "C01.sh"))
-	s, err := Init(ctx, filepath.Join(b.TempDir(), "store"), ProfileDisposable)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := newStore(b, ProfileDisposable)
 	l, err := s.Import(ctx, src, ImportOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -715,11 +711,7 @@ func BenchmarkColdReadVerify(b *testing.B) {
 	ctx := context.Background()
 	src := b.TempDir()
 	baseFile(b, src)
-	s, err := Init(ctx, filepath.Join(b.TempDir(), "store"), ProfileDisposable)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := newStore(b, ProfileDisposable)
 	l, err := s.Import(ctx, src, ImportOptions{})
 	if err != nil {
 		b.Fatal(err)

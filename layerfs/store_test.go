@@ -15,7 +15,7 @@ import (
 	"github.com/sealbench/sealbench/layerfs/daemonapi"
 )
 
-func newStore(t *testing.T, p Profile) *Store {
+func newStore(t testing.TB, p Profile) *Store {
 	t.Helper()
 	s, err := Init(context.Background(), filepath.Join(t.TempDir(), "store"), p)
 	if err != nil {
