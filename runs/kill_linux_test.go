@@ -37,26 +37,16 @@ func exitedOrGone(pid int) bool {
 // grace and returns only once it has exited.
 func TestKillReturnsOnlyOnceTheProcessHasExited(t *testing.T) {
 	_, run := newTestRun(t)
-	sh := testenv.NeedCommand(t, "sh")
 	testenv.NeedCommand(t, "sleep")
-	exe := filepath.Join(run.Dir, "sh")
-	b, _ := os.ReadFile(sh)
-	if err := os.WriteFile(exe, b, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	exe := shellCopy(t, run.Dir)
 	marker := run.Dir + "/marker-stubborn"
 	// SIGTERM ignored survives exec: the sleep ignores it too.
 	c := exec.Command(exe, "-c", `trap "" TERM; read go; exec sleep 1000`, marker)
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := c.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go c.Wait()
-	t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL) })
+	startGroup(t, c)
 	match := MarkedBy(exe, marker)
 	waitFor(t, func() bool { return len(FindProcs(match)) == 1 })
 	p := FindProcs(match)[0]
@@ -200,22 +190,12 @@ func TestAuditListsAProcessThatHasNotExited(t *testing.T) {
 // exited.
 func TestRemoteKillWaitsUntilTheProcessHasExited(t *testing.T) {
 	hst := sshtest.Start(t, "127.0.0.2")
-	sh := testenv.NeedCommand(t, "sh")
 	testenv.NeedCommand(t, "sleep")
 	dir := t.TempDir()
-	exe := filepath.Join(dir, "sh")
-	b, _ := os.ReadFile(sh)
-	if err := os.WriteFile(exe, b, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	exe := shellCopy(t, dir)
 	marker := dir + "/marker-remote"
 	c := exec.Command(exe, "-c", `trap 'trap "" TERM; exec sleep 1000' TERM; while :; do sleep 0.05; done`, marker)
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go c.Wait()
-	t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL) })
+	startGroup(t, c)
 	match := MarkedBy(exe, marker)
 	waitFor(t, func() bool { return len(FindProcs(match)) == 1 })
 

@@ -158,23 +158,15 @@ func TestTeardownRefusesPathsOutsideTheRun(t *testing.T) {
 // signalled.
 func TestKillOnlyOurs(t *testing.T) {
 	_, run := newTestRun(t)
-	sh := testenv.NeedCommand(t, "sh")
-	exe := filepath.Join(run.Dir, "sh")
-	b, _ := os.ReadFile(sh)
+	exe := shellCopy(t, run.Dir)
 	marker := run.Dir + "/marker-ours"
 	if err := run.Ledger.Record(manifests.LedgerEntry{Target: "local", Kind: manifests.ResourceProcess, Key: marker, Exe: exe}); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(exe, b, 0o700)
 	start := func(arg string) *exec.Cmd {
 		c := exec.Command(exe, "-c", "sleep 1000", arg)
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go c.Wait()
 		// The group: teardown kills the shell, and its sleep must not outlive the test.
-		t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL) })
+		startGroup(t, c)
 		return c
 	}
 	ours, other := start(marker), start(run.Dir+"/marker-other")
@@ -205,6 +197,34 @@ func alive(pid int) bool {
 	return ok
 }
 
+// startGroup starts c in a process group of its own, reaped in the
+// background, and kills the group when the test ends: what a test leaves
+// running, children included, must not outlive it.
+func startGroup(t *testing.T, c *exec.Cmd) {
+	t.Helper()
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go c.Wait()
+	t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL) })
+}
+
+// shellCopy copies sh into dir and returns the copy's path: a program of
+// its own, whose processes MarkedBy tells from any other sh's.
+func shellCopy(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(testenv.NeedCommand(t, "sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "sh")
+	if err := os.WriteFile(exe, b, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	for range 200 {
@@ -223,17 +243,8 @@ func TestAuditFindsOrphans(t *testing.T) {
 	runs := RunsDir(state)
 	stray := filepath.Join(runs, ".new-20261129T000000-abcdef")
 	os.MkdirAll(stray, 0o700)
-	sh := testenv.NeedCommand(t, "sh")
-	exe := filepath.Join(stray, "sh")
-	b, _ := os.ReadFile(sh)
-	os.WriteFile(exe, b, 0o700)
-	c := exec.Command(exe, "-c", "sleep 1000")
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go c.Wait()
-	t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL) })
+	c := exec.Command(shellCopy(t, stray), "-c", "sleep 1000")
+	startGroup(t, c)
 
 	ctx := context.Background()
 	opts := AuditOptions{StateDir: state, Targets: []string{TargetLocal}}
@@ -333,12 +344,7 @@ func holdLock(t *testing.T, dir string) {
 	t.Helper()
 	flock := testenv.NeedCommand(t, "flock")
 	c := exec.Command(flock, "--exclusive", filepath.Join(dir, LockFile), "sleep", "600")
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go c.Wait()
-	t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL) })
+	startGroup(t, c)
 	// The holder's pid, as a run's process writes its own.
 	if err := os.WriteFile(filepath.Join(dir, LockFile), []byte(fmt.Sprint(c.Process.Pid)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -352,23 +358,13 @@ func holdLock(t *testing.T, dir string) {
 // its ledger names, with a note; forced, it tears the run down.
 func TestARunInProgressIsLeftAlone(t *testing.T) {
 	state, run := newTestRun(t)
-	sh := testenv.NeedCommand(t, "sh")
-	exe := filepath.Join(run.Dir, "sh")
-	b, _ := os.ReadFile(sh)
-	if err := os.WriteFile(exe, b, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	exe := shellCopy(t, run.Dir)
 	marker := run.Dir + "/marker-busy"
 	if err := run.Ledger.Record(manifests.LedgerEntry{Target: "local", Kind: manifests.ResourceProcess, Key: marker, Exe: exe}); err != nil {
 		t.Fatal(err)
 	}
 	c := exec.Command(exe, "-c", "sleep 1000", marker)
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go c.Wait()
-	t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL) })
+	startGroup(t, c)
 	waitFor(t, func() bool { return len(FindProcs(MarkedBy(exe, marker))) == 1 })
 	run.Close() // this process lets the lock go; another holds it from now on
 	holdLock(t, run.Dir)
