@@ -272,6 +272,35 @@ func newTestServer(t testing.TB) *testServer {
 	return s
 }
 
+// serveTest runs Serve, the whole stand-in as `standin serve` runs it, on
+// a socket in a fresh directory, and returns once it is ready: a client
+// for it, what stops it (also when the test ends), and the channel
+// Serve's result comes on.
+func serveTest(t *testing.T) (ts *testServer, stop context.CancelFunc, done <-chan error) {
+	t.Helper()
+	base := t.TempDir()
+	ts = &testServer{socket: filepath.Join(base, "run", "standin.sock"), state: filepath.Join(base, "state")}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ready := make(chan string, 1)
+	result := make(chan error, 1)
+	go func() {
+		result <- Serve(ctx, ServeOptions{Socket: ts.socket, Options: Options{StateDir: ts.state, Logf: t.Logf}, Ready: func(s string) { ready <- s }})
+	}()
+	select {
+	case <-ready:
+	case err := <-result:
+		t.Fatalf("Serve: %v", err)
+	}
+	cli, err := client.NewClientWithOpts(client.WithHost("unix://"+ts.socket), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	ts.cli = cli
+	return ts, cancel, result
+}
+
 // raw does a plain HTTP request over the socket.
 func (s *testServer) raw(t testing.TB, method, path string, body io.Reader) (*http.Response, []byte) {
 	t.Helper()

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
 
 	"github.com/sealbench/sealbench/internal/testenv"
@@ -141,27 +140,8 @@ func TestSocketUnreachableForOtherUsers(t *testing.T) {
 // flight, cancels it, and audits the state directory.
 func TestServeStopsCleanly(t *testing.T) {
 	testenv.NeedRoot(t)
-	base := t.TempDir()
-	state := filepath.Join(base, "state")
-	sock := filepath.Join(base, "run", "standin.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, ServeOptions{Socket: sock, Options: Options{StateDir: state, Logf: t.Logf}, Ready: func(s string) { ready <- s }})
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Serve: %v", err)
-	}
-	cli, err := client.NewClientWithOpts(client.WithHost("unix://"+sock), client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	ts := &testServer{socket: sock, state: state, cli: cli}
+	ts, cancel, done := serveTest(t)
+	cli, state, sock := ts.cli, ts.state, ts.socket
 	withBusybox(t, ts, false)
 	id := ts.run(t, &container.Config{Cmd: []string{"sleep", "1000"}}, nil)
 	// A stream that would never end on its own.

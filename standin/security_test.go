@@ -19,7 +19,6 @@ import (
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
 
 	"github.com/sealbench/sealbench/internal/testenv"
 )
@@ -103,32 +102,14 @@ func TestStandinOpensNoInternetSocket(t *testing.T) {
 		t.Fatalf("this test process holds internet sockets before the stand-in starts: %v", before)
 	}
 
-	base := t.TempDir()
-	sock := filepath.Join(base, "run", "standin.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, ServeOptions{Socket: sock, Options: Options{StateDir: filepath.Join(base, "state"), Logf: t.Logf},
-			Ready: func(s string) { ready <- s }})
-	}()
+	ts, stop, done := serveTest(t)
 	t.Cleanup(func() {
-		cancel()
+		stop()
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("Serve: %v", err)
-	}
-	cli, err := client.NewClientWithOpts(client.WithHost("unix://"+sock), client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	ts := &testServer{socket: sock, cli: cli}
+	cli := ts.cli
 	withBusybox(t, ts, false)
 	id := ts.run(t, &container.Config{Cmd: []string{"sleep", "1000"}}, nil)
 	defer cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true})
