@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/orchestrate"
 	"github.com/sealbench/sealbench/provision/provisiontest"
@@ -71,24 +68,8 @@ func TestProvisionOnALocalHostByItsSSHAlias(t *testing.T) {
 	// OpenSSH's ssh reads the configuration of the home in the password
 	// database, not $HOME's: -F gives it the test's.
 	sshCmd := testenv.NeedCommand(t, "ssh")
-	argv := append([]string{"-F", filepath.Join(home, ".ssh", "config"), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"}, strings.Fields(out.Forward)[1:]...)
-	fwd := exec.Command(sshCmd, argv...)
-	fwd.Stderr = os.Stderr
-	if err := fwd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { fwd.Process.Kill(); fwd.Wait() }()
-	cli, err := engine.NewClient(out.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	testenv.Eventually(t, "the stand-in on bench answering through the printed forward", 200*time.Millisecond, func() bool {
-		_, err := cli.ImageInspect(ctx, opened.Image.ID.String())
-		return err == nil
-	})
-	fwd.Process.Kill()
-	fwd.Wait()
+	opts := []string{"-F", filepath.Join(home, ".ssh", "config"), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"}
+	provisiontest.ForwardAnswers(t, sshCmd, opts, out.Forward, out.Endpoint, opened.Image.ID.String(), "bench")
 	hosts, err := runs.ReadHosts(out.RunDir)
 	if rec := hosts[hostName]; err != nil || rec.Alias != "bench" || rec.Identity != "" || rec.KnownHosts != "" {
 		t.Errorf("hosts.json: %+v (%v); want %s by its alias bench, no paths of flags", hosts, err, hostName)

@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -391,6 +392,30 @@ func endpoint(t *testing.T, e *Env, s *Suite) {
 	if _, err := cli.Ping(e.ctx); err != nil {
 		t.Errorf("ping %s: %v", ep, err)
 	}
+}
+
+// ForwardAnswers runs the `ssh -L` command a target on another host
+// printed (forward), with ssh the ssh binary and opts its options in
+// front of the printed arguments, and waits until the Engine at endpoint
+// answers through it with the image id; then it stops the forward. host
+// names the host in a failure.
+func ForwardAnswers(t testing.TB, ssh string, opts []string, forward, endpoint, image, host string) {
+	t.Helper()
+	fwd := exec.Command(ssh, append(opts, strings.Fields(forward)[1:]...)...)
+	fwd.Stderr = os.Stderr
+	if err := fwd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { fwd.Process.Kill(); fwd.Wait() }()
+	cli, err := engine.NewClient(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	testenv.Eventually(t, "the stand-in on "+host+" answering through the printed forward", 200*time.Millisecond, func() bool {
+		_, err := cli.ImageInspect(context.Background(), image)
+		return err == nil
+	})
 }
 
 // confinedScript tries, as a cell body would, to get out of its Sandbox,

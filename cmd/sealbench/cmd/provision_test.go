@@ -3,7 +3,6 @@
 package cmd
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/ledger"
 	"github.com/sealbench/sealbench/manifests"
@@ -487,25 +485,8 @@ func TestProvisionOnALocalHostCLI(t *testing.T) {
 	}
 	// The printed command, with the test's key and known_hosts in place
 	// of the user's.
-	argv := strings.Fields(out.Forward)
-	argv = append([]string{"-i", h.ClientKey, "-o", "IdentitiesOnly=yes", "-o", "UserKnownHostsFile=" + h.KnownHosts, "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes"}, argv[1:]...)
-	fwd := exec.Command(sshCmd, argv...)
-	fwd.Stderr = os.Stderr
-	if err := fwd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { fwd.Process.Kill(); fwd.Wait() }()
-	cli, err := engine.NewClient(out.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	testenv.Eventually(t, "the stand-in on "+out.Host+" answering through the printed forward", 200*time.Millisecond, func() bool {
-		_, err := cli.ImageInspect(context.Background(), b.Image.ID.String())
-		return err == nil
-	})
-	fwd.Process.Kill()
-	fwd.Wait()
+	opts := []string{"-i", h.ClientKey, "-o", "IdentitiesOnly=yes", "-o", "UserKnownHostsFile=" + h.KnownHosts, "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes"}
+	provisiontest.ForwardAnswers(t, sshCmd, opts, out.Forward, out.Endpoint, b.Image.ID.String(), out.Host)
 	if code, stdout, stderr = run(t, "teardown", "--run", out.Run); code != ExitOK {
 		t.Fatalf("teardown --run %s: exit %d\n%s\n%s", out.Run, code, stdout, stderr)
 	}
