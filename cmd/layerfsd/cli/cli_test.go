@@ -55,10 +55,16 @@ type result struct {
 
 func layerfsd(t *testing.T, args ...string) result {
 	t.Helper()
+	return layerfsdEnv(t, nil, args...)
+}
+
+// layerfsdEnv is layerfsd with more environment.
+func layerfsdEnv(t *testing.T, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "LAYERFSD_TEST_MAIN=1")
+	cmd.Env = append(append(os.Environ(), "LAYERFSD_TEST_MAIN=1"), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

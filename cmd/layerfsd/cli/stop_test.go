@@ -21,23 +21,6 @@ import (
 	"github.com/sealbench/sealbench/layerfs/daemonapi"
 )
 
-// layerfsdEnv is layerfsd with more environment.
-func layerfsdEnv(t *testing.T, env []string, args ...string) result {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(append(os.Environ(), "LAYERFSD_TEST_MAIN=1"), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{out.String(), errb.String(), 0}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("layerfsd %s: %v", strings.Join(args, " "), err)
-	}
-	return r
-}
-
 // blobCount counts the Store's blob files.
 func blobCount(t *testing.T, store string) int {
 	t.Helper()
