@@ -86,14 +86,10 @@ func TestRunOnADockerHostOverSSH(t *testing.T) {
 // run's results, and teardown leaving nothing on the host.
 func TestRunOnLocalAndALocalHostOverSSH(t *testing.T) {
 	sshtest.Need(t)
-	hostState := testenv.ShortTempDir(t, "sbh-")
-	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(runs.StateDirEnv, hostState), sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
+	h, hostState := runnerHost(t)
 	b := provisiontest.GetRunnerBundle(t)
 	ctx := context.Background()
-	opened, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
+	opened := openBundle(t, b)
 	specs, err := orchestrate.CheckTargets([]string{"local", fmt.Sprintf("local@ssh://%s@%s:%d", h.User, h.Addr, h.Port)})
 	if err != nil {
 		t.Fatal(err)
@@ -138,10 +134,7 @@ func TestRunLocalBesideHostsOnThisMachine(t *testing.T) {
 	h3 := sshtest.Start(t, "127.0.0.3", sshtest.SetEnv(runs.StateDirEnv, state), sshtest.Authorize(h2))
 	b := provisiontest.GetRunnerBundle(t)
 	ctx := context.Background()
-	opened, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
+	opened := openBundle(t, b)
 	specs, err := orchestrate.CheckTargets([]string{"local",
 		fmt.Sprintf("local@ssh://%s@%s:%d", h2.User, h2.Addr, h2.Port), fmt.Sprintf("local@ssh://%s@%s:%d", h3.User, h3.Addr, h3.Port)})
 	if err != nil {
@@ -182,6 +175,16 @@ func TestRunLocalBesideHostsOnThisMachine(t *testing.T) {
 // its runner ran (want: target to host, "" for this machine), and that
 // each reached its Engine through a socket beside it; and that every
 // target has its samples.
+// runnerHost starts a fake host, 127.0.0.2, with a state directory and a
+// sealbench lock of its own, as a host a run installs its runner on; it
+// returns the host and that state directory.
+func runnerHost(t *testing.T) (*sshtest.Host, string) {
+	t.Helper()
+	state := testenv.ShortTempDir(t, "sbh-")
+	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(runs.StateDirEnv, state), sshtest.SetEnv(remote.LockEnv, filepath.Join(state, "sealbench.lock")))
+	return h, state
+}
+
 func checkRunners(t *testing.T, dir string, want map[string]string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, manifests.PinsFile))

@@ -32,14 +32,10 @@ func TestHostLostMidRun(t *testing.T) {
 }
 
 func hostLostMidRun(t *testing.T, here ...string) {
-	hostState := testenv.ShortTempDir(t, "sbh-")
-	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(runs.StateDirEnv, hostState), sshtest.SetEnv(remote.LockEnv, filepath.Join(hostState, "sealbench.lock")))
+	h, hostState := runnerHost(t)
 	b := provisiontest.GetRunnerBundle(t)
 	ctx := context.Background()
-	opened, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
+	opened := openBundle(t, b)
 	specs, err := orchestrate.CheckTargets(append(here, fmt.Sprintf("far=local@ssh://%s@%s:%d", h.User, h.Addr, h.Port)))
 	if err != nil {
 		t.Fatal(err)

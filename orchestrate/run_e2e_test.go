@@ -35,10 +35,7 @@ func TestRunOnLocalWithoutCobra(t *testing.T) {
 	testenv.NeedFUSE(t)
 	b := provisiontest.GetRunnerBundle(t)
 	ctx := context.Background()
-	opened, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
+	opened := openBundle(t, b)
 	if opened.Image.ID != b.Image.ID {
 		t.Fatalf("OpenBundle found image %s, the bundle's is %s", opened.Image.ID, b.Image.ID)
 	}
@@ -126,6 +123,17 @@ func TestRunRefusesARunnerChangedAfterVerification(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, manifests.SamplesFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("samples.jsonl exists after a refused runner: %v", err)
 	}
+}
+
+// openBundle opens the test bundle b as the commands do: its signature
+// checked with its key, its name the one expected.
+func openBundle(t *testing.T, b *provisiontest.Bundle) *orchestrate.Bundle {
+	t.Helper()
+	opened, err := orchestrate.OpenBundle(context.Background(), orchestrate.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return opened
 }
 
 func readPins(t *testing.T, dir string) *manifests.RunPins {

@@ -30,10 +30,7 @@ func TestProvisionOnALocalHostByItsSSHAlias(t *testing.T) {
 	h := sshtest.Start(t, "127.0.0.2", sshtest.SetEnv(runs.StateDirEnv, hostState))
 	b := provisiontest.GetBundle(t)
 	ctx := context.Background()
-	opened, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: b.Dir, Key: b.PubKey, Expect: b.Name, Log: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
+	opened := openBundle(t, b)
 	home := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
 		t.Fatal(err)
