@@ -169,6 +169,14 @@ func (e *Env) step(t *testing.T, name string, s *Suite, f Test) bool {
 	})
 }
 
+// dial returns a client of the target's Engine; the caller closes it.
+func (e *Env) dial(t *testing.T) *client.Client {
+	t.Helper()
+	cli, err := engine.NewClient(e.Target.Endpoint())
+	e.must(t, "client", err)
+	return cli
+}
+
 func (e *Env) must(t *testing.T, what string, err error) {
 	t.Helper()
 	if err != nil {
@@ -205,8 +213,7 @@ func createTwice(t *testing.T, e *Env, s *Suite) {
 }
 
 func installImage(t *testing.T, e *Env, s *Suite) {
-	cli, err := engine.NewClient(e.Target.Endpoint())
-	e.must(t, "client", err)
+	cli := e.dial(t)
 	defer cli.Close()
 	got, err := cli.ImageInspect(e.ctx, s.Image.ID.String())
 	e.must(t, "ImageInspect", err)
@@ -251,8 +258,7 @@ func identity(t *testing.T, e *Env, s *Suite) {
 // startSandbox creates and starts a Sandbox running script, and leaves it.
 func startSandbox(t *testing.T, e *Env, s *Suite, name, script string) {
 	t.Helper()
-	cli, err := engine.NewClient(e.Target.Endpoint())
-	e.must(t, "client", err)
+	cli := e.dial(t)
 	defer cli.Close()
 	id, err := e.createSandbox(t, cli, s, name, []string{"sh", "-c", script})
 	e.must(t, "CreateSandbox", err)
@@ -262,8 +268,7 @@ func startSandbox(t *testing.T, e *Env, s *Suite, name, script string) {
 // runSandbox runs script in a new Sandbox and returns its exit code and output.
 func runSandbox(t *testing.T, e *Env, s *Suite, name, script string) (int64, string) {
 	t.Helper()
-	cli, err := engine.NewClient(e.Target.Endpoint())
-	e.must(t, "client", err)
+	cli := e.dial(t)
 	defer cli.Close()
 	id, err := e.createSandbox(t, cli, s, name, []string{"sh", "-c", script})
 	e.must(t, "CreateSandbox", err)
@@ -386,8 +391,7 @@ func endpoint(t *testing.T, e *Env, s *Suite) {
 	if !strings.HasPrefix(ep, "unix:///") && !strings.HasPrefix(ep, "tcp://") {
 		t.Fatalf("endpoint %q is not unix:///... or tcp://...", ep)
 	}
-	cli, err := engine.NewClient(ep)
-	e.must(t, "client", err)
+	cli := e.dial(t)
 	defer cli.Close()
 	if _, err := cli.Ping(e.ctx); err != nil {
 		t.Errorf("ping %s: %v", ep, err)
@@ -481,8 +485,7 @@ echo "checks done"
 // another address, write the image's files, see other processes, or get
 // out through an inherited descriptor; NoNewPrivs is 1.
 func execConfined(t *testing.T, e *Env, s *Suite) {
-	cli, err := engine.NewClient(e.Target.Endpoint())
-	e.must(t, "client", err)
+	cli := e.dial(t)
 	defer cli.Close()
 	id, err := e.createSandbox(t, cli, s, "confined", []string{"sleep", "600"})
 	e.must(t, "CreateSandbox", err)
