@@ -10,6 +10,7 @@ package testenv
 import (
 	"bytes"
 	"flag"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,6 +81,25 @@ func ModuleRoot(t testing.TB) string {
 		t.Fatal("not inside the sealbench module")
 	}
 	return filepath.Dir(gomod)
+}
+
+// StartSelf starts this test binary again as a helper process: it runs
+// no test, so its TestMain becomes what env (added to this process's
+// environment) asks for. Its stderr is this process's; its stdout is the
+// reader returned, to read before waiting for it.
+func StartSelf(t testing.TB, env ...string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out
 }
 
 // ShortTempDir makes a directory directly under os.TempDir, named

@@ -513,16 +513,7 @@ func testKill(t *testing.T) {
 // mnt, and returns once it says it has mounted over transport tr.
 func startDaemon(t *testing.T, mnt string, tr Transport, mode string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), serverEnv+"="+mnt, serverTransportEnv+"="+string(tr), serverModeEnv+"="+mode)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out := testenv.StartSelf(t, serverEnv+"="+mnt, serverTransportEnv+"="+string(tr), serverModeEnv+"="+mode)
 	lines := bufio.NewScanner(out)
 	if !lines.Scan() || lines.Text() != "mounted "+string(tr) {
 		cmd.Process.Kill()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -137,16 +136,7 @@ func TestCrashThenTeardownLeavesNothing(t *testing.T) {
 func crashTrial(t *testing.T, b *provisiontest.Bundle, point int, delay time.Duration) {
 	state := testenv.ShortTempDir(t, "sbt-")
 	cfg, _ := json.Marshal(map[string]any{"State": state, "Bundle": b.Dir, "Standin": b.Standin, "Image": b.Image})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+string(cfg))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out := testenv.StartSelf(t, crashChildEnv+"="+string(cfg))
 	sc := bufio.NewScanner(out)
 	var runID string
 	var seen []string
