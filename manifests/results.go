@@ -793,6 +793,11 @@ type TargetPins struct {
 	// its CRDs' app.kubernetes.io/version label), with the API version:
 	// "v1.0.1 (agents.x-k8s.io/v1beta1)".
 	AgentSandbox string `json:"agentSandbox,omitempty"`
+	// WarmPool is, for a target whose Sandboxes were claimed from a warm
+	// pool (agent-sandbox-warm), how many Sandboxes the pool kept ready:
+	// its samples' ReadyNs is a claim's, warm when the pool had a ready
+	// Sandbox. 0: every Sandbox was started cold.
+	WarmPool int `json:"warmPool,omitempty"`
 }
 
 // Machine is what a runner read of the machine it ran on: what the
@@ -1073,6 +1078,9 @@ func (ps *problems) target(f string, t TargetPins, names map[string]bool) {
 	}
 	if t.FUSE != "" && t.FUSE != FUSELinux && t.FUSE != FUSEGVisor {
 		ps.addf(f+".fuse", "%q is not %s or %s", t.FUSE, FUSELinux, FUSEGVisor)
+	}
+	if t.WarmPool < 0 {
+		ps.addf(f+".warmPool", "is %d, below 0", t.WarmPool)
 	}
 	for _, h := range []struct{ field, value string }{{"host", t.Host}, {"runnerHost", t.RunnerHost}} {
 		if h.value != "" {

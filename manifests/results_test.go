@@ -246,7 +246,7 @@ func TestRunPinsValidateNamesEveryField(t *testing.T) {
 	p := testPins()
 	p.FormatVersion, p.Kind, p.RunID, p.BundleID = 0, "x", "", "nope"
 	p.ImageID = Digest{}
-	p.Targets = append(p.Targets, TargetPins{Name: "docker", Engine: "podman", FUSEURing: "Y", Host: "ssh://u:pw@gpu1:22", RunnerHost: "gpu1"})
+	p.Targets = append(p.Targets, TargetPins{Name: "docker", Engine: "podman", FUSEURing: "Y", Host: "ssh://u:pw@gpu1:22", RunnerHost: "gpu1", WarmPool: -1})
 	p.StoreProfile, p.ConstructionWorkers = "fastest", 0
 	p.Tools = map[string]string{"git": ""}
 	p.Cells = []string{"C01", "C01", "c2"}
@@ -256,7 +256,7 @@ func TestRunPinsValidateNamesEveryField(t *testing.T) {
 	p.Machines = append(p.Machines, Machine{Host: "gpu1", PageReporting: "on", ReportedKiBStart: ptr(int64(-1)), TransparentHugepages: "[always]", SwapBytes: -1},
 		Machine{Host: "ssh://bench@gpu1:22", PageReporting: PageReportingUnknown})
 	wantProblems(t, p.Validate(), "formatVersion", "kind", "runId", "bundleId", "imageId", "bundleOrigin.ref", "bundleOrigin.digest", "targets[3].name", "targets[3].engine",
-		"targets[3].kernel", "targets[3].cpus", "targets[3].memoryBytes", "targets[3].fuseURing", "targets[3].host", "targets[3].runnerHost",
+		"targets[3].kernel", "targets[3].cpus", "targets[3].memoryBytes", "targets[3].fuseURing", "targets[3].host", "targets[3].runnerHost", "targets[3].warmPool",
 		"machines[2].host", "machines[2].pageReporting", "machines[2].reportedKibStart", "machines[2].transparentHugepages", "machines[2].swapBytes", "machines[3].host",
 		"storeProfile", "constructionWorkers", "tools", "cells[1]", "cells[2]", "samples", "end")
 }

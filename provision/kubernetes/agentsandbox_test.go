@@ -127,8 +127,8 @@ func TestAgentSandboxWarmClaims(t *testing.T) {
 		t.Errorf("the ledger's cluster objects %q: want the pool %s and its template", keys, pool)
 	}
 	img, id := installTestImage(ctx, t, k)
-	if p := id.Pins(); !strings.Contains(p.AgentSandbox, "claimed from a SandboxWarmPool of 1") {
-		t.Errorf("pins name agent-sandbox %q: want the warm pool said", p.AgentSandbox)
+	if p := id.Pins(); p.WarmPool != 1 || p.AgentSandbox == "" {
+		t.Errorf("pins: agent-sandbox %q, warm pool %d; want agent-sandbox's version and a pool of 1", p.AgentSandbox, p.WarmPool)
 	}
 	cli, err := engine.NewClient(k.Endpoint())
 	if err != nil {

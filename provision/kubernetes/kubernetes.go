@@ -419,9 +419,7 @@ func (k *Kubernetes) Identity(ctx context.Context) (*engine.Identity, error) {
 		if id.AgentSandbox, err = agentSandboxVersion(ctx, c); err != nil {
 			return nil, err
 		}
-		if k.cfg.WarmPool > 0 {
-			id.AgentSandbox += fmt.Sprintf("; each Sandbox claimed from a SandboxWarmPool of %d", k.cfg.WarmPool)
-		}
+		id.WarmPool = k.cfg.WarmPool
 	}
 	return id, nil
 }

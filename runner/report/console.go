@@ -41,7 +41,7 @@ func WriteConsole(w io.Writer, r *Report) error {
 		}
 		parts = append(parts, "per-exec overhead "+headlineValue(h.ExecOverheadNs, ms, ms)+" ms"+h.transportText())
 		if h.ReadyNs != nil {
-			parts = append(parts, "a usable Sandbox in "+headlineValue(h.ReadyNs, ms, ms)+" ms")
+			parts = append(parts, "a usable Sandbox in "+headlineValue(h.ReadyNs, ms, ms)+" ms"+h.warmText())
 		}
 		fmt.Fprintf(&b, "%-*s  %s\n", width, targetLabel(h, multi), strings.Join(parts, "; "))
 	}

@@ -136,6 +136,15 @@ func (r *Report) noteExecTransports() {
 
 // transportText is ", through TRANSPORT" where the headline's exec
 // overhead includes a transport, "" otherwise.
+// warmText says, after the time to a usable Sandbox, that it is a
+// claim's on a warm pool, for a target whose Sandboxes were claimed.
+func (h Headline) warmText() string {
+	if h.WarmPool == 0 || h.ReadyNs == nil {
+		return ""
+	}
+	return fmt.Sprintf(", claimed from a warm pool of %d", h.WarmPool)
+}
+
 func (h Headline) transportText() string {
 	if h.Transport == "" || h.ExecOverheadNs == nil {
 		return ""

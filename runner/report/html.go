@@ -2,6 +2,7 @@ package report
 
 import (
 	"bufio"
+	"cmp"
 	"html/template"
 	"slices"
 	"strconv"
@@ -104,7 +105,7 @@ func makePage(r *Report) page {
 		add("LayerFS over native, geomean over cells", h.LayerFSOverNative, times, ratio)
 		add("command time vs "+r.Baseline+", geomean", h.CommandVsBaseline, times, ratio)
 		add("per-exec overhead, median over cells"+h.transportText(), h.ExecOverheadNs, func(v float64) string { return ms(v) + " ms" }, ms)
-		add("a usable Sandbox, cold, median over cells", h.ReadyNs, func(v float64) string { return ms(v) + " ms" }, ms)
+		add("a usable Sandbox, median over cells"+cmp.Or(h.warmText(), ", cold"), h.ReadyNs, func(v float64) string { return ms(v) + " ms" }, ms)
 		if t := h.AA.Text(); t != "" {
 			v, rest, _ := strings.Cut(strings.TrimPrefix(t, "within "), " ")
 			if !strings.HasPrefix(t, "within ") {

@@ -317,7 +317,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 	p("\n")
 	// With one target there is no baseline to be relative to.
 	multi := len(names) > 1
-	head := []string{"target", "LayerFS over native (geomean)", "command time vs " + r.Baseline + " (geomean)", "per-exec overhead (ms, median over cells)", "usable Sandbox in (ms, cold, median over cells)", "differences shown and not"}
+	head := []string{"target", "LayerFS over native (geomean)", "command time vs " + r.Baseline + " (geomean)", "per-exec overhead (ms, median over cells)", "usable Sandbox in (ms, median over cells; cold unless from a warm pool)", "differences shown and not"}
 	// Runs before the time to a usable Sandbox was recorded have none.
 	ready := slices.ContainsFunc(o.Headlines, func(h Headline) bool { return h.ReadyNs != nil })
 	if !ready {
@@ -334,7 +334,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 			name += " (baseline)"
 		}
 		cells := []string{name, headlineValue(h.LayerFSOverNative, times, ratio), headlineValue(h.CommandVsBaseline, times, ratio),
-			headlineValue(h.ExecOverheadNs, ms, ms) + h.transportText(), headlineValue(h.ReadyNs, ms, ms), dash(joinNonEmpty("; ", h.nativeText(), h.shownText(r.Baseline)))}
+			headlineValue(h.ExecOverheadNs, ms, ms) + h.transportText(), headlineValue(h.ReadyNs, ms, ms) + h.warmText(), dash(joinNonEmpty("; ", h.nativeText(), h.shownText(r.Baseline)))}
 		if !ready {
 			cells = slices.Delete(cells, 4, 5)
 		}
@@ -520,6 +520,16 @@ func joinNonEmpty(sep string, parts ...string) string {
 	return strings.Join(kept, sep)
 }
 
+// gVisorText names the gVisor a target's Sandboxes ran under: runsc,
+// with its version and platform where the target knows them (a cluster's
+// RuntimeClass says neither).
+func (t TargetInfo) gVisorText() string {
+	if v := joinNonEmpty(", ", t.RuntimeVersion, t.RuntimePlatform); v != "" {
+		return "runsc " + v
+	}
+	return "runsc"
+}
+
 // MemoryText is the target's memory in GiB, or a dash.
 // KernelText is the target's kernel; for one under gVisor, that the
 // Sandboxes ran on gVisor's Sentry (its version and platform) above it;
@@ -528,7 +538,7 @@ func joinNonEmpty(sep string, parts ...string) string {
 func (t TargetInfo) KernelText() string {
 	text := dash(t.Kernel)
 	if t.FUSE == manifests.FUSEGVisor {
-		text += ", under gVisor (runsc " + t.RuntimeVersion + ", " + t.RuntimePlatform + ")"
+		text += ", under gVisor (" + t.gVisorText() + ")"
 	}
 	if t.Cluster != "" {
 		rc := "the default RuntimeClass"

@@ -564,7 +564,7 @@ var metrics = []metric{
 	duration("commandNs", "Command time on the Sandbox's own clock", func(s *manifests.Sample) int64 { return s.CommandNs }),
 	duration("execWallNs", "Exec wall time on the runner side", func(s *manifests.Sample) int64 { return s.ExecWallNs }),
 	duration("execOverheadNs", "Per-exec overhead (exec wall minus command time)", func(s *manifests.Sample) int64 { return s.ExecOverheadNs }),
-	{name: "readyNs", title: "Time to a usable Sandbox, cold: from the create request to its first exec's answer", unit: UnitNs, of: readyNs},
+	{name: "readyNs", title: "Time to a usable Sandbox: from the create request to its first exec's answer (cold, unless the target claims its Sandboxes from a warm pool)", unit: UnitNs, of: readyNs},
 	duration("mountNs", "Mount", func(s *manifests.Sample) int64 { return s.MountNs }),
 	duration("commitNs", "Commit", func(s *manifests.Sample) int64 { return s.CommitNs }),
 	duration("unmountNs", "Unmount", func(s *manifests.Sample) int64 { return s.UnmountNs }),
@@ -896,7 +896,7 @@ func (r *Report) kernelsExplain(key string, values []string) string {
 		}
 		fuse, text := t.Kernel, t.Name+" "+t.Kernel
 		if t.FUSE == manifests.FUSEGVisor {
-			fuse, text = "gVisor "+t.RuntimeVersion, t.Name+" gVisor's FUSE (runsc "+t.RuntimeVersion+")"
+			fuse, text = "gVisor "+t.RuntimeVersion, t.Name+" gVisor's FUSE ("+t.gVisorText()+")"
 		}
 		if v, seen := byFUSE[fuse]; seen && v != values[i] {
 			return "" // two targets with one FUSE disagree: not the FUSE's doing

@@ -661,7 +661,7 @@ func TestGVisorFUSEAndUnsupportedCells(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"- C09 FUSE READ: docker 0, local 0, lima 256 (different FUSE implementation: docker 6.1.0-40-amd64, local 6.1.0-40-amd64, lima gVisor's FUSE (runsc v0.0.0-20260905035102-160fafc42237)",
+		"- C09 FUSE READ: docker 0, local 0, lima 256 (different FUSE implementation: docker 6.1.0-40-amd64, local 6.1.0-40-amd64, lima gVisor's FUSE (runsc v0.0.0-20260905035102-160fafc42237, systrap)",
 		"- lima C12 round 0: not supported by this backend: " + why + "\n",
 		"| C12 git init, 100 files, add, commit | pass (lima: not supported) | 3,012 | 4,012 |",
 		"(3 not supported by this backend)",

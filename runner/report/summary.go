@@ -60,9 +60,11 @@ type Headline struct {
 	CommandVsBaseline *Summary `json:"commandVsBaseline,omitempty"`
 	// ExecOverheadNs is the median over cells of the per-exec overhead.
 	ExecOverheadNs *Summary `json:"execOverheadNs,omitempty"`
-	// ReadyNs is the median over cells of the time to a usable Sandbox,
-	// cold (Sample.ReadyNs); absent in runs that did not record it.
-	ReadyNs *Summary `json:"readyNs,omitempty"`
+	// ReadyNs is the median over cells of the time to a usable Sandbox
+	// (Sample.ReadyNs): cold, or a claim on a warm pool of WarmPool
+	// Sandboxes; absent in runs that did not record it.
+	ReadyNs  *Summary `json:"readyNs,omitempty"`
+	WarmPool int      `json:"warmPool,omitempty"`
 	// Transport is how the runner reached the target's Engine where that
 	// was not a local socket ("ssh", "msb-exec"): ExecOverheadNs includes
 	// it.
@@ -148,7 +150,7 @@ func (r *Report) buildOverview(samples int) {
 			h.ExecOverheadNs = present(over.MedianOverCells[i])
 		}
 		if ready != nil {
-			h.ReadyNs = present(ready.MedianOverCells[i])
+			h.ReadyNs, h.WarmPool = present(ready.MedianOverCells[i]), t.WarmPool
 		}
 		if tr := t.transportText(); tr != "socket" {
 			h.Transport = tr
@@ -303,7 +305,7 @@ var targetTraits = []struct {
 		if t.FUSE != manifests.FUSEGVisor {
 			return t.FUSE
 		}
-		return "gVisor's (runsc " + t.RuntimeVersion + ", " + t.RuntimePlatform + ")"
+		return "gVisor's (" + t.gVisorText() + ")"
 	}, nil},
 	{"emulation", "Emulation differs", "an emulated target's timings are the emulator's: compare its counts, not its times.", func(t TargetInfo) string {
 		if t.Engine == "" {

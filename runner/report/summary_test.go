@@ -331,9 +331,15 @@ func TestReportNamesThePrecisionRulesSamples(t *testing.T) {
 
 // TestReportShowsTimeToAUsableSandbox: each target's time to a usable
 // Sandbox (create request to first exec) is a timing per cell and, its
-// median over cells, a headline figure in every format.
+// median over cells, a headline figure in every format, said to be a
+// claim's on a warm pool for a target whose pins say its Sandboxes were.
 func TestReportShowsTimeToAUsableSandbox(t *testing.T) {
 	pins, samples := fixedRun()
+	for i := range pins.Targets {
+		if pins.Targets[i].Name == "lima" {
+			pins.Targets[i].WarmPool = 2
+		}
+	}
 	readyMs := map[string]int64{"docker": 310, "local": 45, "lima": 900}
 	for i := range samples {
 		samples[i].ReadyNs = readyMs[samples[i].Target]*1e6 + int64(samples[i].Round)*1e6
@@ -352,11 +358,15 @@ func TestReportShowsTimeToAUsableSandbox(t *testing.T) {
 		t.Fatal("no readyNs timing")
 	}
 	for format, want := range map[string]string{
-		"md":      "usable Sandbox in (ms, cold, median over cells)",
-		"console": "a usable Sandbox in 46.0",
-		"html":    "a usable Sandbox, cold, median over cells",
-		"csv":     "headline,,local,readyNs,46000000",
+		"md":       "usable Sandbox in (ms, median over cells; cold unless from a warm pool)",
+		"md ":      "| 901 [900, 902], claimed from a warm pool of 2 |",
+		"console":  "a usable Sandbox in 46.0",
+		"console ": "a usable Sandbox in 901 [900, 902] ms, claimed from a warm pool of 2",
+		"html":     "a usable Sandbox, median over cells, cold",
+		"html ":    "a usable Sandbox, median over cells, claimed from a warm pool of 2",
+		"csv":      "headline,,local,readyNs,46000000",
 	} {
+		format = strings.TrimSpace(format)
 		var b bytes.Buffer
 		write := func() error { return Write(&b, r, format) }
 		if format == "console" {
