@@ -52,6 +52,39 @@ AGENT_SANDBOX_BUILD := $(TOOLS)/agent-sandbox-build-$(AGENT_SANDBOX_VERSION)
 kube-tools: $(KUBE_APISERVER) $(KUBELET) $(RUNSC) $(RUNSC_SHIM) $(AGENT_SANDBOX_CONTROLLER) ## Build kube-apiserver and the kubelet (v1.34.12), containerd's runsc shim and agent-sandbox's controller (v1.0.1) into ~/.cache/sealbench/tools, from the Go module proxy; install etcd, containerd, runc and the CNI plugins
 	@$(MAKE) --no-print-directory deps TEST_PACKAGES="$(KUBE_PACKAGES)"
 
+# A device plugin that offers /dev/fuse to pods, for the cluster of
+# scripts/kube-cluster (a user's cluster needs one): squat's
+# generic-device-plugin, built from the Go module proxy.
+DEVICE_PLUGIN_VERSION := v0.0.0-20260515115838-2cc50b05d4d2
+DEVICE_PLUGIN_PREFIX := $(TOOLS)/generic-device-plugin-$(DEVICE_PLUGIN_VERSION)
+DEVICE_PLUGIN := $(DEVICE_PLUGIN_PREFIX)/bin/generic-device-plugin
+DEVICE_PLUGIN_BUILD := $(TOOLS)/generic-device-plugin-build-$(DEVICE_PLUGIN_VERSION)
+# Where scripts/kube-cluster keeps its cluster.
+KUBE_CLUSTER_DIR ?= /var/tmp/sealbench-kube-cluster
+KUBE_CLUSTER_ENV = KUBE_BIN=$(KUBE_PREFIX)/bin RUNSC_BIN=$(dir $(RUNSC)) AGENT_SANDBOX=$(AGENT_SANDBOX_PREFIX) DEVICE_PLUGIN=$(DEVICE_PLUGIN)
+
+.PHONY: kube-cluster
+kube-cluster: kube-tools $(DEVICE_PLUGIN) ## Start a one-node Kubernetes cluster to run the kubernetes and agent-sandbox targets on (scripts/kube-cluster: by hand, not the test fixture; root); it prints the run's flags
+	@$(MAKE) --no-print-directory deps TEST_PACKAGES="openssl curl busybox-static iproute2"
+	$(KUBE_CLUSTER_ENV) scripts/kube-cluster up $(KUBE_CLUSTER_DIR)
+
+.PHONY: test-kube-cluster
+test-kube-cluster: kube-tools $(DEVICE_PLUGIN) ## Check scripts/kube-cluster: up, a pod under runc and one under gVisor with /dev/fuse and no network, down, and the machine as it was (root)
+	@$(MAKE) --no-print-directory deps TEST_PACKAGES="openssl curl busybox-static iproute2"
+	$(KUBE_CLUSTER_ENV) scripts/kube-cluster test
+
+.PHONY: kube-cluster-down
+kube-cluster-down: ## Stop the cluster of `make kube-cluster` and remove everything it made
+	scripts/kube-cluster down $(KUBE_CLUSTER_DIR)
+
+$(DEVICE_PLUGIN):
+	@mkdir -p $(DEVICE_PLUGIN_BUILD)
+	@echo "building generic-device-plugin $(DEVICE_PLUGIN_VERSION) into $(dir $@)"
+	cd $(DEVICE_PLUGIN_BUILD) && rm -f go.mod go.sum && GOFLAGS= $(GO) mod init sealbench.invalid/device-plugin-tools >/dev/null 2>&1 && \
+		GOFLAGS=-mod=mod $(GO) get github.com/squat/generic-device-plugin@$(DEVICE_PLUGIN_VERSION) && \
+		GOFLAGS=-mod=mod CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@.tmp github.com/squat/generic-device-plugin
+	mv $@.tmp $@
+
 .PHONY: test-kube
 test-kube: kube-tools ## The Kubernetes suite on a real one-node cluster (internal/kubetest: etcd, kube-apiserver, containerd, kubelet) it starts and removes (root)
 	$(GO) test -count=1 -timeout $(KUBE_TEST_TIMEOUT) -tags kubetest -v $(KUBE_TEST_PACKAGES)
