@@ -44,6 +44,13 @@ func WriteConsole(w io.Writer, r *Report) error {
 			parts = append(parts, "a usable Sandbox in "+headlineValue(h.ReadyNs, ms, ms)+" ms"+h.warmText())
 		}
 		fmt.Fprintf(&b, "%-*s  %s\n", width, targetLabel(h, multi), strings.Join(parts, "; "))
+		for _, sh := range h.Suites {
+			parts := []string{"LayerFS over native " + headlineValue(sh.LayerFSOverNative, times, ratio)}
+			if multi && !h.Baseline {
+				parts = append(parts, "command time vs "+r.Baseline+" "+headlineValue(sh.CommandVsBaseline, times, ratio))
+			}
+			fmt.Fprintf(&b, "%-*s    %s: %s\n", width, "", sh.Suite, strings.Join(parts, "; "))
+		}
 	}
 	b.WriteString(r.headline() + "\n")
 	_, err := io.WriteString(w, b.String())

@@ -106,6 +106,10 @@ func makePage(r *Report) page {
 		add("command time vs "+r.Baseline+", geomean", h.CommandVsBaseline, times, ratio)
 		add("per-exec overhead, median over cells"+h.transportText(), h.ExecOverheadNs, func(v float64) string { return ms(v) + " ms" }, ms)
 		add("a usable Sandbox, median over cells"+cmp.Or(h.warmText(), ", cold"), h.ReadyNs, func(v float64) string { return ms(v) + " ms" }, ms)
+		for _, sh := range h.Suites {
+			add("LayerFS over native, geomean over "+sh.Suite+"'s cells", sh.LayerFSOverNative, times, ratio)
+			add("command time vs "+r.Baseline+", geomean over "+sh.Suite+"'s cells", sh.CommandVsBaseline, times, ratio)
+		}
 		if t := h.AA.Text(); t != "" {
 			v, rest, _ := strings.Cut(strings.TrimPrefix(t, "within "), " ")
 			if !strings.HasPrefix(t, "within ") {

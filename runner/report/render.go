@@ -343,6 +343,21 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 		}
 		row(cells...)
 	}
+	if slices.ContainsFunc(o.Headlines, func(h Headline) bool { return len(h.Suites) > 0 }) {
+		p("\nPer suite, each geometric mean over that suite's cells alone:\n\n")
+		head := []string{"target", "suite", "LayerFS over native (geomean)", "command time vs " + r.Baseline + " (geomean)"}
+		if !multi {
+			head = head[:3]
+		}
+		row(head...)
+		sep(len(head))
+		for _, h := range o.Headlines {
+			for _, sh := range h.Suites {
+				cells := []string{h.Target, sh.Suite, headlineValue(sh.LayerFSOverNative, times, ratio), headlineValue(sh.CommandVsBaseline, times, ratio)}
+				row(cells[:len(head)]...)
+			}
+		}
+	}
 	p("\n%s\n", r.headline())
 
 	if r.OwnSections() {
@@ -582,6 +597,13 @@ func (tm Timing) summaryRows(r *Report) [][]string {
 	rows := [][]string{gm, md}
 	if tm.ValueGeoMean != nil {
 		rows = append(rows, vg)
+	}
+	for _, st := range tm.Suites {
+		sub := Timing{Unit: tm.Unit, n: tm.n, GeoMean: st.GeoMean, MedianOverCells: st.MedianOverCells, ValueGeoMean: st.ValueGeoMean}
+		for _, sr := range sub.summaryRows(r) {
+			sr[0] += ", " + st.Suite
+			rows = append(rows, sr)
+		}
 	}
 	return rows
 }

@@ -332,6 +332,18 @@ type Timing struct {
 	// over cells of the values themselves (LayerFS over native over all
 	// cells); absent for durations.
 	ValueGeoMean []Summary `json:"valueGeoMean,omitempty"`
+	// Suites are, in a report of more than one suite, the same summaries
+	// over each suite's cells alone: a geometric mean over two suites'
+	// cells would weigh one suite's workload by how many cells it has.
+	Suites []SuiteTiming `json:"suites,omitempty"`
+}
+
+// SuiteTiming is a Timing's summaries over one suite's cells.
+type SuiteTiming struct {
+	Suite           string    `json:"suite"`
+	GeoMean         []Summary `json:"geoMean"`
+	MedianOverCells []Summary `json:"medianOverCells"`
+	ValueGeoMean    []Summary `json:"valueGeoMean,omitempty"`
 }
 
 // TimingRow is one cell's values of one Timing, per target.
@@ -754,9 +766,20 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 	r.buildCounts(idx, names)
 	r.checkAA(idx)
 	for _, m := range metrics {
-		if tm, ok := r.buildTiming(idx, names, m, resamples); ok {
-			r.Timings = append(r.Timings, tm)
+		tm, ok := r.buildTiming(idx, names, m, resamples, r.Cells)
+		if !ok {
+			continue
 		}
+		for _, su := range r.Suites {
+			if len(r.Suites) < 2 {
+				break
+			}
+			cells := slices.DeleteFunc(slices.Clone(r.Cells), func(c CellInfo) bool { return c.Suite != su.Name })
+			if st, ok := r.buildTiming(idx, names, m, resamples, cells); ok {
+				tm.Suites = append(tm.Suites, SuiteTiming{Suite: su.Name, GeoMean: st.GeoMean, MedianOverCells: st.MedianOverCells, ValueGeoMean: st.ValueGeoMean})
+			}
+		}
+		r.Timings = append(r.Timings, tm)
 	}
 	if n := r.samplesPerValue(); n > 1 {
 		for i := range r.Timings {
@@ -951,7 +974,8 @@ func columns(obs []obs) (xs, bases []float64) {
 	return xs, bases
 }
 
-func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, names []string, m metric, resamples int) (Timing, bool) {
+// buildTiming is metric m over cells (the report's, or one suite's).
+func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, names []string, m metric, resamples int, cells []CellInfo) (Timing, bool) {
 	tm := Timing{Metric: m.name, Title: m.title, Unit: m.unit, Mark: m.mark}
 	has := false
 	bi := slices.Index(names, r.Baseline)
@@ -966,7 +990,7 @@ func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, name
 	headMedians, headStrata, leftOut := make([][]float64, len(names)), make([]strata, len(names)), make([][]LeftOut, len(names))
 	var suspects []suspect
 	clustered := false
-	for _, c := range r.Cells {
+	for _, c := range cells {
 		row := TimingRow{Cell: c.Name, Title: c.Title, Values: make([]TimingValue, len(names))}
 		byRound := make([]map[int]obs, len(names))
 		for i, t := range names {

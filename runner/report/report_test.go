@@ -900,3 +900,82 @@ func TestClustersAreShown(t *testing.T) {
 		t.Errorf("the report does not state the clusters' rule:\n%s", md)
 	}
 }
+
+// TestSuitesHaveTheirOwnGeomeans: in a run of two suites, every summary
+// over cells is also given over each suite's cells alone, equal to the
+// geometric mean of that suite's rows, and the summary, the timing
+// tables, the console and the page show them; a run of one suite has
+// none.
+func TestSuitesHaveTheirOwnGeomeans(t *testing.T) {
+	pins, samples := fixedRun()
+	mine := map[string]bool{"C11": true, "C12": true}
+	for i := range samples {
+		if mine[samples[i].Cell] {
+			samples[i].Cell, samples[i].Suite = "M"+samples[i].Cell[1:], "mine"
+		}
+	}
+	pins.Cells = append(slices.DeleteFunc(slices.Clone(pins.Cells), func(c string) bool { return mine[c] }), "M11", "M12")
+	pins.Suites = []string{manifests.DefaultSuite, "mine"}
+	check := []manifests.SuiteCheck{{Name: "x", Script: "echo x", Want: "x"}}
+	pins.SuiteDefs = []manifests.Suite{{Kind: manifests.SuiteKind, Name: "mine", Title: "mine", Cells: []manifests.SuiteCell{
+		{ID: "M11", Title: "my first cell", Body: "M11.sh", Verifies: "x", Checks: check},
+		{ID: "M12", Title: "my second cell", Body: "M12.sh", Verifies: "x", Checks: check}}}}
+	r, err := Build([]Input{{Source: "run", Pins: pins, Samples: samples}}, Options{Resamples: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := timing(r, "commandNs")
+	if cmd == nil || len(cmd.Suites) != 2 || cmd.Suites[0].Suite != manifests.DefaultSuite || cmd.Suites[1].Suite != "mine" {
+		t.Fatalf("commandNs's suites: %+v", cmd)
+	}
+	lima := slices.Index(r.TargetNames(), "lima")
+	var ratios []float64
+	for _, row := range cmd.Rows {
+		if strings.HasPrefix(row.Cell, "M") && row.Values[lima].Ratio != nil {
+			ratios = append(ratios, *row.Values[lima].Ratio)
+		}
+	}
+	got := cmd.Suites[1].GeoMean[lima]
+	if len(ratios) != 2 || got.Value == nil || got.Cells != 2 || math.Abs(*got.Value-stats.GeoMean(ratios)) > 1e-12 {
+		t.Errorf("lima's geometric mean over mine's cells: %+v, want %v over 2 cells", got, stats.GeoMean(ratios))
+	}
+	if all := cmd.GeoMean[lima]; all.Cells != 12 || *all.Value == *got.Value {
+		t.Errorf("lima's geometric mean over all cells %+v: want it over 12 cells, not mine's", all)
+	}
+	var h Headline
+	for _, x := range r.Summary.Headlines {
+		if x.Target == "lima" {
+			h = x
+		}
+	}
+	if len(h.Suites) != 2 || h.Suites[1].Suite != "mine" || h.Suites[1].CommandVsBaseline == nil || *h.Suites[1].CommandVsBaseline.Value != *got.Value ||
+		h.Suites[1].LayerFSOverNative == nil {
+		t.Errorf("lima's headline per suite: %+v", h.Suites)
+	}
+	for format, want := range map[string]string{
+		"md":      "| lima | mine | ",
+		"md ":     "| geometric mean of ratios, mine |",
+		"console": "    mine: LayerFS over native ",
+		"html":    "LayerFS over native, geomean over mine&#39;s cells",
+	} {
+		var b bytes.Buffer
+		write := func() error { return Write(&b, r, strings.TrimSpace(format)) }
+		if format == "console" {
+			write = func() error { return WriteConsole(&b, r) }
+		}
+		if err := write(); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("%s does not say %q", format, want)
+		}
+	}
+	onePins, oneSamples := fixedRun()
+	one, err := Build([]Input{{Source: "fixed", Pins: onePins, Samples: oneSamples}}, Options{Resamples: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm := timing(one, "commandNs"); len(tm.Suites) != 0 || len(one.Summary.Headlines[0].Suites) != 0 {
+		t.Errorf("a run of one suite has per-suite summaries: %+v", tm.Suites)
+	}
+}

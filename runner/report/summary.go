@@ -83,6 +83,16 @@ type Headline struct {
 	// AA is the A/A check's summary: the protocol's own noise on this
 	// target; absent when no sample timed the native reference twice.
 	AA *AASummary `json:"aa,omitempty"`
+	// Suites are, in a report of more than one suite, the two geometric
+	// means over each suite's cells alone (Timing.Suites).
+	Suites []SuiteHeadline `json:"suites,omitempty"`
+}
+
+// SuiteHeadline is a target's headline ratios over one suite's cells.
+type SuiteHeadline struct {
+	Suite             string   `json:"suite"`
+	LayerFSOverNative *Summary `json:"layerfsOverNative,omitempty"`
+	CommandVsBaseline *Summary `json:"commandVsBaseline,omitempty"`
 }
 
 // AASummary is one target's A/A check over its cells.
@@ -155,6 +165,7 @@ func (r *Report) buildOverview(samples int) {
 		if tr := t.transportText(); tr != "socket" {
 			h.Transport = tr
 		}
+		h.Suites = suiteHeadlines(r.Suites, lon, cmd, i, h.Baseline)
 		if cmd != nil && !h.Baseline {
 			h.CommandVsBaseline = present(cmd.GeoMean[i])
 			for _, row := range cmd.Rows {
@@ -175,6 +186,40 @@ func (r *Report) buildOverview(samples int) {
 		o.Headlines = append(o.Headlines, h)
 	}
 	r.Summary = o
+}
+
+// suiteHeadlines are target i's headline ratios per suite, from the
+// timings' per-suite summaries; none in a report of one suite.
+func suiteHeadlines(suites []SuiteInfo, lon, cmd *Timing, i int, baseline bool) []SuiteHeadline {
+	var out []SuiteHeadline
+	for _, su := range suites {
+		sh := SuiteHeadline{Suite: su.Name}
+		if lon != nil {
+			if st := lon.suite(su.Name); st != nil && st.ValueGeoMean != nil {
+				sh.LayerFSOverNative = present(st.ValueGeoMean[i])
+			}
+		}
+		if cmd != nil && !baseline {
+			if st := cmd.suite(su.Name); st != nil {
+				sh.CommandVsBaseline = present(st.GeoMean[i])
+			}
+		}
+		if sh.LayerFSOverNative != nil || sh.CommandVsBaseline != nil {
+			out = append(out, sh)
+		}
+	}
+	return out
+}
+
+// suite is the timing's summaries over suite's cells; nil in a report of
+// one suite.
+func (tm *Timing) suite(name string) *SuiteTiming {
+	for i := range tm.Suites {
+		if tm.Suites[i].Suite == name {
+			return &tm.Suites[i]
+		}
+	}
+	return nil
 }
 
 // aaSummary is target i's A/A check over the cells of the A/A timing.
