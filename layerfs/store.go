@@ -179,7 +179,7 @@ func Init(ctx context.Context, dir string, profile Profile) (*Store, error) {
 		_, err = tx.ExecContext(ctx, schema)
 		if err == nil {
 			_, err = tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES ('format', ?), ('profile', ?), ('created', ?)`,
-				storeFormat, string(profile), time.Now().UTC().Format(time.RFC3339Nano))
+				storeFormat, string(profile), time.Now().UTC().Format(createdLayout))
 		}
 		if err == nil {
 			_, err = tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(SchemaVersion))
@@ -363,18 +363,24 @@ func (s *Store) blobPath(d Digest) string {
 // Usage is how much a Store holds.
 type Usage = daemonapi.Usage
 
-// Usage measures the Store.
+// createdLayout is the Store's creation time in its meta table: RFC 3339
+// with all nine digits of the nanoseconds, so that the row is one length
+// whenever the Store was made (time.RFC3339Nano drops trailing zeros).
+const createdLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// Usage measures the Store. Its database is measured by the bytes its
+// rows hold (dbstat's payload, what the WAL holds included), not by its
+// files' sizes or its pages: the files depend on when a checkpoint last
+// copied pages from the WAL into the main file, the pages on the order in
+// which concurrent writers' rows arrived (how the B-trees split), and the
+// Store's bytes are an exact count in a run.
 func (s *Store) Usage(ctx context.Context) (Usage, error) {
 	var u Usage
-	for _, suffix := range []string{"", "-wal"} {
-		if st, err := os.Stat(filepath.Join(s.dir, dbName+suffix)); err == nil {
-			u.DBBytes += st.Size()
-		}
-	}
 	s.statements.Add(1)
 	err := s.db.QueryRowContext(ctx, `SELECT
+		(SELECT COALESCE(SUM(payload), 0) FROM dbstat WHERE aggregate = TRUE),
 		(SELECT COALESCE(SUM(size), 0) FROM blobs), (SELECT COUNT(*) FROM blobs),
-		(SELECT COUNT(*) FROM trees), (SELECT COUNT(*) FROM layers)`).Scan(&u.BlobBytes, &u.Blobs, &u.Trees, &u.Layers)
+		(SELECT COUNT(*) FROM trees), (SELECT COUNT(*) FROM layers)`).Scan(&u.DBBytes, &u.BlobBytes, &u.Blobs, &u.Trees, &u.Layers)
 	if err != nil {
 		return u, fmt.Errorf("measuring store %q: %w", s.dir, err)
 	}

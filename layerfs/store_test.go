@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -164,5 +165,56 @@ func TestImportLogDiff(t *testing.T) {
 				t.Errorf("integrity: %q %v", v, err)
 			}
 		})
+	}
+}
+
+// TestUsageIgnoresCheckpoints: the Store's database bytes are the bytes
+// its rows hold, so a checkpoint (which copies pages from the WAL into the
+// main file whenever it runs, growing that file) does not change them,
+// where the files' sizes move; nor does when the Store was made (its
+// creation time is one length): the Store's bytes are an exact count in a
+// run, and when a checkpoint ran is timing.
+func TestUsageIgnoresCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, ProfileFast)
+	src := t.TempDir()
+	for i := range 64 {
+		writeFile(t, filepath.Join(src, fmt.Sprintf("d%d/f%d", i%8, i)), strings.Repeat("x", i))
+	}
+	if _, err := s.Import(ctx, src, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	files := func() (n int64) {
+		for _, suffix := range []string{"", "-wal"} {
+			if st, err := os.Stat(filepath.Join(s.dir, dbName+suffix)); err == nil {
+				n += st.Size()
+			}
+		}
+		return n
+	}
+	before, err := s.Usage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filesBefore := files()
+	if _, err := s.db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.Usage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files() == filesBefore {
+		t.Fatalf("the checkpoint left the files' sizes as they were (%d bytes): the test shows nothing", filesBefore)
+	}
+	if after.DBBytes != before.DBBytes || before.DBBytes == 0 {
+		t.Errorf("database bytes %d before the checkpoint, %d after: want one number", before.DBBytes, after.DBBytes)
+	}
+	var created string
+	if err := s.db.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'created'").Scan(&created); err != nil {
+		t.Fatal(err)
+	}
+	if want := len("2026-12-07T09:00:00.000000000Z"); len(created) != want {
+		t.Errorf("the Store's creation time %q is %d bytes, want %d whatever the time", created, len(created), want)
 	}
 }

@@ -202,7 +202,7 @@ type OpStats struct {
 
 // Usage is how much a Store holds.
 type Usage struct {
-	DBBytes   int64 `json:"dbBytes"`   // layerfs.db plus its WAL
+	DBBytes   int64 `json:"dbBytes"`   // the bytes layerfs.db's rows hold (dbstat's payload; its WAL's included)
 	BlobBytes int64 `json:"blobBytes"` // every blob the database names
 	Blobs     int64 `json:"blobs"`
 	Trees     int64 `json:"trees"`

@@ -267,9 +267,9 @@ func TestRunSuiteOnLocalAndDocker(t *testing.T) {
 	}
 	for _, cell := range []string{"T1", "T2", "T3", "T4", "T5", "TASK", "M1"} {
 		l, d := byCell[cell]["local"], byCell[cell]["docker"]
-		if l.Files != d.Files || l.Bytes != d.Bytes || l.Statements != d.Statements {
-			t.Errorf("%s did different work: local %d files %d bytes %d statements; docker %d files %d bytes %d statements", cell,
-				l.Files, l.Bytes, l.Statements, d.Files, d.Bytes, d.Statements)
+		if l.Files != d.Files || l.Bytes != d.Bytes || l.Statements != d.Statements || l.StoreBytes != d.StoreBytes {
+			t.Errorf("%s did different work: local %d files %d bytes %d statements %d Store bytes; docker %d files %d bytes %d statements %d Store bytes", cell,
+				l.Files, l.Bytes, l.Statements, l.StoreBytes, d.Files, d.Bytes, d.Statements, d.StoreBytes)
 		}
 	}
 	if l := byCell["T1"]["local"]; l.Files != 2048 || l.Bytes != 2048*1024 {
