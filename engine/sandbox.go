@@ -39,7 +39,9 @@ func SandboxName(runID, name string) string { return "sealbench-" + runID + "-" 
 // also gets DockerSeccompProfile, which refuses new namespaces; the
 // stand-in's Sandboxes have their own, stricter filter. runtime is the OCI
 // runtime dockerd runs it with ("runsc" for gVisor); empty is its default.
-func SandboxConfig(runID string, image manifests.Digest, cmd []string, engine, runtime string) (*container.Config, *container.HostConfig) {
+// gvisor says the runtime is gVisor's, whose profile differs in one call
+// (DockerSeccompProfile).
+func SandboxConfig(runID string, image manifests.Digest, cmd []string, engine, runtime string, gvisor bool) (*container.Config, *container.HostConfig) {
 	cfg := &container.Config{
 		Image:  image.String(),
 		Cmd:    cmd,
@@ -55,7 +57,7 @@ func SandboxConfig(runID string, image manifests.Digest, cmd []string, engine, r
 		Runtime:     runtime,
 	}
 	if engine == manifests.EngineDockerd || engine == manifests.EngineKubernetes {
-		host.SecurityOpt = append(host.SecurityOpt, "seccomp="+DockerSeccompProfile())
+		host.SecurityOpt = append(host.SecurityOpt, "seccomp="+DockerSeccompProfile(gvisor))
 	}
 	return cfg, host
 }
@@ -73,6 +75,9 @@ type Sandbox struct {
 	// Runtime is the OCI runtime to run it with (the target Identity's
 	// Runtime: runsc on gvisor); empty means the Engine's default.
 	Runtime string
+	// GVisor says the runtime is gVisor's (the Identity's FUSE is
+	// manifests.FUSEGVisor: the gvisor target, a gVisor RuntimeClass).
+	GVisor bool
 }
 
 // CreateSandbox records the Sandbox with rec, then creates it on cli (a
@@ -90,7 +95,7 @@ func CreateSandbox(ctx context.Context, cli client.APIClient, rec Recorder, s Sa
 		Labels: map[string]string{manifests.RunLabel: s.RunID}, Detail: "Sandbox " + s.Name}); err != nil {
 		return "", err
 	}
-	cfg, host := SandboxConfig(s.RunID, s.Image, s.Cmd, s.Engine, s.Runtime)
+	cfg, host := SandboxConfig(s.RunID, s.Image, s.Cmd, s.Engine, s.Runtime, s.GVisor)
 	resp, err := cli.ContainerCreate(ctx, cfg, host, &network.NetworkingConfig{}, nil, cname)
 	if err != nil {
 		return "", fmt.Errorf("creating Sandbox %s on %s: %w", cname, s.Endpoint, err)

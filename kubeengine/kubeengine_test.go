@@ -221,7 +221,7 @@ func TestImageLoadAndInspect(t *testing.T) {
 // sandboxConfig is a Sandbox as every run makes one on dockerd: with
 // engine.DockerSeccompProfile, which refuses new namespaces.
 func sandboxConfig(id manifests.Digest, cmd ...string) (*container.Config, *container.HostConfig) {
-	return engine.SandboxConfig(runID, id, cmd, manifests.EngineDockerd, "")
+	return engine.SandboxConfig(runID, id, cmd, manifests.EngineDockerd, "", false)
 }
 
 func create(t testing.TB, cli *client.Client, cname string, cfg *container.Config, hc *container.HostConfig) string {

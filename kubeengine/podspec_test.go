@@ -15,7 +15,7 @@ import (
 func TestPodSpecOfASandbox(t *testing.T) {
 	s := &Server{c: Config{Namespace: "ns", Node: "n1", FUSEResource: "sealbench.dev/fuse", RunID: "run1", SeccompDir: "/x"}}
 	img := manifests.DigestOf([]byte("image"))
-	cfg, hc := engine.SandboxConfig("run1", img, []string{"sleep", "infinity"}, manifests.EngineDockerd, "")
+	cfg, hc := engine.SandboxConfig("run1", img, []string{"sleep", "infinity"}, manifests.EngineDockerd, "", false)
 	cfg.Labels["not a label key!"] = "v"
 	rec := containerRecord{ID: strings.Repeat("ab", 32), Name: "sealbench-run1-probe", Config: cfg, HostConfig: hc}
 	pod, err := s.podSpec(rec)
@@ -35,7 +35,7 @@ func TestPodSpecOfASandbox(t *testing.T) {
 		t.Errorf("limits %v, want one sealbench.dev/fuse", c.Resources.Limits)
 	case sc.Capabilities == nil || len(sc.Capabilities.Add) != 1 || sc.Capabilities.Add[0] != "SYS_ADMIN" || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
 		t.Errorf("security context %+v", sc)
-	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost || *sc.SeccompProfile.LocalhostProfile != seccompName(engine.DockerSeccompProfile()):
+	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost || *sc.SeccompProfile.LocalhostProfile != seccompName(engine.DockerSeccompProfile(false)):
 		t.Errorf("seccomp %+v, want the dockerd profile as a Localhost one", sc.SeccompProfile)
 	case pod.Labels[manifests.RunLabel] != "run1" || pod.Labels[LabelID] != rec.ID[:32] || len(pod.Labels) != 2:
 		t.Errorf("labels %v: want the run's and the id's, and no invalid one", pod.Labels)
@@ -51,7 +51,7 @@ func TestPodSpecRefusesWhatNoPodCanBe(t *testing.T) {
 	cfg := &container.Config{Image: "busybox", User: "nobody", Tty: true}
 	hc := &container.HostConfig{NetworkMode: "host", Runtime: "runc", Binds: []string{"/:/host"},
 		Resources:   container.Resources{Devices: []container.DeviceMapping{{PathOnHost: "/dev/kvm"}}},
-		SecurityOpt: []string{"seccomp=" + engine.DockerSeccompProfile(), "apparmor=unconfined"}}
+		SecurityOpt: []string{"seccomp=" + engine.DockerSeccompProfile(false), "apparmor=unconfined"}}
 	_, err := s.podSpec(containerRecord{ID: strings.Repeat("0", 64), Name: "x", Config: cfg, HostConfig: hc})
 	if !errors.Is(err, errBadInput) {
 		t.Fatalf("podSpec: %v, want a bad input", err)

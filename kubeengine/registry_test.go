@@ -88,7 +88,7 @@ func TestPullFromARegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, hc := engine.SandboxConfig("run1", id, []string{"sh"}, manifests.EngineKubernetes, "")
+	cfg, hc := engine.SandboxConfig("run1", id, []string{"sh"}, manifests.EngineKubernetes, "", false)
 	hc.SecurityOpt = []string{"no-new-privileges"}
 	pod, err := s.podSpec(containerRecord{ID: strings.Repeat("ab", 32), Name: "probe", Config: cfg, HostConfig: hc})
 	if err != nil {

@@ -38,7 +38,7 @@ const maxRestarts = 2
 // and returns it with the function that removes it.
 func newSandbox(ctx context.Context, c *engineConn, o EngineOptions, name string) (*sandbox, func(), error) {
 	id, err := engine.CreateSandbox(ctx, c.cli, o.Ledger, engine.Sandbox{RunID: o.RunID, Target: c.Name, Endpoint: c.Endpoint,
-		Engine: c.Engine, Runtime: c.Runtime, Image: o.Image.ID, Name: name, Cmd: []string{"sleep", "infinity"}})
+		Engine: c.Engine, Runtime: c.Runtime, GVisor: c.FUSE == manifests.FUSEGVisor, Image: o.Image.ID, Name: name, Cmd: []string{"sleep", "infinity"}})
 	if err != nil {
 		return nil, nil, err
 	}

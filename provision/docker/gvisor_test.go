@@ -1,8 +1,12 @@
 package docker_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,7 +82,7 @@ func TestGVisorSandboxRunsUnderGVisor(t *testing.T) {
 	}
 	defer cli.Close()
 	cid, err := engine.CreateSandbox(ctx, cli, run.Ledger, engine.Sandbox{RunID: run.ID, Target: docker.GVisorName, Endpoint: d.Endpoint(),
-		Runtime: p.Runtime, Image: b.Image.ID, Name: "uname", Cmd: []string{"sh", "-c", "uname -r"}})
+		Runtime: p.Runtime, GVisor: true, Image: b.Image.ID, Name: "uname", Cmd: []string{"sh", "-c", "uname -r"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +96,65 @@ func TestGVisorSandboxRunsUnderGVisor(t *testing.T) {
 	out := runToEnd(t, ctx, cli, cid)
 	if !strings.Contains(out, "gvisor") {
 		t.Errorf("uname -r in a gvisor Sandbox says %q: not gVisor's kernel", out)
+	}
+
+}
+
+// TestGVisorSandboxStartsThreads: under the Sandboxes' seccomp profile,
+// which runsc applies inside its Sentry (--oci-seccomp), a glibc program
+// starts a thread. glibc tries clone3 first and falls back to clone only
+// on ENOSYS; runsc answers any refused call EPERM (google/gvisor#14688),
+// so the profile must not refuse clone3 under gVisor: rg and git could
+// start no thread when it did.
+func TestGVisorSandboxStartsThreads(t *testing.T) {
+	testenv.NeedDockerRuntime(t, docker.GVisorRuntime)
+	bin := filepath.Join(t.TempDir(), "threads")
+	if out, err := exec.Command("gcc", "-static", "-pthread", "-O1", "-o", bin, filepath.Join("testdata", "threads.c")).CombinedOutput(); err != nil {
+		testenv.Skip(t, "building a static glibc program needs gcc and glibc's static library (libc6-dev): %v: %s", err, out)
+	}
+	b := provisiontest.GetBundle(t)
+	ctx := context.Background()
+	run, err := runs.NewRun(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	d := newGVisor(t, run)
+	defer func() {
+		if err := d.Destroy(context.Background()); err != nil {
+			t.Errorf("Destroy: %v", err)
+		}
+	}()
+	if err := d.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.InstallImage(ctx, b.Image); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := engine.NewClient(d.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	cid, err := engine.CreateSandbox(ctx, cli, run.Ledger, engine.Sandbox{RunID: run.ID, Target: docker.GVisorName, Endpoint: d.Endpoint(),
+		Engine: manifests.EngineDockerd, Runtime: docker.GVisorRuntime, GVisor: true, Image: b.Image.ID, Name: "threads", Cmd: []string{"/threads"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tarball bytes.Buffer
+	tw := tar.NewWriter(&tarball)
+	tw.WriteHeader(&tar.Header{Name: "threads", Mode: 0o755, Size: int64(len(data))})
+	tw.Write(data)
+	tw.Close()
+	if err := cli.CopyToContainer(ctx, cid, "/", &tarball, container.CopyToContainerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out := runToEnd(t, ctx, cli, cid); !strings.Contains(out, "threads started") {
+		t.Errorf("a thread in a gvisor Sandbox: %q", out)
 	}
 }
 

@@ -141,17 +141,18 @@ func NewRun(t testing.TB) (*runs.Run, string) {
 // the Engine's default would silently replace.
 func (e *Env) createSandbox(t *testing.T, cli client.APIClient, s *Suite, name string, cmd []string) (string, error) {
 	t.Helper()
+	id := e.identity(t)
 	return engine.CreateSandbox(e.ctx, cli, e.Run.Ledger, engine.Sandbox{RunID: e.Run.ID, Target: e.Target.Name(), Endpoint: e.Target.Endpoint(),
-		Runtime: e.runtime(t), Image: s.Image.ID, Name: name, Cmd: cmd})
+		Runtime: id.Runtime, GVisor: id.FUSE == manifests.FUSEGVisor, Image: s.Image.ID, Name: name, Cmd: cmd})
 }
 
-// runtime is the OCI runtime the target's Identity says its Sandboxes
-// run with; empty: the Engine's default.
-func (e *Env) runtime(t *testing.T) string {
+// identity is the target's Identity: the OCI runtime its Sandboxes run
+// with (empty: the Engine's default), and whether it is gVisor's.
+func (e *Env) identity(t *testing.T) *engine.Identity {
 	t.Helper()
 	id, err := e.Target.Identity(e.ctx)
 	e.must(t, "Identity (for the Sandboxes' runtime)", err)
-	return id.Runtime
+	return id
 }
 
 // step runs one test as a subtest under the suite's timeout and says
@@ -277,7 +278,7 @@ func runSandbox(t *testing.T, e *Env, s *Suite, name, script string) (int64, str
 	if insp.Config.Labels[manifests.RunLabel] != e.Run.ID {
 		t.Errorf("Sandbox labels %v, want %s=%s", insp.Config.Labels, manifests.RunLabel, e.Run.ID)
 	}
-	if want := e.runtime(t); want != "" && insp.HostConfig.Runtime != want {
+	if want := e.identity(t).Runtime; want != "" && insp.HostConfig.Runtime != want {
 		t.Errorf("Sandbox runs with runtime %q, want the target's %q", insp.HostConfig.Runtime, want)
 	}
 	e.must(t, "ContainerStart", cli.ContainerStart(e.ctx, id, container.StartOptions{}))
