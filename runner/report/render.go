@@ -384,7 +384,11 @@ func writeMarkdown(w *bufio.Writer, r *Report) error {
 	if len(r.Differences) == 0 {
 		p("Every count is equal across all targets in every cell, so the timings below compare the same work.\n\n")
 	} else if r.Explained() {
-		p("**%d difference(s)** between targets, marked † and listed below, each in FUSE request counts between targets with %s: the files, bytes and results are the same work; their FUSE sent the daemon different requests for it.\n\n", len(r.Differences), r.Summary.Between)
+		p("**%d difference(s)** between targets, marked † and listed below, each in FUSE request counts between targets with %s: the files, bytes and results are the same work; their FUSE sent the daemon different requests for it", len(r.Differences), r.Summary.Between)
+		if r.Summary.StoreExplained {
+			p(" (or, in Store bytes, their filesystems reported other directory sizes for the Store to record)")
+		}
+		p(".\n\n")
 	} else {
 		p("**%d difference(s)** between targets (or between one target's samples), listed below: ✗ marks different work, whose cells' timings do not compare the same work; † a FUSE count that differs between kernels. Where the targets agree, a value is shown once.\n\n", len(r.Differences))
 	}

@@ -682,6 +682,59 @@ func TestGVisorFUSEAndUnsupportedCells(t *testing.T) {
 	}
 }
 
+// TestGVisorDirectoryRecords: Store bytes a byte or two apart between
+// Linux's filesystems and gVisor's, agreeing within each, are the
+// directories' records (gVisor's directories are 60 bytes, Linux's 4096),
+// explained; more than storeRecordSlack apart, or apart between two Linux
+// targets, they stay different work.
+func TestGVisorDirectoryRecords(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		gvisor       bool
+		lima, docker int64
+		explained    bool
+	}{
+		{"a byte apart under gVisor", true, -1, 0, true},
+		{"beyond the slack under gVisor", true, -(storeRecordSlack + 1), 0, false},
+		{"a byte apart between two Linux targets", false, -1, 0, false},
+		{"gVisor's agree, two Linux targets disagree", true, -1, 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pins, samples := fixedRun()
+			if c.gvisor {
+				g := &pins.Targets[2]
+				g.FUSE, g.Runtime, g.RuntimeVersion, g.RuntimePlatform = manifests.FUSEGVisor, "runsc", "v0.0.0-20260905035102-160fafc42237", "systrap"
+			}
+			for i := range samples {
+				if s := &samples[i]; s.Cell == "C03" {
+					s.StoreBytes += map[string]int64{"lima": c.lima, "docker": c.docker}[s.Target]
+				}
+			}
+			r, err := Build([]Input{{Source: "run", Pins: pins, Samples: samples}}, Options{Baseline: "docker"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d *Difference
+			for i := range r.Differences {
+				if r.Differences[i].Cell == "C03" && r.Differences[i].Count == "storeBytes" {
+					d = &r.Differences[i]
+				}
+			}
+			switch {
+			case d == nil:
+				t.Fatalf("no C03 Store bytes difference among %+v", r.Differences)
+			case c.explained != strings.HasPrefix(d.Why, "different filesystems under the Sandboxes: "):
+				t.Errorf("C03's Store bytes %v explained %q: want explained %v", d.Values, d.Why, c.explained)
+			case c.explained && (!r.Summary.StoreExplained || slices.Contains(r.Summary.DifferentWork, "C03") ||
+				!strings.Contains(r.Summary.countsVerdict(), "FUSE requests and Store bytes")):
+				t.Errorf("summary %+v (%q): want C03 the same work, its Store bytes explained", r.Summary, r.Summary.countsVerdict())
+			case !c.explained && !slices.Contains(r.Summary.DifferentWork, "C03"):
+				t.Errorf("summary %+v: want C03 different work", r.Summary)
+			}
+		})
+	}
+}
+
 // TestHousekeepingIsNotWork: FORGET comes when the kernel evicts inodes,
 // on its own time; a FORGET count that differs is not different work.
 func TestHousekeepingIsNotWork(t *testing.T) {

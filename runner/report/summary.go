@@ -34,8 +34,11 @@ type Overview struct {
 	KernelOnly    []string `json:"kernelOnly"`
 	// Between is what the explained differences are between: "different
 	// kernels", "different FUSE implementations", or both.
-	Between  string `json:"between,omitempty"`
-	Problems int    `json:"problems"` // failed samples
+	Between string `json:"between,omitempty"`
+	// StoreExplained says an explained difference is in Store bytes
+	// (between Linux's filesystems and gVisor's), not FUSE requests alone.
+	StoreExplained bool `json:"storeExplained,omitempty"`
+	Problems       int  `json:"problems"` // failed samples
 	// Unsupported counts the ineligible samples: cells a target cannot
 	// run, not failures.
 	Unsupported int `json:"unsupported,omitempty"`
@@ -124,6 +127,8 @@ func (r *Report) buildOverview(samples int) {
 	for _, d := range r.Differences {
 		if d.Why == "" {
 			unexplained[d.Cell] = true
+		} else if d.Count == "storeBytes" {
+			o.StoreExplained = true
 		}
 	}
 	for _, c := range r.Cells {
@@ -478,11 +483,18 @@ func (o Overview) countsVerdict() string {
 		if o.Between == betweenKernels || o.Between == "" {
 			return "counts differ only in FUSE requests between targets on different kernels (" + strings.Join(o.KernelOnly, ", ") + "): the same work, different requests from the kernels."
 		}
+		if o.StoreExplained {
+			return "counts differ only in FUSE requests and Store bytes between targets with " + o.Between + " (" + strings.Join(o.KernelOnly, ", ") + "): the same work, different requests from their FUSE and different directory records from their filesystems."
+		}
 		return "counts differ only in FUSE requests between targets with " + o.Between + " (" + strings.Join(o.KernelOnly, ", ") + "): the same work, different requests from their FUSE."
 	}
 	s := "counts differ in " + strings.Join(o.DifferentWork, ", ") + ": those cells' timings do not compare the same work"
 	if len(o.KernelOnly) > 0 {
-		s += "; in " + strings.Join(o.KernelOnly, ", ") + " only FUSE requests differ, between " + cmp.Or(o.Between, betweenKernels)
+		what := "FUSE requests differ"
+		if o.StoreExplained {
+			what = "FUSE requests and Store bytes differ"
+		}
+		s += "; in " + strings.Join(o.KernelOnly, ", ") + " only " + what + ", between " + cmp.Or(o.Between, betweenKernels)
 	}
 	return s + "."
 }
