@@ -124,10 +124,12 @@ type Sample struct {
 	// Exact counts: equal across targets when the targets did the same work.
 	FUSERequests map[string]int64 `json:"fuseRequests"` // by opcode: LOOKUP, GETATTR, ...
 	Statements   int64            `json:"statements"`   // SQLite statements
-	StoreBytes   int64            `json:"storeBytes"`
-	OverlayBytes int64            `json:"overlayBytes"`
-	Files        int64            `json:"files"` // regular files the verifier saw
-	Bytes        int64            `json:"bytes"` // their total size
+	// StoreBytes is the Store's blobs' bytes and the bytes its database's
+	// rows hold (not its files' sizes, which move with checkpoints).
+	StoreBytes   int64 `json:"storeBytes"`
+	OverlayBytes int64 `json:"overlayBytes"`
+	Files        int64 `json:"files"` // regular files the verifier saw
+	Bytes        int64 `json:"bytes"` // their total size
 
 	// Protocol is the version of the cache protocol the sample ran under
 	// (ProtocolVersion when written now); 0 in samples written before it

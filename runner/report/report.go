@@ -771,8 +771,8 @@ func Build(inputs []Input, opt Options) (*Report, error) {
 			continue
 		}
 		for _, su := range r.Suites {
-			if len(r.Suites) < 2 {
-				break
+			if len(r.Suites) == 1 {
+				break // the summaries over all cells are the suite's
 			}
 			cells := slices.DeleteFunc(slices.Clone(r.Cells), func(c CellInfo) bool { return c.Suite != su.Name })
 			if st, ok := r.buildTiming(idx, names, m, resamples, cells); ok {
@@ -905,7 +905,7 @@ const NotSupported = "not supported"
 // unexplained.
 //
 // Store bytes that differ between Linux's filesystems and gVisor's, and
-// agree within each, by less than storeRecordSlack, are explained too: the
+// agree within each, by at most storeRecordSlack, are explained too: the
 // Store records each directory's size and link count as the Sandbox's
 // filesystem reports them (gVisor's directories say 60 bytes and one
 // link, Linux's 4096), which its encoding makes a byte or two longer or
