@@ -48,25 +48,8 @@ func TestGVisorConformance(t *testing.T) {
 // target's pins say which runsc, on which platform, and whose FUSE.
 func TestGVisorSandboxRunsUnderGVisor(t *testing.T) {
 	testenv.NeedDockerRuntime(t, docker.GVisorRuntime)
-	b := provisiontest.GetBundle(t)
 	ctx := context.Background()
-	run, err := runs.NewRun(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer run.Close()
-	d := newGVisor(t, run)
-	defer func() {
-		if err := d.Destroy(context.Background()); err != nil {
-			t.Errorf("Destroy: %v", err)
-		}
-	}()
-	if err := d.Create(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.InstallImage(ctx, b.Image); err != nil {
-		t.Fatal(err)
-	}
+	b, run, d := upGVisor(t)
 	id, err := d.Identity(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -112,25 +95,8 @@ func TestGVisorSandboxStartsThreads(t *testing.T) {
 	if out, err := exec.Command("gcc", "-static", "-pthread", "-O1", "-o", bin, filepath.Join("testdata", "threads.c")).CombinedOutput(); err != nil {
 		testenv.Skip(t, "building a static glibc program needs gcc and glibc's static library (libc6-dev): %v: %s", err, out)
 	}
-	b := provisiontest.GetBundle(t)
 	ctx := context.Background()
-	run, err := runs.NewRun(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer run.Close()
-	d := newGVisor(t, run)
-	defer func() {
-		if err := d.Destroy(context.Background()); err != nil {
-			t.Errorf("Destroy: %v", err)
-		}
-	}()
-	if err := d.Create(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.InstallImage(ctx, b.Image); err != nil {
-		t.Fatal(err)
-	}
+	b, run, d := upGVisor(t)
 	cli, err := engine.NewClient(d.Endpoint())
 	if err != nil {
 		t.Fatal(err)
@@ -156,6 +122,32 @@ func TestGVisorSandboxStartsThreads(t *testing.T) {
 	if out := runToEnd(t, ctx, cli, cid); !strings.Contains(out, "threads started") {
 		t.Errorf("a thread in a gvisor Sandbox: %q", out)
 	}
+}
+
+// upGVisor makes a run with a gvisor target, created and holding the
+// test bundle's image; both go when the test ends, the target first.
+func upGVisor(t *testing.T) (*provisiontest.Bundle, *runs.Run, *docker.Docker) {
+	t.Helper()
+	b := provisiontest.GetBundle(t)
+	ctx := context.Background()
+	run, err := runs.NewRun(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Close() })
+	d := newGVisor(t, run)
+	t.Cleanup(func() {
+		if err := d.Destroy(context.Background()); err != nil {
+			t.Errorf("Destroy: %v", err)
+		}
+	})
+	if err := d.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.InstallImage(ctx, b.Image); err != nil {
+		t.Fatal(err)
+	}
+	return b, run, d
 }
 
 // TestGVisorDoctorCheck: the doctor's runsc check passes against a

@@ -282,13 +282,18 @@ type Difference struct {
 }
 
 // Explained reports whether every difference has an explanation.
-func (r *Report) Explained() bool {
+func (r *Report) Explained() bool { return r.Unexplained() == 0 }
+
+// Unexplained counts the differences nothing explains: those that make
+// their cells' timings compare different work.
+func (r *Report) Unexplained() int {
+	n := 0
 	for _, d := range r.Differences {
 		if d.Why == "" {
-			return false
+			n++
 		}
 	}
-	return true
+	return n
 }
 
 // Problem is a sample that failed or was ineligible.

@@ -178,7 +178,7 @@ layerfsOverNative, nativeRepeatOverNative (the A/A check).`,
 			// A difference the report explains (a FUSE implementation's or a
 			// kernel's requests, a filesystem's directory records) is the
 			// same work; only the others make timings incomparable.
-			if n := len(r.Differences) - explained(r.Differences); n > 0 {
+			if n := r.Unexplained(); n > 0 {
 				fmt.Fprintf(g.stderr, "sealbench: warning: %d count(s) differ between targets: those cells' timings do not compare the same work\n", n)
 			}
 			return writeReport(g, f, b.Bytes(), map[string]any{"baseline": r.Baseline, "targets": r.TargetNames(),
@@ -462,15 +462,4 @@ func unusable(err error, hint string) error {
 		return &userError{Code: ExitUnusable, Err: err, Hint: hint}
 	}
 	return err
-}
-
-// explained counts the differences the report explains (Difference.Why).
-func explained(ds []report.Difference) int {
-	n := 0
-	for _, d := range ds {
-		if d.Why != "" {
-			n++
-		}
-	}
-	return n
 }
