@@ -104,10 +104,23 @@ type Sample struct {
 	// (`true`), through the Engine's create and start (a pod scheduled and
 	// running, an agent-sandbox Sandbox Ready). Absent in samples written
 	// before it was recorded, and in one whose Sandbox never answered.
-	ReadyNs   int64 `json:"readyNs,omitempty"`
-	MountNs   int64 `json:"mountNs"`
-	UnmountNs int64 `json:"unmountNs"`
-	CommitNs  int64 `json:"commitNs"`
+	ReadyNs int64 `json:"readyNs,omitempty"`
+	// ExitNs is the Sandbox's exit as the runner times it: its stop
+	// request (its processes killed, the Sandbox stopped) until the Engine
+	// answers; its removal waits for the end of the run (protocol 5), so
+	// it is not in here. Where the Engine cannot stop a Sandbox
+	// (kube-engine), it is the removal. Absent in samples written before
+	// it was recorded.
+	ExitNs int64 `json:"exitNs,omitempty"`
+	// LaunchToExitNs is the cell as a whole task, for a cell that asks for
+	// it (a suite's launchToExit): ReadyNs, the timed window's exec wall
+	// time (ExecWallNs) and ExitNs, added. It leaves out what the protocol
+	// does between the launch and the window, untimed (the bundle check,
+	// the setup, the warm-ups), and is absent when any of the three is.
+	LaunchToExitNs int64 `json:"launchToExitNs,omitempty"`
+	MountNs        int64 `json:"mountNs"`
+	UnmountNs      int64 `json:"unmountNs"`
+	CommitNs       int64 `json:"commitNs"`
 	// NativeNs is the same body's time on a plain directory in the same
 	// Sandbox, with no LayerFS; present only when a native reference was asked for.
 	NativeNs *int64 `json:"nativeNs,omitempty"`

@@ -85,6 +85,10 @@ type SuiteCell struct {
 	// Writes is about how many bytes of file data the body writes: the
 	// page cache the protocol's prefault makes resident first.
 	Writes int64 `json:"writes,omitempty"`
+	// LaunchToExit asks for the cell to be timed as a whole task too,
+	// from its Sandbox's launch to its exit (Sample.LaunchToExitNs): for
+	// a body that is the complete task, as the seed's is.
+	LaunchToExit bool `json:"launchToExit,omitempty"`
 }
 
 // SuiteCheck is one verifier check: a POSIX sh script run in the

@@ -1,6 +1,7 @@
 package orchestrate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,7 +50,10 @@ type BundleOptions struct {
 	// Debs says where the Sandbox image's packages come from when the
 	// image has to be built.
 	Debs Debs
-	Log  func(string, ...any)
+	// Variant is the Sandbox image to load (vmimages.VariantFor the run's
+	// suites); empty is the default, vmimages.VariantSandbox.
+	Variant string
+	Log     func(string, ...any)
 }
 
 // Debs is where locked Debian packages come from when an image is built.
@@ -155,7 +159,7 @@ func OpenBundle(ctx context.Context, o BundleOptions) (*Bundle, error) {
 			return nil, err
 		}
 	}
-	if b.Image, err = sandboxImage(ctx, b.Dir, b.Verified, o.Debs, logf); err != nil {
+	if b.Image, err = sandboxImage(ctx, b.Dir, b.Verified, o.Debs, o.Variant, logf); err != nil {
 		return nil, err
 	}
 	if attested && b.Image.ID != b.Attestation.Image.Config {
@@ -210,9 +214,9 @@ func SealThrowaway(ctx context.Context, source string, suiteDirs []string, logf 
 
 // BuildSandboxImage builds the Sandbox image of the bundle in dir, whose
 // manifest was just verified (or sealed), into out, for arch, from the
-// lock in lockFile (empty: the committed one).
-func BuildSandboxImage(ctx context.Context, dir string, manifest *manifests.BundleManifest, out, arch, lockFile string, debs Debs, logf func(string, ...any)) (*vmimages.ImageInfo, error) {
-	lock, lockBytes, err := LoadLock(lockFile, arch)
+// lock in lockFile (empty: variant's committed one).
+func BuildSandboxImage(ctx context.Context, dir string, manifest *manifests.BundleManifest, out, arch, variant, lockFile string, debs Debs, logf func(string, ...any)) (*vmimages.ImageInfo, error) {
+	lock, lockBytes, err := LoadLock(lockFile, variant, arch)
 	if err != nil {
 		return nil, err
 	}
@@ -222,11 +226,11 @@ func BuildSandboxImage(ctx context.Context, dir string, manifest *manifests.Bund
 	})
 }
 
-// LoadLock reads a package lock: the committed sandbox lock for arch when
-// lockFile is empty.
-func LoadLock(lockFile, arch string) (*manifests.PackageLock, []byte, error) {
+// LoadLock reads a package lock: variant's committed lock for arch
+// (vmimages.VariantSandbox when variant is empty) when lockFile is empty.
+func LoadLock(lockFile, variant, arch string) (*manifests.PackageLock, []byte, error) {
 	if lockFile == "" {
-		l, b, err := vmimages.DefaultLock("sandbox", arch)
+		l, b, err := vmimages.DefaultLock(cmp.Or(variant, vmimages.VariantSandbox), arch)
 		if err != nil {
 			return nil, nil, usagef("--arch takes amd64 or arm64, or pass --lock", "%v", err)
 		}
@@ -243,16 +247,17 @@ func LoadLock(lockFile, arch string) (*manifests.PackageLock, []byte, error) {
 	return l, b, nil
 }
 
-// sandboxImage takes the bundle's Sandbox image from <bundle>.image/, or
+// sandboxImage takes the bundle's Sandbox image of variant from its
+// directory (vmimages.ImageDir: <bundle>.image/ for the default), or
 // builds it there when it is missing.
-func sandboxImage(ctx context.Context, bundleDir string, res *bundle.VerifyResult, debs Debs, logf func(string, ...any)) (engine.Image, error) {
-	dir := filepath.Clean(bundleDir) + ".image"
+func sandboxImage(ctx context.Context, bundleDir string, res *bundle.VerifyResult, debs Debs, variant string, logf func(string, ...any)) (engine.Image, error) {
+	dir := vmimages.ImageDir(bundleDir, variant)
 	b, err := os.ReadFile(filepath.Join(dir, vmimages.SandboxInfo))
 	if errors.Is(err, fs.ErrNotExist) {
 		logf("no Sandbox image in %s: building it from the pinned packages", dir)
-		info, err := BuildSandboxImage(ctx, bundleDir, res.Manifest, dir, runtime.GOARCH, "", debs, logf)
+		info, err := BuildSandboxImage(ctx, bundleDir, res.Manifest, dir, runtime.GOARCH, variant, "", debs, logf)
 		if err != nil {
-			return engine.Image{}, fmt.Errorf("building the Sandbox image (or run `sealbench image --bundle %s`): %w", bundleDir, err)
+			return engine.Image{}, fmt.Errorf("building the Sandbox image (or run `sealbench image --bundle %s%s`): %w", bundleDir, variantFlag(variant), err)
 		}
 		return imageOf(dir, info, logf)
 	}
@@ -261,15 +266,24 @@ func sandboxImage(ctx context.Context, bundleDir string, res *bundle.VerifyResul
 	}
 	var info vmimages.ImageInfo
 	if err := json.Unmarshal(b, &info); err != nil {
-		return engine.Image{}, usagef("rebuild it with `sealbench image --bundle "+bundleDir+"`", "%s: %v", filepath.Join(dir, vmimages.SandboxInfo), err)
+		return engine.Image{}, usagef("rebuild it with `sealbench image --bundle "+bundleDir+variantFlag(variant)+"`", "%s: %v", filepath.Join(dir, vmimages.SandboxInfo), err)
 	}
 	if info.Bundle != "" && info.Bundle != res.Name {
-		return engine.Image{}, usagef("rebuild it with `sealbench image --bundle "+bundleDir+"`", "the Sandbox image in %s was built from %s, not %s", dir, info.Bundle, res.Name)
+		return engine.Image{}, usagef("rebuild it with `sealbench image --bundle "+bundleDir+variantFlag(variant)+"`", "the Sandbox image in %s was built from %s, not %s", dir, info.Bundle, res.Name)
 	}
 	if err := info.ID.Validate(); err != nil {
-		return engine.Image{}, usagef("rebuild it with `sealbench image --bundle "+bundleDir+"`", "%s: image id: %v", filepath.Join(dir, vmimages.SandboxInfo), err)
+		return engine.Image{}, usagef("rebuild it with `sealbench image --bundle "+bundleDir+variantFlag(variant)+"`", "%s: image id: %v", filepath.Join(dir, vmimages.SandboxInfo), err)
 	}
 	return imageOf(dir, &info, logf)
+}
+
+// variantFlag is the `sealbench image` flag that builds variant: none
+// for the default.
+func variantFlag(variant string) string {
+	if variant == "" || variant == vmimages.VariantSandbox {
+		return ""
+	}
+	return " --variant " + variant
 }
 
 // imageOf is the image a run loads, with the package lock it was built from

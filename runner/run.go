@@ -90,7 +90,7 @@ type engineConn struct {
 	// retired removes, each, a Sandbox whose sample is done, emptied and
 	// stopped: called when the run's samples are all taken (protocol 5:
 	// removing one frees its inodes).
-	retired []func()
+	retired []func() error
 }
 
 // retire ends sb's part in the run without freeing an inode on its
@@ -101,19 +101,29 @@ type engineConn struct {
 // Engine gone, say), or that cannot be stopped (kube-engine's pods are
 // removed or running), is removed at once, as before protocol 5: kept
 // whole, it would hold all its sample wrote until the run's end.
-func (c *engineConn) retire(sb *sandbox, remove func()) {
+//
+// It returns the Sandbox's exit as the runner timed it: the stop, or
+// where the Engine cannot stop a Sandbox (kube-engine), its removal; 0
+// when neither was done or timed.
+func (c *engineConn) retire(sb *sandbox, remove func() error) (exit time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if r, err := sb.exec(ctx, true, "/", emptyFiles(WorkDir)+` 2>/dev/null`, nil); err != nil || r.code != 0 {
 		remove()
-		return
+		return 0
 	}
 	zero := 0
+	t0 := time.Now()
 	if err := c.cli.ContainerStop(ctx, sb.id, container.StopOptions{Timeout: &zero}); err != nil {
-		remove()
-		return
+		t1 := time.Now()
+		if err := remove(); err != nil {
+			return 0
+		}
+		return time.Since(t1)
 	}
+	exit = time.Since(t0)
 	c.retired = append(c.retired, remove)
+	return exit
 }
 
 // removeRetired removes every retired Sandbox of conns, saying how many

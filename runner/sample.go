@@ -139,7 +139,10 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cell *cells.
 		}
 		defer func() {
 			phase("retiring the Sandbox")
-			c.retire(sb, remove)
+			s.ExitNs = c.retire(sb, remove).Nanoseconds()
+			if cell.LaunchToExit && s.ReadyNs > 0 && s.ExecWallNs > 0 && s.ExitNs > 0 {
+				s.LaunchToExitNs = s.ReadyNs + s.ExecWallNs + s.ExitNs
+			}
 		}()
 		defer func() { s.EngineRestarts = sb.restarts }()
 		// The time to a usable Sandbox: until its first exec has answered.

@@ -36,13 +36,15 @@ const maxRestarts = 2
 
 // newSandbox records, creates and starts the Sandbox of one sample on c,
 // and returns it with the function that removes it.
-func newSandbox(ctx context.Context, c *engineConn, o EngineOptions, name string) (*sandbox, func(), error) {
+func newSandbox(ctx context.Context, c *engineConn, o EngineOptions, name string) (*sandbox, func() error, error) {
 	id, err := engine.CreateSandbox(ctx, c.cli, o.Ledger, engine.Sandbox{RunID: o.RunID, Target: c.Name, Endpoint: c.Endpoint,
 		Engine: c.Engine, Runtime: c.Runtime, GVisor: c.FUSE == manifests.FUSEGVisor, Image: o.Image.ID, Name: name, Cmd: []string{"sleep", "infinity"}})
 	if err != nil {
 		return nil, nil, err
 	}
-	remove := func() { c.cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true}) }
+	remove := func() error {
+		return c.cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true})
+	}
 	if err := c.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		remove()
 		return nil, nil, fmt.Errorf("starting the Sandbox: %w", err)

@@ -37,7 +37,8 @@ const (
 	SandboxLock   = "sandbox-lock.json"  // the package lock the image was built from, byte for byte
 	// BundleMount is where the bundle sits inside the image.
 	BundleMount = "/opt/sealbench"
-	// Repository is the image's repository; the tag is the bundle's name.
+	// Repository is the default image's repository (VariantTools's is
+	// sealbench/sandbox-tools); the tag is the bundle's name.
 	Repository = "sealbench/sandbox"
 )
 
@@ -108,7 +109,7 @@ func BuildSandbox(ctx context.Context, o SandboxOptions) (*ImageInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	info, err := writeImage(img, o.OutDir, bundleName)
+	info, err := writeImage(img, o.OutDir, repository(o.Lock.Name), bundleName)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +239,7 @@ func WriteSandbox(img v1.Image, outDir, bundleName string, lockBytes []byte) (*I
 	if got := cfg.Config.Labels["sealbench.bundle"]; got != bundleName {
 		return nil, fmt.Errorf("the Sandbox image holds bundle %q, not %s", got, bundleName)
 	}
-	info, err := writeImage(img, outDir, bundleName)
+	info, err := writeImage(img, outDir, repository(lock.Name), bundleName)
 	if err != nil {
 		return nil, err
 	}
@@ -265,9 +266,9 @@ func WriteSandbox(img v1.Image, outDir, bundleName string, lockBytes []byte) (*I
 }
 
 // writeImage writes the docker save tar and the OCI layout into outDir,
-// each atomically.
-func writeImage(img v1.Image, outDir, bundleName string) (*ImageInfo, error) {
-	ref, err := name.NewTag(Repository + ":" + bundleName)
+// each atomically, the image named repo:bundleName.
+func writeImage(img v1.Image, outDir, repo, bundleName string) (*ImageInfo, error) {
+	ref, err := name.NewTag(repo + ":" + bundleName)
 	if err != nil {
 		return nil, err
 	}

@@ -61,8 +61,11 @@ type Cell struct {
 	// prefault makes resident first. 0 for the bodies that write a few
 	// KiB.
 	Writes int64
-	checks func() []Check
-	suite  *Suite
+	// LaunchToExit: each sample also times the cell as a whole task, from
+	// its Sandbox's launch to its exit (manifests.Sample.LaunchToExitNs).
+	LaunchToExit bool
+	checks       func() []Check
+	suite        *Suite
 }
 
 // Suite is the suite the cell is of.

@@ -60,7 +60,7 @@ func NewSuite(def *manifests.Suite, files map[string][]byte) *Suite {
 		checks := slices.Clone(dc.Checks)
 		s.Cells = append(s.Cells, &Cell{
 			Name: dc.ID, Title: dc.Title, Body: dc.Body, Setup: dc.Setup, Base: dc.Base, Verifies: dc.Verifies,
-			MapsFiles: dc.MapsFiles, Writes: dc.Writes, suite: s,
+			MapsFiles: dc.MapsFiles, Writes: dc.Writes, LaunchToExit: dc.LaunchToExit, suite: s,
 			checks: func() []Check { return checks },
 		})
 	}
@@ -275,6 +275,20 @@ func (e *ToolError) Error() string {
 		fmt.Fprintf(&b, "%s (Debian package %s)", t.Command, t.Package)
 	}
 	return fmt.Sprintf("suite %s runs %s, which the Sandbox image does not carry: its package lock does not list it (add the package to the lock's roots: sealbench image lock)", e.Suite, b.String())
+}
+
+// Packages are the Debian packages the selected suites' tools come from,
+// each once, in the suites' order.
+func (sel *Selection) Packages() []string {
+	var out []string
+	for _, s := range sel.Suites {
+		for _, t := range s.Tools {
+			if !slices.Contains(out, t.Package) {
+				out = append(out, t.Package)
+			}
+		}
+	}
+	return out
 }
 
 // CheckTools says whether an image whose package lock lists packages

@@ -27,7 +27,7 @@ func TestSelect(t *testing.T) {
 	if err != nil || strings.Join(sel.Names(), ",") != "cells,agent-tools" || strings.Join(sel.Cells, ",") != "C01,T4" || sel.Cell("T4").Suite() != agenttools.Suite {
 		t.Errorf("Select(cells,agent-tools) = %+v, %v", sel, err)
 	}
-	if sel, err := cells.Select("agent-tools", nil, ""); err != nil || strings.Join(sel.Cells, ",") != "T1,T2,T3,T4,T5,TASK" {
+	if sel, err := cells.Select("agent-tools", nil, ""); err != nil || strings.Join(sel.Cells, ",") != "T1,T2,T3,T4,T5,T6,T7,TASK" {
 		t.Errorf("Select(agent-tools) = %+v, %v", sel, err)
 	}
 	var us *cells.UnknownSuiteError
@@ -35,7 +35,7 @@ func TestSelect(t *testing.T) {
 		t.Errorf("an unknown suite: %v", err)
 	}
 	var uc *cells.UnknownError
-	if _, err := cells.Select("agent-tools", nil, "C01"); !errors.As(err, &uc) || !strings.Contains(err.Error(), "agent-tools: T1,T2,T3,T4,T5,TASK") {
+	if _, err := cells.Select("agent-tools", nil, "C01"); !errors.As(err, &uc) || !strings.Contains(err.Error(), "agent-tools: T1,T2,T3,T4,T5,T6,T7,TASK") {
 		t.Errorf("a cell of a suite not selected: %v", err)
 	}
 	for _, bad := range []struct{ suites, cells string }{{"cells,cells", ""}, {"agent-tools", "T1,t1"}} {
@@ -69,25 +69,43 @@ func userSuite(t *testing.T, name, id string) *cells.Suite {
 }
 
 // TestSuiteTools: a suite whose tool's package the image's lock does not
-// list is refused, naming the command and the package; the built-in
-// suites' tools are all in this tree's Sandbox image lock.
+// list is refused, naming the command and the package; each built-in
+// suite's tools are in the Sandbox image variant its run takes: the
+// twelve's image for the twelve, the tools variant (rustc, cargo, nodejs,
+// npm) for agent-tools; a package no variant carries is refused, naming
+// what each lacks.
 func TestSuiteTools(t *testing.T) {
-	sel, err := cells.Select("cells,agent-tools", nil, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, arch := range vmimages.Arches {
-		lock, _, err := vmimages.DefaultLock("sandbox", arch)
-		if err != nil {
-			t.Fatal(err)
+		for _, c := range []struct{ suites, variant string }{
+			{"cells", vmimages.VariantSandbox},
+			{"agent-tools", vmimages.VariantTools},
+			{"cells,agent-tools", vmimages.VariantTools},
+		} {
+			sel, err := cells.Select(c.suites, nil, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := vmimages.VariantFor(arch, sel.Packages())
+			if err != nil || v != c.variant {
+				t.Errorf("%s on %s: image %q, %v; want %s", c.suites, arch, v, err, c.variant)
+				continue
+			}
+			lock, _, err := vmimages.DefaultLock(v, arch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sel.CheckTools(lock.PackageNames()); err != nil {
+				t.Errorf("the %s %s image: %v", arch, v, err)
+			}
+			without := slices.DeleteFunc(lock.PackageNames(), func(p string) bool { return p == "ripgrep" })
+			var te *cells.ToolError
+			if err := sel.CheckTools(without); c.suites != "cells" && (!errors.As(err, &te) || te.Suite != "agent-tools" || !strings.Contains(err.Error(), "rg (Debian package ripgrep)")) {
+				t.Errorf("an image without ripgrep: %v", err)
+			}
 		}
-		if err := sel.CheckTools(lock.PackageNames()); err != nil {
-			t.Errorf("the %s Sandbox image: %v", arch, err)
-		}
-		without := slices.DeleteFunc(lock.PackageNames(), func(p string) bool { return p == "ripgrep" })
-		var te *cells.ToolError
-		if err := sel.CheckTools(without); !errors.As(err, &te) || te.Suite != "agent-tools" || !strings.Contains(err.Error(), "rg (Debian package ripgrep)") {
-			t.Errorf("an image without ripgrep: %v", err)
+		if _, err := vmimages.VariantFor(arch, []string{"git", "golang-go"}); err == nil ||
+			!strings.Contains(err.Error(), "sandbox lacks golang-go; sandbox-tools lacks golang-go") {
+			t.Errorf("a package no image carries: %v", err)
 		}
 	}
 	if err := (&cells.Selection{Suites: []*cells.Suite{cells.Default()}}).CheckTools(nil); err != nil {
@@ -99,7 +117,11 @@ func TestSuiteTools(t *testing.T) {
 // (TestCells runs those) for real with /bin/sh in a plain directory, as
 // the runner's native reference does: the base file, the setup, the body;
 // requires its verifier to pass there, and to fail once the result is
-// tampered with.
+// tampered with. The cells that build code (T6 cargo, T7 npm, and TASK,
+// which runs both) are not run on the host: their verifiers' digests are
+// those of Debian's rustc 1.63 and npm 9.2 in the Sandbox image's tools
+// variant, so TestRunSuiteOnLocalAndDocker (cmd/sealbench/cmd) runs them
+// there.
 func TestSuiteCells(t *testing.T) {
 	testenv.Short(t, "runs the suites' bodies, writing 64 MiB files")
 	ctx := context.Background()
@@ -108,7 +130,9 @@ func TestSuiteCells(t *testing.T) {
 			continue
 		}
 		for _, tool := range s.Tools {
-			testenv.NeedCommand(t, tool.Command)
+			if !slices.Contains([]string{"cargo", "rustc", "node", "npm"}, tool.Command) {
+				testenv.NeedCommand(t, tool.Command)
+			}
 		}
 		scripts := t.TempDir()
 		for name, b := range s.Files {
@@ -117,6 +141,9 @@ func TestSuiteCells(t *testing.T) {
 			}
 		}
 		for _, c := range s.Cells {
+			if s.Name == "agent-tools" && slices.Contains([]string{"T6", "T7", "TASK"}, c.Name) {
+				continue
+			}
 			t.Run(s.Name+"/"+c.Name, func(t *testing.T) {
 				stdout, res, dir := cells.RunCell(t, c, scripts)
 				if c.Name == "T3" && (res.Files != 256 || res.Bytes != 256<<16) {

@@ -505,6 +505,9 @@ type metric struct {
 	// withinTarget says the metric compares a target with itself (the
 	// A/A check): it has no ratio to the baseline.
 	withinTarget bool
+	// sparse says only some cells have the metric (those that ask for
+	// it): a cell no target has a value for gets no row.
+	sparse bool
 }
 
 // The bounds of the checks (see the metrics' rules).
@@ -545,6 +548,11 @@ func readyNs(s *manifests.Sample) (float64, bool) {
 	return float64(s.ReadyNs), s.ReadyNs > 0
 }
 
+// positive is a duration a sample may lack (0): absent then.
+func positive(get func(*manifests.Sample) int64) func(*manifests.Sample) (float64, bool) {
+	return func(s *manifests.Sample) (float64, bool) { v := get(s); return float64(v), v > 0 }
+}
+
 func nativeRepeatNs(s *manifests.Sample) (float64, bool) {
 	if s.NativeRepeatNs == nil || *s.NativeRepeatNs <= 0 {
 		return 0, false
@@ -582,6 +590,8 @@ var metrics = []metric{
 	duration("execWallNs", "Exec wall time on the runner side", func(s *manifests.Sample) int64 { return s.ExecWallNs }),
 	duration("execOverheadNs", "Per-exec overhead (exec wall minus command time)", func(s *manifests.Sample) int64 { return s.ExecOverheadNs }),
 	{name: "readyNs", title: "Time to a usable Sandbox: from the create request to its first exec's answer (cold, unless the target claims its Sandboxes from a warm pool)", unit: UnitNs, of: readyNs},
+	{name: "exitNs", title: "The Sandbox's exit: its stop (its removal, where the Engine cannot stop one), as the runner times it", unit: UnitNs, of: positive(func(s *manifests.Sample) int64 { return s.ExitNs })},
+	{name: "launchToExitNs", title: "The whole task, launch to exit: the time to a usable Sandbox, the timed window's exec wall time and the Sandbox's exit, added (for the cells that ask for it)", unit: UnitNs, of: positive(func(s *manifests.Sample) int64 { return s.LaunchToExitNs }), sparse: true},
 	duration("mountNs", "Mount", func(s *manifests.Sample) int64 { return s.MountNs }),
 	duration("commitNs", "Commit", func(s *manifests.Sample) int64 { return s.CommitNs }),
 	duration("unmountNs", "Unmount", func(s *manifests.Sample) int64 { return s.UnmountNs }),
@@ -1114,6 +1124,9 @@ func (r *Report) buildTiming(idx map[string]map[string][]*manifests.Sample, name
 			if v.CI = m.ratioInterval(these, bases, resamples, r.Seed); v.CI != nil {
 				v.Pairs, v.NoDifference = len(these), boolPtr(v.CI.Contains(1))
 			}
+		}
+		if m.sparse && !slices.ContainsFunc(row.Values, func(v TimingValue) bool { return v.MedianNs != nil }) {
+			continue
 		}
 		tm.Rows = append(tm.Rows, row)
 	}

@@ -380,3 +380,43 @@ func TestReportShowsTimeToAUsableSandbox(t *testing.T) {
 		}
 	}
 }
+
+// TestReportShowsLaunchToExit: every sample's exit is a timing of its own;
+// the whole task from launch to exit is one only for the cells whose
+// samples carry it, with no row for the others, and its medians are the
+// samples' own.
+func TestReportShowsLaunchToExit(t *testing.T) {
+	pins, samples := fixedRun()
+	exitMs := map[string]int64{"docker": 60, "local": 5, "lima": 90}
+	for i := range samples {
+		s := &samples[i]
+		s.ExitNs = exitMs[s.Target]*1e6 + int64(s.Round)*1e6
+		if s.Cell == "C12" {
+			s.LaunchToExitNs = 1000*1e6 + exitMs[s.Target]*1e6 + int64(s.Round)*1e6
+		}
+	}
+	r, err := Build([]Input{{Source: "fixed", Pins: pins, Samples: samples}}, Options{Resamples: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm := timing(r, "exitNs"); tm == nil || len(tm.Rows) != 12 {
+		t.Fatalf("exitNs timing: %+v", tm)
+	}
+	tm := timing(r, "launchToExitNs")
+	if tm == nil || len(tm.Rows) != 1 || tm.Rows[0].Cell != "C12" {
+		t.Fatalf("launchToExitNs timing: %+v; want one row, C12's", tm)
+	}
+	for i, v := range tm.Rows[0].Values {
+		want := float64(1000+exitMs[r.Targets[i].Name]+1) * 1e6 // the median round's
+		if v.MedianNs == nil || *v.MedianNs != want {
+			t.Errorf("%s: launch to exit %v, want %v", r.Targets[i].Name, v.MedianNs, want)
+		}
+	}
+	var b bytes.Buffer
+	if err := Write(&b, r, "md"); err != nil {
+		t.Fatal(err)
+	}
+	if md := b.String(); !strings.Contains(md, "### The whole task, launch to exit") || strings.Contains(md, "| C01 create 1,000 files | — | — |") {
+		t.Errorf("report.md's launch-to-exit table:\n%s", md)
+	}
+}

@@ -24,7 +24,7 @@ import (
 )
 
 func newImageCmd(g *global) *cobra.Command {
-	var bundlePath, key, out, arch, lockFile string
+	var bundlePath, key, out, arch, lockFile, variant string
 	var insecure bool
 	var debs debSettings
 	c := &cobra.Command{
@@ -46,6 +46,11 @@ from snapshot.debian.org (` + vmimages.SnapshotEnv + `=off skips it, or points i
 elsewhere); every file is checked against the lock's size and SHA-256 before it
 is cached by hash. Building twice, on two machines, gives the same image id.
 
+--variant sandbox-tools builds the variant for suites that build code: the same
+packages and Debian's rustc, cargo, nodejs and npm (the agent-tools suite's T6
+and T7), written to the bundle's path + .tools.image. A run builds the variant
+its suites need on first use.
+
 When a locked package is in no source (Debian's archive keeps only current
 versions), the image is built from a fresh lock, kept in the cache, with a
 notice naming the packages that moved: its id then differs from the committed
@@ -57,6 +62,7 @@ bundle is verified or a package fetched.`,
 		Example: `  sealbench image --bundle out/build-linux-0123456789ab --out out/image
   sealbench image --bundle out/build-linux-0123456789ab --arch arm64 --json
   sealbench image --bundle oci://localhost:5000/bench/bundle:v1 --arch arm64 --out out/image-arm64
+  sealbench image --bundle out/build-linux-0123456789ab --variant sandbox-tools   # cargo and npm too
   sealbench image --bundle out/build-linux-0123456789ab --deb-source /mnt/old-debs --no-relock
   sealbench image export-debs --out /mnt/old-debs   # carry the locked .debs to another machine
   sealbench image lock --arch all        # refresh vmimages/locks/ from apt`,
@@ -81,13 +87,16 @@ bundle is verified or a package fetched.`,
 				}
 				bundlePath = pulled.Dir
 			}
+			if !slices.ContainsFunc(vmimages.Variants, func(v vmimages.Variant) bool { return v.Name == variant }) {
+				return usageErrorf("--variant takes "+variantNames(), "no Sandbox image variant %q", variant)
+			}
 			if out == "" {
-				out = filepath.Clean(bundlePath) + ".image"
+				out = vmimages.ImageDir(bundlePath, variant)
 			}
 			if err := checkImageArgs(bundlePath, out, arch, lockFile); err != nil {
 				return err
 			}
-			info, err := buildImage(c.Context(), p, bundlePath, key, out, arch, lockFile, debs)
+			info, err := buildImage(c.Context(), p, bundlePath, key, out, arch, variant, lockFile, debs)
 			p.Close()
 			if err != nil {
 				return err
@@ -103,7 +112,8 @@ bundle is verified or a package fetched.`,
 	c.Flags().StringVar(&bundlePath, "bundle", "", "verified bundle directory to put at /opt/sealbench, or oci://REGISTRY/REPO[:TAG|@DIGEST] to pull it from (required)")
 	c.Flags().BoolVar(&insecure, "insecure", false, "with --bundle oci://: allow plain HTTP to a registry that is not on loopback")
 	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to verify the bundle with")
-	c.Flags().StringVar(&out, "out", "", "directory to write the image into (default: the bundle's path + .image)")
+	c.Flags().StringVar(&out, "out", "", "directory to write the image into (default: the bundle's path + .image, or + .tools.image for sandbox-tools)")
+	c.Flags().StringVar(&variant, "variant", vmimages.VariantSandbox, "which image: "+variantNames()+" (the twelve cells' tools, or those and rustc, cargo, nodejs and npm)")
 	c.Flags().StringVar(&arch, "arch", "amd64", "Debian architecture of the image: amd64 or arm64")
 	c.Flags().StringVar(&lockFile, "lock", "", "package lock to build from (default: the one built into sealbench for --arch)")
 	debs.flags(c.Flags())
@@ -139,7 +149,7 @@ func checkImageArgs(bundlePath, out, arch, lockFile string) error {
 
 // buildImage verifies the bundle, then builds its image from the manifest
 // just verified (orchestrate.BuildSandboxImage).
-func buildImage(ctx context.Context, p *progress, bundlePath, key, out, arch, lockFile string, debs debSettings) (*vmimages.ImageInfo, error) {
+func buildImage(ctx context.Context, p *progress, bundlePath, key, out, arch, variant, lockFile string, debs debSettings) (*vmimages.ImageInfo, error) {
 	v, err := loadVerifier(key)
 	if err != nil {
 		return nil, err
@@ -149,7 +159,16 @@ func buildImage(ctx context.Context, p *progress, bundlePath, key, out, arch, lo
 		return nil, err
 	}
 	p.Logf("verified %s", res.Name)
-	return orchestrate.BuildSandboxImage(ctx, bundlePath, res.Manifest, out, arch, lockFile, debs.options(), p.Logf)
+	return orchestrate.BuildSandboxImage(ctx, bundlePath, res.Manifest, out, arch, variant, lockFile, debs.options(), p.Logf)
+}
+
+// variantNames lists the Sandbox image's variants for help and errors.
+func variantNames() string {
+	var names []string
+	for _, v := range vmimages.Variants {
+		names = append(names, v.Name)
+	}
+	return strings.Join(names, " or ")
 }
 
 func newImageLockCmd(g *global) *cobra.Command {
@@ -160,7 +179,9 @@ func newImageLockCmd(g *global) *cobra.Command {
 		Long: `Resolve the images' packages through apt as this machine configures it, in a
 private apt state directory, and write the exact versions and SHA-256 to lock
 files: sandbox-<arch>.json (coreutils, dash, findutils, git, ripgrep and
-their dependencies, less what the cells and suites never run) and vm-<arch>.json (a bootable
+their dependencies, less what the cells and suites never run),
+sandbox-tools-<arch>.json (those, and rustc, cargo, nodejs and npm, less the C
+toolchain and node-gyp) and vm-<arch>.json (a bootable
 Debian for Lima: Debian's required set, systemd, cloud-init, ssh, the cloud
 kernel, fuse3, git). Building never resolves versions; this does.`,
 		Example: `  sealbench image lock --arch all
@@ -188,14 +209,14 @@ kernel, fuse3, git). Building never resolves versions; this does.`,
 			type job struct{ name, arch string }
 			var jobs []job
 			for _, a := range arches {
-				for _, n := range []string{"sandbox", "vm"} {
+				for _, n := range imageNames() {
 					if images == "all" || images == n {
 						jobs = append(jobs, job{n, a})
 					}
 				}
 			}
 			if len(jobs) == 0 {
-				return usageErrorf("--images takes sandbox, vm or all", "no image named %q", images)
+				return usageErrorf("--images takes "+strings.Join(imageNames(), ", ")+" or all", "no image named %q", images)
 			}
 			for _, j := range jobs {
 				var l *manifests.PackageLock
@@ -203,7 +224,8 @@ kernel, fuse3, git). Building never resolves versions; this does.`,
 				if j.name == "vm" {
 					l, err = vmimages.LockVM(c.Context(), cache, j.arch, time.Now(), p.Logf)
 				} else {
-					l, err = vmimages.Lock(c.Context(), cache, "sandbox", j.arch, vmimages.SandboxSpec, time.Now(), p.Logf)
+					i := slices.IndexFunc(vmimages.Variants, func(v vmimages.Variant) bool { return v.Name == j.name })
+					l, err = vmimages.Lock(c.Context(), cache, j.name, j.arch, vmimages.Variants[i].Spec, time.Now(), p.Logf)
 				}
 				if err != nil {
 					return err
@@ -242,10 +264,20 @@ kernel, fuse3, git). Building never resolves versions; this does.`,
 		},
 	}
 	c.Flags().StringVar(&arch, "arch", "all", "Debian architecture: amd64, arm64 or all")
-	c.Flags().StringVar(&images, "images", "all", "which locks: sandbox, vm or all")
+	c.Flags().StringVar(&images, "images", "all", "which locks: "+strings.Join(imageNames(), ", ")+" or all")
 	c.Flags().StringVar(&out, "out", "", "directory for the lock files (default: vmimages/locks in the source tree)")
 	c.Flags().StringVar(&cache, "cache", vmimages.DefaultCacheDir(), "where apt state is cached")
 	return c
+}
+
+// imageNames are the images with a committed lock: the Sandbox image's
+// variants and the VM image.
+func imageNames() []string {
+	var names []string
+	for _, v := range vmimages.Variants {
+		names = append(names, v.Name)
+	}
+	return append(names, "vm")
 }
 
 // lockWritten is one lock file `image lock` wrote, with the versions that
@@ -401,7 +433,7 @@ archive has moved on.`,
 				jobs = append(jobs, job{l, b})
 			} else {
 				for _, a := range arches {
-					for _, n := range []string{"sandbox", "vm"} {
+					for _, n := range imageNames() {
 						if images != "all" && images != n {
 							continue
 						}
@@ -413,7 +445,7 @@ archive has moved on.`,
 					}
 				}
 				if len(jobs) == 0 {
-					return usageErrorf("--images takes sandbox, vm or all", "no image named %q", images)
+					return usageErrorf("--images takes "+strings.Join(imageNames(), ", ")+" or all", "no image named %q", images)
 				}
 			}
 			p := newProgress(g.stderr, "image export-debs")
@@ -439,7 +471,7 @@ archive has moved on.`,
 	}
 	c.Flags().StringVar(&out, "out", "", "directory to write the .debs into (required)")
 	c.Flags().StringVar(&arch, "arch", "amd64", "Debian architecture: amd64, arm64 or all")
-	c.Flags().StringVar(&images, "images", "all", "which locks: sandbox, vm or all")
+	c.Flags().StringVar(&images, "images", "all", "which locks: "+strings.Join(imageNames(), ", ")+" or all")
 	c.Flags().StringVar(&lockFile, "lock", "", "export this lock file's packages instead")
 	debs.flags(c.Flags())
 	c.Flags().Lookup("no-relock").Hidden = true // an export never relocks

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/sealbench/sealbench/provision/remote"
 	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/runner/report"
+	"github.com/sealbench/sealbench/vmimages"
 )
 
 // defaultSamples is how many samples run takes per cell and target: the
@@ -193,6 +195,12 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 		return usageErrorf("cells are C01 to C12 (the twelve), or another suite's: the suites are "+strings.Join(cells.SuiteNames(), ", ")+" (sealbench suites lists their cells); comma-separated", "%v", err)
 	}
 	cellList := sel.Cells
+	// The Sandbox image is the smallest variant that carries the suites'
+	// tools: the twelve's, or the one with rustc, cargo, nodejs and npm.
+	variant, err := vmimages.VariantFor(runtime.GOARCH, sel.Packages())
+	if err != nil {
+		return usageErrorf("sealbench suites says what each suite needs; docs/suites.md", "%v", err)
+	}
 	if f.samples < 1 || f.samples > maxSamples {
 		return usageErrorf(fmt.Sprintf("--samples takes 1 to %d (default %d)", maxSamples, defaultSamples), "--samples %d is out of range", f.samples)
 	}
@@ -233,7 +241,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	var rep *report.Report
 	var reports []string
 	g.outputs.Makes(cmp.Or(f.out, filepath.Join("out", "runs")))
-	b, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: f.bundle, Source: f.source, SuiteDirs: f.suiteDirs, Key: f.key, Expect: f.expect, Insecure: f.insecure, Debs: f.debs.options(), Log: p.Logf})
+	b, err := orchestrate.OpenBundle(ctx, orchestrate.BundleOptions{Dir: f.bundle, Source: f.source, SuiteDirs: f.suiteDirs, Key: f.key, Expect: f.expect, Insecure: f.insecure, Debs: f.debs.options(), Variant: variant, Log: p.Logf})
 	if err != nil {
 		return err
 	}

@@ -177,6 +177,12 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 			(s.FUSETransport != "dev" && s.FUSETransport != "uring") {
 			t.Errorf("%s %s: %+v", s.Target, s.Cell, s)
 		}
+		// Every Sandbox's exit is timed; TASK, which asks for it, is
+		// timed as a whole task too: launch, window and exit, added.
+		if s.ExitNs <= 0 || (s.Cell == "TASK") != (s.LaunchToExitNs > 0) ||
+			s.Cell == "TASK" && s.LaunchToExitNs != s.ReadyNs+s.ExecWallNs+s.ExitNs {
+			t.Errorf("%s %s: exit %d ns, launch to exit %d ns (ready %d, exec wall %d)", s.Target, s.Cell, s.ExitNs, s.LaunchToExitNs, s.ReadyNs, s.ExecWallNs)
+		}
 		if byCell[s.Cell] == nil {
 			byCell[s.Cell] = map[string]manifests.Sample{}
 		}
@@ -236,10 +242,12 @@ func TestRunOnLocalAndDocker(t *testing.T) {
 
 // TestRunSuiteOnLocalAndDocker is --suite on real targets: the
 // agent-tools suite (its setups generating the inputs in the untimed
-// setup, git and rg from the Sandbox image) and a suite of a user's own
-// (--suite-dir, sealed into the bundle) run on local and docker with a
-// native reference; every verifier passes, the exact counts are equal on
-// both, and the samples, pins and report name the suites and their cells.
+// setup; git, rg, cargo and npm from the Sandbox image's tools variant,
+// which the run builds) and a suite of a user's own (--suite-dir, sealed
+// into the bundle) run on local and docker with a native reference; every
+// verifier passes, the exact counts are equal on both, TASK is timed from
+// launch to exit, and the samples, pins and report name the suites and
+// their cells.
 func TestRunSuiteOnLocalAndDocker(t *testing.T) {
 	b := sealForRun(t)
 	testenv.NeedDocker(t)
@@ -251,7 +259,7 @@ func TestRunSuiteOnLocalAndDocker(t *testing.T) {
 		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	samples, err := manifests.ReadSamplesFile(filepath.Join(out, "samples.jsonl"))
-	if err != nil || len(samples) != 14 {
+	if err != nil || len(samples) != 18 {
 		t.Fatalf("%d samples, %v", len(samples), err)
 	}
 	checkProtocol(t, samples)
@@ -265,7 +273,7 @@ func TestRunSuiteOnLocalAndDocker(t *testing.T) {
 		}
 		byCell[s.Cell][s.Target] = s
 	}
-	for _, cell := range []string{"T1", "T2", "T3", "T4", "T5", "TASK", "M1"} {
+	for _, cell := range []string{"T1", "T2", "T3", "T4", "T5", "T6", "T7", "TASK", "M1"} {
 		l, d := byCell[cell]["local"], byCell[cell]["docker"]
 		if l.Files != d.Files || l.Bytes != d.Bytes || l.Statements != d.Statements || l.StoreBytes != d.StoreBytes {
 			t.Errorf("%s did different work: local %d files %d bytes %d statements %d Store bytes; docker %d files %d bytes %d statements %d Store bytes", cell,
@@ -280,7 +288,8 @@ func TestRunSuiteOnLocalAndDocker(t *testing.T) {
 		t.Errorf("pins.json names suites %v, defines %d (%v)", pins.Suites, len(pins.SuiteDefs), err)
 	}
 	md, err := os.ReadFile(filepath.Join(out, "report.md"))
-	if err != nil || !strings.Contains(string(md), "T5 rg over 2,048 files") || !strings.Contains(string(md), "M1 copy ten setup files, list them") {
+	if err != nil || !strings.Contains(string(md), "T5 rg over 2,048 files") || !strings.Contains(string(md), "M1 copy ten setup files, list them") ||
+		!strings.Contains(string(md), "T7 npm install of 32 packages") || !strings.Contains(string(md), "### The whole task, launch to exit") {
 		t.Errorf("report.md does not name T5 and M1 with their titles (%v):\n%.3000s", err, md)
 	}
 	// The bundle must hold a suite run from a directory: one it does not

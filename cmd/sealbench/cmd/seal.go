@@ -109,7 +109,7 @@ built or created.`,
 				Attestation string              `json:"attestation"`
 			}{SealResult: res}
 			if !noImage {
-				sealed.Image, err = orchestrate.BuildSandboxImage(c.Context(), res.Dir, res.Manifest, res.Dir+".image", imageArch, "", debs.options(), p.Logf)
+				sealed.Image, err = orchestrate.BuildSandboxImage(c.Context(), res.Dir, res.Manifest, res.Dir+".image", imageArch, vmimages.VariantSandbox, "", debs.options(), p.Logf)
 				if err != nil {
 					return fmt.Errorf("sealed %s, but building its Sandbox image failed: %w", res.Name, err)
 				}

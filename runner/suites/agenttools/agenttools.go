@@ -1,8 +1,11 @@
 // Package agenttools is the agent-tools suite: the operations of an
 // agent's tool loop that the second seed report times (traverse 2,048
 // files in 32 directories, read and SHA-256 64 MiB, write 256 files of 64
-// KiB, git status, rg, and all five in one window), as cells beside the
-// twelve. The suite is data:
+// KiB, git status, rg, cargo build of 64 modules, npm install of 32
+// packages, and all seven in one window, also timed from the Sandbox's
+// launch to its exit), as cells beside the twelve. Its cargo and npm come
+// from the Sandbox image's tools variant (vmimages.VariantTools). The
+// suite is data:
 // suite.json and the scripts beside it, embedded here and sealed into the
 // bundle at suites/agent-tools/, in the format a user's own suite has
 // (docs/suites.md uses this one as its example). Registering it is this

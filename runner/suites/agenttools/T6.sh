@@ -1,0 +1,12 @@
+#!/bin/sh
+# T6: cargo build --offline of a library crate of 64 modules with no
+# dependencies (a debug build, as an agent's edit-compile loop runs it, but
+# not incremental: rustc's incremental cache names its sessions by time and
+# differs by a byte or so from build to build, and every count must be
+# exact). Cargo's home is in the workspace, so that every run starts from
+# nothing.
+# Base: setup-cargo.sh's crate/. Verifier: the library built, its 64
+# modules' functions compiled into it, the sources unchanged.
+set -eu
+cd crate
+CARGO_HOME=$PWD/../.cargo-home CARGO_INCREMENTAL=0 cargo build --offline --quiet
