@@ -858,41 +858,14 @@ func (r *Report) buildCounts(idx map[string]map[string][]*manifests.Sample, name
 		sort.Strings(opKeys)
 		keys = append(keys, opKeys...)
 		for _, key := range keys {
-			// A target's ineligible samples did no LayerFS work: they
-			// are left out, and a target with no other shows
-			// NotSupported, compared with no one.
-			values := make([]string, len(names))
-			for i, t := range names {
-				var distinct []string
-				ss := idx[c.Name][t]
-				for _, s := range ss {
-					if v := countValue(s, key); s.Status != manifests.StatusIneligible && !slices.Contains(distinct, v) {
-						distinct = append(distinct, v)
-					}
-				}
-				values[i] = strings.Join(distinct, " / ")
-				if len(distinct) == 0 && len(ss) > 0 {
-					values[i] = NotSupported
-				}
-			}
-			differs, first := false, ""
-			for _, v := range values {
-				if v == NotSupported {
-					continue
-				}
-				if first == "" {
-					first = v
-				}
-				if v != first || v == "" || strings.Contains(v, " / ") {
-					differs = true
-				}
-			}
+			values := countValues(idx[c.Name], names, func(s *manifests.Sample) string { return countValue(s, key) })
+			differs := valuesDiffer(values)
 			if differs {
 				d := Difference{Cell: c.Name, Count: key, Values: map[string]string{}}
 				for i, t := range names {
 					d.Values[t] = values[i]
 				}
-				d.Why = r.kernelsExplain(key, values)
+				d.Why = cmp.Or(r.kernelsExplain(key, values), r.flushExplains(idx[c.Name], names, key))
 				r.Differences = append(r.Differences, d)
 			}
 			// Opcodes are rows of their own: the detail of the FUSE
@@ -910,6 +883,96 @@ func (r *Report) buildCounts(idx map[string]map[string][]*manifests.Sample, name
 // NotSupported is a count's value for a target whose samples of the cell
 // were all ineligible: the cell is not supported by that backend.
 const NotSupported = "not supported"
+
+// countValues are, per target in names, the distinct values value gives
+// that target's samples (of one cell, by target), joined by " / ". A
+// target's ineligible samples did no LayerFS work: they are left out, and
+// a target with no other shows NotSupported, compared with no one.
+func countValues(byTarget map[string][]*manifests.Sample, names []string, value func(*manifests.Sample) string) []string {
+	values := make([]string, len(names))
+	for i, t := range names {
+		var distinct []string
+		ss := byTarget[t]
+		for _, s := range ss {
+			if v := value(s); s.Status != manifests.StatusIneligible && !slices.Contains(distinct, v) {
+				distinct = append(distinct, v)
+			}
+		}
+		values[i] = strings.Join(distinct, " / ")
+		if len(distinct) == 0 && len(ss) > 0 {
+			values[i] = NotSupported
+		}
+	}
+	return values
+}
+
+// valuesDiffer says whether countValues' values are not one same value:
+// two targets disagree, or one target's samples do.
+func valuesDiffer(values []string) bool {
+	first := ""
+	for _, v := range values {
+		if v == NotSupported {
+			continue
+		}
+		if first == "" {
+			first = v
+		}
+		if v != first || v == "" || strings.Contains(v, " / ") {
+			return true
+		}
+	}
+	return false
+}
+
+// flushProbesMax bounds the FLUSH requests Linux's FUSE may send a
+// daemon that answers them ENOSYS: one per thread closing a file before
+// the first answer arrives.
+const flushProbesMax = 8
+
+// flushWhy explains a difference in FLUSH requests on Linux's FUSE.
+const flushWhy = "Linux's FUSE sends FLUSH on close(2) until LayerFS first answers one ENOSYS, then no more; each thread that closes a file before that answer arrives sends one, so the count (1 to a few) is the threads' timing, not the work"
+
+// flushExplains explains a difference in a cell's FUSE requests that is
+// Linux's FUSE learning that LayerFS does not flush (flushWhy): the FLUSH
+// count itself, when on every Linux target each sample's is 1 to
+// flushProbesMax; or the total, when without those FLUSH requests it
+// agrees (or differs only as kernelsExplain explains). gVisor's FUSE
+// gets 0 from LayerFS and sends a FLUSH per close: its counts stay as
+// they are.
+func (r *Report) flushExplains(byTarget map[string][]*manifests.Sample, names []string, key string) string {
+	if key != "fuseRequests" && key != "fuseRequests.FLUSH" || len(names) != len(r.Targets) {
+		return ""
+	}
+	linux := map[string]bool{}
+	for i, t := range r.Targets {
+		linux[names[i]] = t.FUSE != manifests.FUSEGVisor
+		for _, s := range byTarget[names[i]] {
+			if n := s.FUSERequests["FLUSH"]; linux[names[i]] && s.Status != manifests.StatusIneligible && (n < 1 || n > flushProbesMax) {
+				return ""
+			}
+		}
+	}
+	adjusted := func(s *manifests.Sample) int64 {
+		n := int64(0)
+		if key == "fuseRequests" {
+			n = s.FUSEWork()
+		} else {
+			n = s.FUSERequests["FLUSH"]
+		}
+		if linux[s.Target] {
+			n -= s.FUSERequests["FLUSH"]
+		}
+		return n
+	}
+	values := countValues(byTarget, names, func(s *manifests.Sample) string { return strconv.FormatInt(adjusted(s), 10) })
+	if !valuesDiffer(values) {
+		return flushWhy
+	}
+	if why := r.kernelsExplain(key, values); why != "" {
+		return why + "; and " + flushWhy
+	}
+	return ""
+}
 
 // kernelsExplain explains a difference in FUSE request counts between
 // targets whose FUSE differs: which requests reach the daemon is the

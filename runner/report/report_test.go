@@ -612,6 +612,69 @@ func TestKernelDifferencesAreExplained(t *testing.T) {
 	}
 }
 
+// TestFlushProbesAreExplained: Linux's FUSE sends FLUSH until LayerFS's
+// first ENOSYS answer arrives, one per thread closing a file before then:
+// 1 or 2 FLUSH requests between one target's samples, or between two
+// targets on one kernel, and the totals that differ by as many, are
+// explained; a count beyond a few threads' worth, or anything else that
+// differs with it, is not.
+func TestFlushProbesAreExplained(t *testing.T) {
+	build := func(flush func(s *manifests.Sample) int64) *Report {
+		t.Helper()
+		pins, samples := fixedRun()
+		for i := range samples {
+			s := &samples[i]
+			if s.Target == "local" && s.Cell == "C05" {
+				s.FUSERequests["LOOKUP"]-- // undo the fixture's same-kernel difference
+			}
+			if s.Cell == "C03" {
+				s.FUSERequests["FLUSH"] = flush(s)
+			}
+		}
+		r, err := Build([]Input{{Source: "run", Pins: pins, Samples: samples}}, Options{Baseline: "docker"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	whys := func(r *Report) (explained, not []string) {
+		for _, d := range r.Differences {
+			if d.Cell != "C03" {
+				continue
+			}
+			if d.Why == flushWhy {
+				explained = append(explained, d.Count)
+			} else {
+				not = append(not, d.Count)
+			}
+		}
+		return explained, not
+	}
+	odd := func(s *manifests.Sample) bool { return s.Target == "local" && s.Round == 1 }
+	r := build(func(s *manifests.Sample) int64 {
+		if odd(s) {
+			return 2
+		}
+		return 1
+	})
+	if explained, not := whys(r); strings.Join(explained, ",") != "fuseRequests,fuseRequests.FLUSH" || len(not) > 0 {
+		t.Errorf("FLUSH 1 or 2: explained %q, not %q", explained, not)
+	}
+	// C12 differs by the fixture's failed sample: different work.
+	if v := r.Summary.countsVerdict(); !strings.Contains(v, "; in C03 only FLUSH requests differ: Linux's FUSE sends FLUSH") {
+		t.Errorf("the verdict: %s", v)
+	}
+	r = build(func(s *manifests.Sample) int64 {
+		if odd(s) {
+			return 9
+		}
+		return 1
+	})
+	if explained, not := whys(r); len(explained) > 0 || strings.Join(not, ",") != "fuseRequests,fuseRequests.FLUSH" || r.Explained() {
+		t.Errorf("FLUSH 1 or 9: explained %q, not %q", explained, not)
+	}
+}
+
 // TestGVisorFUSEAndUnsupportedCells: counts that differ between a target
 // under gVisor and one on Linux's FUSE are explained as a different FUSE
 // implementation (the pins say whose FUSE), and a cell whose every sample

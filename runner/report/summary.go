@@ -38,7 +38,10 @@ type Overview struct {
 	// StoreExplained says an explained difference is in Store bytes
 	// (between Linux's filesystems and gVisor's), not FUSE requests alone.
 	StoreExplained bool `json:"storeExplained,omitempty"`
-	Problems       int  `json:"problems"` // failed samples
+	// FlushTiming says an explained difference is in FLUSH requests on
+	// Linux's FUSE, which vary with the threads' timing (flushWhy).
+	FlushTiming bool `json:"flushTiming,omitempty"`
+	Problems    int  `json:"problems"` // failed samples
 	// Unsupported counts the ineligible samples: cells a target cannot
 	// run, not failures.
 	Unsupported int `json:"unsupported,omitempty"`
@@ -125,10 +128,13 @@ func (r *Report) buildOverview(samples int) {
 	o.CountsMatch = len(r.Differences) == 0
 	unexplained := map[string]bool{}
 	for _, d := range r.Differences {
-		if d.Why == "" {
+		switch {
+		case d.Why == "":
 			unexplained[d.Cell] = true
-		} else if d.Count == "storeBytes" {
+		case d.Count == "storeBytes":
 			o.StoreExplained = true
+		case strings.Contains(d.Why, flushWhy):
+			o.FlushTiming = true
 		}
 	}
 	for _, c := range r.Cells {
@@ -457,7 +463,7 @@ func (r *Report) between() string {
 		switch {
 		case strings.HasPrefix(d.Why, "different FUSE implementation"):
 			fuse = true
-		case d.Why != "":
+		case d.Why != "" && d.Why != flushWhy:
 			kernels = true
 		}
 	}
@@ -479,16 +485,15 @@ func (o Overview) countsVerdict() string {
 		return "every count matched across the samples of every cell."
 	case o.CountsMatch:
 		return "every count matched across targets in every cell: the timings compare the same work."
+	case len(o.DifferentWork) == 0 && o.Between == "" && o.FlushTiming:
+		return "counts differ only in FLUSH requests (" + strings.Join(o.KernelOnly, ", ") + "): " + flushWhy + "."
 	case len(o.DifferentWork) == 0:
-		if o.Between == betweenKernels || o.Between == "" {
-			return "counts differ only in FUSE requests between targets on different kernels (" + strings.Join(o.KernelOnly, ", ") + "): the same work, different requests from the kernels."
-		}
-		if o.StoreExplained {
-			return "counts differ only in FUSE requests and Store bytes between targets with " + o.Between + " (" + strings.Join(o.KernelOnly, ", ") + "): the same work, different requests from their FUSE and different directory records from their filesystems."
-		}
-		return "counts differ only in FUSE requests between targets with " + o.Between + " (" + strings.Join(o.KernelOnly, ", ") + "): the same work, different requests from their FUSE."
+		return o.explainedVerdict()
 	}
 	s := "counts differ in " + strings.Join(o.DifferentWork, ", ") + ": those cells' timings do not compare the same work"
+	if len(o.KernelOnly) > 0 && o.Between == "" && o.FlushTiming {
+		return s + "; in " + strings.Join(o.KernelOnly, ", ") + " only FLUSH requests differ: " + flushWhy + "."
+	}
 	if len(o.KernelOnly) > 0 {
 		what := "FUSE requests differ"
 		if o.StoreExplained {
@@ -496,7 +501,28 @@ func (o Overview) countsVerdict() string {
 		}
 		s += "; in " + strings.Join(o.KernelOnly, ", ") + " only " + what + ", between " + cmp.Or(o.Between, betweenKernels)
 	}
-	return s + "."
+	return s + "." + o.flushNote()
+}
+
+// explainedVerdict is countsVerdict when every difference is explained by
+// what is under the targets' Sandboxes.
+func (o Overview) explainedVerdict() string {
+	if o.Between == betweenKernels || o.Between == "" {
+		return "counts differ only in FUSE requests between targets on different kernels (" + strings.Join(o.KernelOnly, ", ") + "): the same work, different requests from the kernels." + o.flushNote()
+	}
+	if o.StoreExplained {
+		return "counts differ only in FUSE requests and Store bytes between targets with " + o.Between + " (" + strings.Join(o.KernelOnly, ", ") + "): the same work, different requests from their FUSE and different directory records from their filesystems." + o.flushNote()
+	}
+	return "counts differ only in FUSE requests between targets with " + o.Between + " (" + strings.Join(o.KernelOnly, ", ") + "): the same work, different requests from their FUSE." + o.flushNote()
+}
+
+// flushNote adds to a verdict on differences that are not FLUSH's alone
+// that FLUSH requests vary too, when they do.
+func (o Overview) flushNote() string {
+	if !o.FlushTiming {
+		return ""
+	}
+	return " FLUSH requests vary with the threads' timing too: Linux's FUSE sends them until LayerFS first answers ENOSYS."
 }
 
 // ranText is what ran, in one line.
