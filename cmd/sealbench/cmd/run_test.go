@@ -408,7 +408,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{[]string{"run", "--engine", "unix:///x.sock", "--name", "Bad Name"}, "is not a target name"},
 		{[]string{"run", "--target", "docker", "--cells", "C13"}, "C13"},
 		{[]string{"run", "--target", "docker", "--suite", "nope"}, `unknown suite "nope" (the suites are cells, agent-tools`},
-		{[]string{"run", "--target", "docker", "--suite", "agent-tools", "--cells", "C01"}, `unknown cell "C01" (the cells are agent-tools: T1,T2,T3,T4,T5,TASK)`},
+		{[]string{"run", "--target", "docker", "--suite", "agent-tools", "--cells", "C01"}, `unknown cell "C01" (the cells are agent-tools: T1,T2,T3,T4,T5,T6,T7,TASK)`},
 		{[]string{"run", "--target", "docker", "--samples", "0"}, "--samples"},
 		{[]string{"run", "--target", "docker", "--id", "v1"}, "not a bundle name"},
 	} {
