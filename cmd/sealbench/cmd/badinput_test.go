@@ -250,11 +250,15 @@ func TestBadInput(t *testing.T) {
 		{name: "image --bundle missing", args: []string{"image", "--bundle", filepath.Join(fx.Root, "absent"), "--key", fx.Pub}, code: ExitUnusable,
 			want: []string{"no such file", "bundle directory"}, not: []string{"or its .tar"}},
 		{name: "image --arch out of range", args: []string{"image", "--bundle", fx.Bundle, "--key", fx.Pub, "--arch", "sparc"}, code: ExitUnusable, want: []string{`"sparc"`, "--arch takes"}},
+		{name: "image --variant unknown", args: []string{"image", "--bundle", fx.Bundle, "--key", fx.Pub, "--variant", "sandbox-go"}, code: ExitUnusable,
+			want: []string{`no Sandbox image variant "sandbox-go"`, "--variant takes sandbox or sandbox-tools"}},
 
 		{name: "image vm --size out of range", args: []string{"image", "vm", "--size", "-1G"}, code: ExitUnusable, want: []string{"--size", "4G"}},
 		{name: "image vm --size too small", args: []string{"image", "vm", "--size", "10M"}, code: ExitUnusable, want: []string{"out of range", "2G to 4T"}},
 		{name: "image vm --size not a size", args: []string{"image", "vm", "--size", "lots"}, code: ExitUnusable, want: []string{"not a size"}},
 		{name: "image lock --out a file", args: []string{"image", "lock", "--out", fx.File}, code: ExitUnusable, want: []string{"is a file"}},
+		{name: "image lock --images unknown", args: []string{"image", "lock", "--out", fx.Root, "--images", "sandbox-go"}, code: ExitUnusable,
+			want: []string{`no image named "sandbox-go"`, "--images takes sandbox, sandbox-tools, vm or all"}},
 		{name: "image export-debs --out a file", args: []string{"image", "export-debs", "--out", fx.File}, code: ExitUnusable, want: []string{"is a file"}},
 
 		// run (fast paths only: every one is refused before a bundle is opened)
