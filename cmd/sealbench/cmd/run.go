@@ -65,6 +65,10 @@ them: agent-tools is an agent's tool loop); --cells picks some of their cells.
 --suite-dir runs a suite of your own (docs/suites.md), alone or beside the
 suites --suite names: with no --bundle it is sealed into the bundle run seals;
 a --bundle must hold it already, as ` + "`sealbench seal --suite-dir`" + ` seals it.
+The Sandbox image is the smallest variant that carries the suites' tools: the
+twelve's, or for agent-tools (cargo, npm) the tools variant, which the first
+such run builds beside the bundle (<bundle>.tools.image) from its pinned
+Debian packages.
 
 With --target, the run provisions each target (as ` + "`sealbench provision`" + ` does),
 hands the sampling to the bundle's own runner (its digest checked against the
