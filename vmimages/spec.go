@@ -25,7 +25,7 @@ var SandboxSpec = manifests.PackageSpec{
 // ToolsSpec is the Sandbox image variant for suites that build code (the
 // agent-tools suite's cargo and npm): SandboxSpec's packages and Debian's
 // rustc, cargo, nodejs and npm, kept apart so that the twelve cells' image
-// stays small (about 40 packages against 190). It keeps libcurl, which
+// stays small (14 packages against 215). It keeps libcurl, which
 // cargo links, and leaves out on purpose: the C toolchain rustc and cargo
 // depend on (gcc, binutils, libc6-dev), which only linking an executable
 // needs, never a library crate's build; what node-gyp runs (gyp with
