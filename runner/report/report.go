@@ -544,14 +544,12 @@ func nativeNs(s *manifests.Sample) (float64, bool) {
 	return float64(*s.NativeNs), true
 }
 
-func readyNs(s *manifests.Sample) (float64, bool) {
-	return float64(s.ReadyNs), s.ReadyNs > 0
-}
-
 // positive is a duration a sample may lack (0): absent then.
 func positive(get func(*manifests.Sample) int64) func(*manifests.Sample) (float64, bool) {
 	return func(s *manifests.Sample) (float64, bool) { v := get(s); return float64(v), v > 0 }
 }
+
+var readyNs = positive(func(s *manifests.Sample) int64 { return s.ReadyNs })
 
 func nativeRepeatNs(s *manifests.Sample) (float64, bool) {
 	if s.NativeRepeatNs == nil || *s.NativeRepeatNs <= 0 {

@@ -74,6 +74,9 @@ bundle is verified or a package fetched.`,
 			if err := debs.check(); err != nil {
 				return err
 			}
+			if !slices.ContainsFunc(vmimages.Variants, func(v vmimages.Variant) bool { return v.Name == variant }) {
+				return usageErrorf("--variant takes "+variantNames(), "no Sandbox image variant %q", variant)
+			}
 			p := newProgress(g.stderr, "image")
 			defer p.Close()
 			if ociartifact.IsRef(bundlePath) {
@@ -86,9 +89,6 @@ bundle is verified or a package fetched.`,
 					return err
 				}
 				bundlePath = pulled.Dir
-			}
-			if !slices.ContainsFunc(vmimages.Variants, func(v vmimages.Variant) bool { return v.Name == variant }) {
-				return usageErrorf("--variant takes "+variantNames(), "no Sandbox image variant %q", variant)
 			}
 			if out == "" {
 				out = vmimages.ImageDir(bundlePath, variant)
@@ -164,11 +164,7 @@ func buildImage(ctx context.Context, p *progress, bundlePath, key, out, arch, va
 
 // variantNames lists the Sandbox image's variants for help and errors.
 func variantNames() string {
-	var names []string
-	for _, v := range vmimages.Variants {
-		names = append(names, v.Name)
-	}
-	return strings.Join(names, " or ")
+	return strings.Join(imageNames()[:len(vmimages.Variants)], " or ")
 }
 
 func newImageLockCmd(g *global) *cobra.Command {
