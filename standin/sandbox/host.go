@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -22,10 +23,13 @@ type Sandbox struct {
 	// MainPid is the main process's PID inside the Sandbox.
 	MainPid int
 
-	cmd  *exec.Cmd
-	ctl  *net.UnixConn
-	wmu  sync.Mutex
-	done chan struct{}
+	cmd *exec.Cmd
+	ctl *net.UnixConn
+	wmu sync.Mutex
+	// execs are the sockets execs go to, by grant: [0] unprivileged,
+	// [1] privileged (the init's fdExecUnprivileged, fdExecPrivileged).
+	execs [2]*net.UnixConn
+	done  chan struct{}
 
 	mu       sync.Mutex
 	status   int
@@ -74,12 +78,39 @@ func Start(spec *Spec, stdout, stderr *os.File) (*Sandbox, error) {
 		specW.Close()
 		return nil, err
 	}
+	var execs [2]*net.UnixConn
+	var execPeers [2]*os.File
+	closeHost := func() {
+		specW.Close()
+		ctl.Close()
+		for _, c := range execs {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}
+	closePeers := func() {
+		peer.Close()
+		for _, f := range execPeers {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
+	for i := range execs {
+		if execs[i], execPeers[i], err = socketPair(); err != nil {
+			closePeers()
+			closeHost()
+			return nil, err
+		}
+	}
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
-		Args:       []string{initArg0, spec.RootfsDir}, // the path names the stand-in that owns it, for audits
-		Env:        []string{},
-		Stderr:     os.Stderr, // only a crash of the init itself writes here
-		ExtraFiles: []*os.File{specR, peer, stdout, stderr},
+		Path:   "/proc/self/exe",
+		Args:   []string{initArg0, spec.RootfsDir}, // the path names the stand-in that owns it, for audits
+		Env:    []string{},
+		Stderr: os.Stderr, // only a crash of the init itself writes here
+		// At fdSpec, fdControl, fdStdout, fdStderr, fdExecUnprivileged, fdExecPrivileged.
+		ExtraFiles: []*os.File{specR, peer, stdout, stderr, execPeers[0], execPeers[1]},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
 				unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP,
@@ -88,17 +119,16 @@ func Start(spec *Spec, stdout, stderr *os.File) (*Sandbox, error) {
 		},
 	}
 	err = cmd.Start()
-	peer.Close()
+	closePeers()
 	if err != nil {
-		specW.Close()
-		ctl.Close()
+		closeHost()
 		return nil, fmt.Errorf("starting the sandbox init for %s: %w", spec.ID, err)
 	}
 	go func() {
 		specW.Write(b)
 		specW.Close()
 	}()
-	s := &Sandbox{ID: spec.ID, Pid: cmd.Process.Pid, cmd: cmd, ctl: ctl, done: make(chan struct{})}
+	s := &Sandbox{ID: spec.ID, Pid: cmd.Process.Pid, cmd: cmd, ctl: ctl, execs: execs, done: make(chan struct{})}
 	ready := make(chan error, 1)
 	go s.watch(ready)
 	if err := <-ready; err != nil {
@@ -139,6 +169,9 @@ func (s *Sandbox) watch(ready chan<- error) {
 	}
 	err := s.cmd.Wait()
 	s.ctl.Close()
+	for _, c := range s.execs {
+		c.Close()
+	}
 	if !sentReady {
 		ready <- fmt.Errorf("the sandbox init exited during setup: %v", err)
 	}
@@ -181,6 +214,22 @@ func (s *Sandbox) write(m message, fds []int) error {
 	return err
 }
 
+// sendExec sends an exec, with its descriptors, to the socket of the
+// workers that may start it: those with the container's grant for a
+// privileged one, the restricted ones for any other.
+func (s *Sandbox) sendExec(p *Process, stdin bool, fds []int) error {
+	b, err := json.Marshal(message{Kind: kindExec, Process: p, Stdin: stdin})
+	if err != nil {
+		return err
+	}
+	c := s.execs[0]
+	if p.Privileged {
+		c = s.execs[1]
+	}
+	_, _, err = c.WriteMsgUnix(b, unix.UnixRights(fds...), nil)
+	return err
+}
+
 // Signal sends sig to the main process.
 func (s *Sandbox) Signal(sig syscall.Signal) error {
 	if err := s.write(message{Kind: kindSignal, Signal: int(sig)}, nil); err != nil {
@@ -205,8 +254,8 @@ func (s *Sandbox) Kill() error {
 
 // Proc is a process started with Exec.
 type Proc struct {
-	Pid  int // inside the Sandbox
-	conn *net.UnixConn
+	Pid  int      // inside the Sandbox
+	conn *os.File // the exec's reply socket
 }
 
 // ExecError is an exec that did not start; Status is what a shell would
@@ -222,21 +271,21 @@ func (e *ExecError) Error() string { return e.Msg }
 // /dev/null). The files are sent to the init; the caller may close its
 // copies once Exec returns.
 func (s *Sandbox) Exec(p *Process, stdin, stdout, stderr *os.File) (*Proc, error) {
-	conn, peer, err := socketPair()
+	conn, peer, err := replyPair()
 	if err != nil {
 		return nil, err
 	}
-	defer peer.Close()
-	fds := []int{int(peer.Fd())}
+	fds := []int{peer}
 	if stdin != nil {
 		fds = append(fds, int(stdin.Fd()))
 	}
 	fds = append(fds, int(stdout.Fd()), int(stderr.Fd()))
-	if err := s.write(message{Kind: kindExec, Process: p, Stdin: stdin != nil}, fds); err != nil {
+	err = s.sendExec(p, stdin != nil, fds)
+	unix.Close(peer)
+	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("sending exec to sandbox %s: %w", s.ID, err)
 	}
-	peer.Close()
 	m, err := readMessage(conn)
 	if err != nil {
 		conn.Close()
@@ -249,9 +298,29 @@ func (s *Sandbox) Exec(p *Process, stdin, stdout, stderr *os.File) (*Proc, error
 	return &Proc{Pid: m.Pid, conn: conn}, nil
 }
 
-func readMessage(c *net.UnixConn) (message, error) {
-	buf := make([]byte, 64<<10)
-	n, err := c.Read(buf)
+// replyPair is an exec's reply socket: the host's end, read through the
+// runtime's poller, and the end the init answers on.
+func replyPair() (*os.File, int, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, -1, fmt.Errorf("creating a socket pair: %w", err)
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, -1, fmt.Errorf("creating a socket pair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "exec-reply"), fds[1], nil
+}
+
+// messageBufs holds read buffers as large as any message the init sends
+// (a SOCK_SEQPACKET read shorter than its message truncates it).
+var messageBufs = sync.Pool{New: func() any { return new([64 << 10]byte) }}
+
+func readMessage(r io.Reader) (message, error) {
+	buf := messageBufs.Get().(*[64 << 10]byte)
+	defer messageBufs.Put(buf)
+	n, err := r.Read(buf[:])
 	if err != nil || n == 0 {
 		return message{}, errors.New("the sandbox stopped")
 	}

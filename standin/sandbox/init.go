@@ -31,6 +31,10 @@ const (
 	fdControl = 4 // the SOCK_SEQPACKET control socket
 	fdStdout  = 5 // the main process's stdout
 	fdStderr  = 6 // the main process's stderr
+	// The SOCK_SEQPACKET sockets execs come on, one per grant: each is
+	// read by the workers of its pool themselves (see workerPool).
+	fdExecUnprivileged = 7
+	fdExecPrivileged   = 8
 )
 
 // IsInit reports whether this process was started as a Sandbox's init.
@@ -90,6 +94,7 @@ type initProc struct {
 	wmu  sync.Mutex
 
 	mainPid int
+	null    int // /dev/null, read-only: an exec's stdin when the host passes none
 
 	unprivileged, privileged *workerPool
 
@@ -122,8 +127,13 @@ func (in *initProc) run() error {
 		return fmt.Errorf("parsing the sandbox spec: %w", err)
 	}
 	in.last = lastCap()
-	in.unprivileged = newWorkerPool(in, nil, true, true)
-	in.privileged = newWorkerPool(in, in.spec.Caps, false, in.spec.Seccomp)
+	for _, fd := range []int{fdExecUnprivileged, fdExecPrivileged} {
+		if err := unix.SetNonblock(fd, false); err != nil { // the workers block in recvmsg
+			return fmt.Errorf("opening the exec sockets: %w", err)
+		}
+	}
+	in.unprivileged = newWorkerPool(in, fdExecUnprivileged, nil, true, true)
+	in.privileged = newWorkerPool(in, fdExecPrivileged, in.spec.Caps, false, in.spec.Seccomp)
 	// Nothing in the Sandbox may read this process's memory or open its
 	// executable, the host's stand-in binary, through /proc/1/exe.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
@@ -151,6 +161,11 @@ func (in *initProc) run() error {
 	if err != nil {
 		return fmt.Errorf("opening /dev/null: %w", err)
 	}
+	// Every exec without stdin reads this one, kept open (close-on-exec:
+	// a child gets it only as its descriptor 0).
+	if in.null, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		return fmt.Errorf("opening /dev/null: %w", err)
+	}
 	stdout, stderr := os.NewFile(fdStdout, "stdout"), os.NewFile(fdStderr, "stderr")
 	p := in.spec.Process
 	p.Privileged = true // the main process keeps what the container was granted
@@ -166,6 +181,8 @@ func (in *initProc) run() error {
 		return fmt.Errorf("reporting ready: %w", err)
 	}
 	go in.serve()
+	go in.unprivileged.worker()
+	go in.privileged.worker()
 	e := <-ch
 	in.send(message{Kind: kindExit, Status: e.status}, nil)
 	return nil
@@ -198,8 +215,6 @@ func (in *initProc) serve() {
 			}
 			in.mu.Unlock()
 			closeAll(fds)
-		case kindExec:
-			go in.exec(m, fds)
 		default:
 			closeAll(fds)
 		}
@@ -226,87 +241,14 @@ func closeAll(fds []int) {
 	}
 }
 
-// exec starts one process for the host. fds are the reply socket, then
-// stdin when m.Stdin, then stdout and stderr.
-func (in *initProc) exec(m message, fds []int) {
-	want := 3
-	if m.Stdin {
-		want = 4
-	}
-	if len(fds) != want || m.Process == nil {
-		closeAll(fds)
-		return
-	}
-	rf := os.NewFile(uintptr(fds[0]), "reply")
-	c, err := net.FileConn(rf)
-	rf.Close()
-	if err != nil {
-		closeAll(fds[1:])
-		return
-	}
-	reply := c.(*net.UnixConn)
-	defer reply.Close()
-	var stdio [3]*os.File
-	i := 1
-	if m.Stdin {
-		stdio[0] = os.NewFile(uintptr(fds[1]), "stdin")
-		i = 2
-	} else {
-		null, err := os.Open("/dev/null")
-		if err != nil {
-			closeAll(fds[1:])
-			in.send(message{Kind: kindError, Error: err.Error(), Status: 126}, reply)
-			return
-		}
-		stdio[0] = null
-	}
-	stdio[1] = os.NewFile(uintptr(fds[i]), "stdout")
-	stdio[2] = os.NewFile(uintptr(fds[i+1]), "stderr")
-	pid, ch, err := in.start(m.Process, stdio)
-	for _, f := range stdio {
-		f.Close()
-	}
-	if err != nil {
-		status := 126
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, errNotFound) {
-			status = 127
-		}
-		in.send(message{Kind: kindError, Error: err.Error(), Status: status}, reply)
-		return
-	}
-	in.send(message{Kind: kindStart, Pid: pid}, reply)
-	e := <-ch
-	in.send(message{Kind: kindExit, Status: e.status, Nanos: e.nanos}, reply)
-}
-
 var errNotFound = errors.New("executable file not found in $PATH")
 
-// start forks p from a locked, restricted, thrown-away OS thread.
+// start forks the main process from a restricted worker thread and
+// returns its pid and where its exit arrives.
 func (in *initProc) start(p *Process, stdio [3]*os.File) (int, <-chan exitInfo, error) {
-	env := withDefaults(p.Env)
-	cred, home, err := lookupUser(p.User)
-	if err != nil {
-		return 0, nil, err
-	}
-	if home != "" && !hasEnv(env, "HOME") {
-		env = append(env, "HOME="+home)
-	}
-	argv0, err := lookPath(p.Args[0], env, p.Cwd)
-	if err != nil {
-		return 0, nil, err
-	}
-	cwd := p.Cwd
-	if cwd == "" {
-		cwd = "/"
-	}
-	req := &spawnReq{
-		args: p.Args, argv0: argv0,
-		attr: &syscall.ProcAttr{
-			Dir:   cwd,
-			Env:   env,
-			Files: []uintptr{stdio[0].Fd(), stdio[1].Fd(), stdio[2].Fd()},
-			Sys:   &syscall.SysProcAttr{Credential: cred},
-		},
+	r := &spawnReq{
+		p:       p,
+		stdio:   [3]int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())},
 		started: make(chan spawnResult, 1),
 		exited:  make(chan exitInfo, 1),
 	}
@@ -314,21 +256,27 @@ func (in *initProc) start(p *Process, stdio [3]*os.File) (int, <-chan exitInfo, 
 	if p.Privileged {
 		pool = in.privileged
 	}
-	pool.submit(req)
-	r := <-req.started
-	if r.err != nil {
-		return 0, nil, r.err
+	go pool.once(r)
+	res := <-r.started
+	if res.err != nil {
+		return 0, nil, res.err
 	}
-	return r.pid, req.exited, nil
+	return res.pid, r.exited, nil
 }
 
-// spawnReq asks a worker thread to fork and exec a process.
+// spawnReq asks a worker thread to fork and exec a process: the main
+// process (stdio set, answered on started) or an exec from the host (exec
+// set: the descriptors it came with, answered on its reply socket by the
+// worker that took it).
 type spawnReq struct {
-	args    []string
-	argv0   string
-	attr    *syscall.ProcAttr
+	p       *Process
+	stdio   [3]int
 	started chan spawnResult
-	exited  chan exitInfo
+
+	exec  []int
+	stdin bool
+
+	exited chan exitInfo
 }
 
 type spawnResult struct {
@@ -336,72 +284,213 @@ type spawnResult struct {
 	err error
 }
 
+// fail answers a request that could not start.
+func (in *initProc) fail(r *spawnReq, err error) {
+	if r.exec == nil {
+		r.started <- spawnResult{err: err}
+		return
+	}
+	status := 126
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, errNotFound) {
+		status = 127
+	}
+	reply(r.exec[0], message{Kind: kindError, Error: err.Error(), Status: status})
+	closeAll(r.exec)
+}
+
+// reply writes one message on an exec's reply socket. The socket is
+// blocking and a message is far smaller than its buffer, so the write is
+// whole or the host is gone.
+func reply(fd int, m message) {
+	if b, err := json.Marshal(m); err == nil {
+		unix.Write(fd, b)
+	}
+}
+
 // workerPool runs forks on OS threads restricted once, the same way for
 // every process the pool starts (the bounding set, no_new_privs, the
 // seccomp filter): a thread keeps its restrictions, so it can be reused,
-// saving a thread and some fifty system calls per exec. A worker also
-// waits for its child, so the exit is seen as soon as the kernel reports
-// it.
+// saving a thread and some fifty system calls per exec.
+//
+// The pool's idle workers wait for execs in recvmsg on the pool's own
+// socket, which the kernel hands each message to one of them: an exec
+// wakes the thread that forks it, and nothing else in the init. A worker
+// also waits for its child, so the exit is seen as soon as the kernel
+// reports it, and answers the host itself. A worker that takes the last
+// idle place starts another, so that one always waits.
 type workerPool struct {
 	in         *initProc
+	fd         int // the socket execs for this pool arrive on
 	keep       []Cap
 	noNewPrivs bool
 	filter     bool
 
-	reqs chan *spawnReq
-	idle atomic.Int32
+	idle atomic.Int32 // workers waiting in recvmsg, or about to
 }
 
 // maxIdleWorkers bounds the threads kept between execs.
 const maxIdleWorkers = 4
 
-func newWorkerPool(in *initProc, keep []Cap, noNewPrivs, filter bool) *workerPool {
-	return &workerPool{in: in, keep: keep, noNewPrivs: noNewPrivs, filter: filter, reqs: make(chan *spawnReq)}
+func newWorkerPool(in *initProc, fd int, keep []Cap, noNewPrivs, filter bool) *workerPool {
+	return &workerPool{in: in, fd: fd, keep: keep, noNewPrivs: noNewPrivs, filter: filter}
 }
 
-func (wp *workerPool) submit(r *spawnReq) {
-	select {
-	case wp.reqs <- r: // an idle worker takes it
-	default:
-		go wp.worker(r)
-	}
-}
-
-func (wp *workerPool) worker(first *spawnReq) {
-	// Never unlocked: the thread's credentials are changed for good, and
-	// the runtime discards a locked thread when its goroutine ends.
+// restrict locks the calling goroutine to its thread for good (the
+// thread's credentials change, and the runtime discards a locked thread
+// when its goroutine ends) and restricts the thread as the pool's
+// processes must be.
+func (wp *workerPool) restrict() error {
 	runtime.LockOSThread()
-	if err := restrictThread(wp.keep, wp.in.last, wp.noNewPrivs, wp.filter); err != nil {
-		first.started <- spawnResult{err: err}
+	return restrictThread(wp.keep, wp.in.last, wp.noNewPrivs, wp.filter)
+}
+
+// once starts r's process from a thread of its own, which waits for it and
+// then goes: the main process, which lives as long as the Sandbox.
+func (wp *workerPool) once(r *spawnReq) {
+	if err := wp.restrict(); err != nil {
+		wp.in.fail(r, err)
 		return
 	}
-	r := first
+	wp.in.run1(r)
+}
+
+// worker serves execs from the pool's socket until the host closes it.
+// A thread that could not be restricted never forks: it answers each exec
+// it takes with why.
+func (wp *workerPool) worker() {
+	restrictErr := wp.restrict()
+	wp.idle.Add(1)
+	buf := make([]byte, 1<<20)
+	oob := make([]byte, unix.CmsgSpace(4*8))
 	for {
-		wp.in.spawn(r)
+		r, err := wp.recv(buf, oob)
+		if err != nil {
+			wp.idle.Add(-1)
+			return // the host is gone; serve ends the init
+		}
+		if wp.idle.Add(-1) == 0 {
+			go wp.worker()
+		}
+		if r != nil {
+			if restrictErr != nil {
+				wp.in.fail(r, restrictErr)
+			} else {
+				wp.in.run1(r)
+			}
+		}
 		if wp.idle.Add(1) > maxIdleWorkers {
 			wp.idle.Add(-1)
 			return
 		}
-		r = <-wp.reqs
-		wp.idle.Add(-1)
 	}
 }
 
-// spawn forks r's process from the calling (restricted) thread and waits
-// for it. The init's reaper may collect the child first; whichever sees
-// the exit delivers it, once.
-func (in *initProc) spawn(r *spawnReq) {
-	in.mu.Lock() // so the reaper cannot report this pid before it is registered
-	forked := time.Now()
-	pid, err := syscall.ForkExec(r.argv0, r.args, r.attr)
-	if err == nil {
-		in.register(pid, forked, r.exited)
+// recv waits, blocking its thread, for one exec: its message and the
+// descriptors it came with (the reply socket, then stdin when m.Stdin, then
+// stdout and stderr). A malformed one is dropped: nil, no error.
+func (wp *workerPool) recv(buf, oob []byte) (*spawnReq, error) {
+	var n, oobn int
+	var err error
+	for {
+		n, oobn, _, _, err = unix.Recvmsg(wp.fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			break
+		}
 	}
-	in.mu.Unlock()
-	r.started <- spawnResult{pid, err}
 	if err != nil {
+		return nil, err
+	}
+	if n == 0 && oobn == 0 {
+		return nil, io.EOF
+	}
+	var fds []int
+	if oobn > 0 {
+		fds = parseRights(oob[:oobn])
+	}
+	var m message
+	if json.Unmarshal(buf[:n], &m) != nil || m.Kind != kindExec || m.Process == nil {
+		closeAll(fds)
+		return nil, nil
+	}
+	want := 3
+	if m.Stdin {
+		want = 4
+	}
+	if len(fds) != want {
+		closeAll(fds)
+		return nil, nil
+	}
+	return &spawnReq{p: m.Process, exec: fds, stdin: m.Stdin, exited: make(chan exitInfo, 1)}, nil
+}
+
+// run1 starts r's process from the calling (restricted) thread, answers
+// whoever asked, and waits for the process.
+func (in *initProc) run1(r *spawnReq) {
+	stdio := r.stdio
+	if r.exec != nil {
+		n := len(r.exec)
+		stdio = [3]int{in.null, r.exec[n-2], r.exec[n-1]}
+		if r.stdin {
+			stdio[0] = r.exec[1]
+		}
+	}
+	pid, err := in.fork(r.p, stdio, r.exited)
+	if err != nil {
+		in.fail(r, err)
 		return
 	}
+	if r.exec == nil {
+		r.started <- spawnResult{pid: pid}
+		in.wait(pid)
+		return
+	}
+	closeAll(r.exec[1:]) // the child has its own copies
+	fd := r.exec[0]
+	defer unix.Close(fd)
+	reply(fd, message{Kind: kindStart, Pid: pid})
+	in.wait(pid)
+	e := <-r.exited
+	reply(fd, message{Kind: kindExit, Status: e.status, Nanos: e.nanos})
+}
+
+// fork resolves p's user and executable inside the Sandbox and forks it
+// from the calling thread, its stdio the three descriptors given.
+func (in *initProc) fork(p *Process, stdio [3]int, exited chan exitInfo) (int, error) {
+	env := withDefaults(p.Env)
+	cred, home, err := lookupUser(p.User)
+	if err != nil {
+		return 0, err
+	}
+	if home != "" && !hasEnv(env, "HOME") {
+		env = append(env, "HOME="+home)
+	}
+	argv0, err := lookPath(p.Args[0], env, p.Cwd)
+	if err != nil {
+		return 0, err
+	}
+	cwd := p.Cwd
+	if cwd == "" {
+		cwd = "/"
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   cwd,
+		Env:   env,
+		Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
+		Sys:   &syscall.SysProcAttr{Credential: cred},
+	}
+	in.mu.Lock() // so the reaper cannot report this pid before it is registered
+	forked := time.Now()
+	pid, err := syscall.ForkExec(argv0, p.Args, attr)
+	if err == nil {
+		in.register(pid, forked, exited)
+	}
+	in.mu.Unlock()
+	return pid, err
+}
+
+// wait waits for pid, a child of the calling thread. The init's reaper may
+// collect it first; whichever sees the exit delivers it, once.
+func (in *initProc) wait(pid int) {
 	var ws unix.WaitStatus
 	for {
 		got, err := unix.Wait4(pid, &ws, 0, nil)
