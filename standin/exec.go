@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/docker/docker/api/types/container"
+	"golang.org/x/sys/unix"
 
 	"github.com/sealbench/sealbench/internal/engineapi"
 	"github.com/sealbench/sealbench/standin/sandbox"
@@ -185,48 +186,13 @@ func (s *Server) ExecStart(w http.ResponseWriter, r *http.Request, id string) {
 		s.execDetached(w, e, sb)
 		return
 	}
-	or, ow, err := os.Pipe()
-	if err != nil {
-		s.execFailed(e, 126)
-		engineapi.Fail(w, err)
-		return
-	}
-	er, ew, err := os.Pipe()
-	if err != nil {
-		or.Close()
-		ow.Close()
-		s.execFailed(e, 126)
-		engineapi.Fail(w, err)
-		return
-	}
-	var inR, inW *os.File
-	if e.opts.AttachStdin {
-		if inR, inW, err = os.Pipe(); err != nil {
-			or.Close()
-			ow.Close()
-			er.Close()
-			ew.Close()
-			s.execFailed(e, 126)
-			engineapi.Fail(w, err)
-			return
-		}
-	}
-	proc, startErr := sb.Exec(e.process(), inR, ow, ew)
-	if startErr == nil {
-		s.setPid(e, proc)
-	}
-	ow.Close()
-	ew.Close()
-	if inR != nil {
-		inR.Close()
-	}
-
+	proc, inW, or, er, startErr := s.startAttached(e, sb)
 	conn, rw, err := s.hijack(w, r, "application/vnd.docker.multiplexed-stream")
 	if err != nil {
-		or.Close()
-		er.Close()
-		if inW != nil {
-			inW.Close()
+		for _, f := range []*os.File{inW, or, er} {
+			if f != nil {
+				f.Close()
+			}
 		}
 		if startErr == nil {
 			go s.finishExec(e, proc, nil)
@@ -244,11 +210,6 @@ func (s *Server) ExecStart(w http.ResponseWriter, r *http.Request, id string) {
 		return err
 	}
 	if startErr != nil {
-		or.Close()
-		er.Close()
-		if inW != nil {
-			inW.Close()
-		}
 		// dockerd reports a failed exec on the stream and in the exit code.
 		send(2, []byte("standin: exec failed: "+startErr.Error()+"\n"))
 		s.execFailed(e, execStatus(startErr))
@@ -270,9 +231,10 @@ func (s *Server) ExecStart(w http.ResponseWriter, r *http.Request, id string) {
 		go func(stream byte, f *os.File, attached bool) {
 			defer wg.Done()
 			defer f.Close()
-			buf := make([]byte, 32<<10)
+			buf := streamBufs.Get().(*[32 << 10]byte)
+			defer streamBufs.Put(buf)
 			for {
-				n, err := f.Read(buf)
+				n, err := f.Read(buf[:])
 				if n > 0 && attached {
 					send(stream, buf[:n]) // a client that went away still lets the process finish
 				}
@@ -286,6 +248,70 @@ func (s *Server) ExecStart(w http.ResponseWriter, r *http.Request, id string) {
 	// the exec as soon as they read EOF.
 	s.finishExec(e, proc, &wg)
 }
+
+// startAttached starts e's process with its stdio on pipes and returns
+// the ends the stand-in keeps: stdin's writer (nil unless attached), the
+// readers of stdout and stderr.
+func (s *Server) startAttached(e *execRec, sb *sandbox.Sandbox) (proc *sandbox.Proc, inW, or, er *os.File, err error) {
+	var ow, ew, inR *os.File
+	closeAll := func() {
+		for _, f := range []*os.File{or, ow, er, ew, inR, inW} {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
+	if or, ow, err = pipe(true); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if er, ew, err = pipe(true); err != nil {
+		closeAll()
+		return nil, nil, nil, nil, err
+	}
+	if e.opts.AttachStdin {
+		if inR, inW, err = pipe(false); err != nil {
+			closeAll()
+			return nil, nil, nil, nil, err
+		}
+	}
+	if proc, err = sb.Exec(e.process(), inR, ow, ew); err != nil {
+		closeAll()
+		return nil, nil, nil, nil, err
+	}
+	s.setPid(e, proc)
+	// The Sandbox has its own copies of these.
+	ow.Close()
+	ew.Close()
+	if inR != nil {
+		inR.Close()
+	}
+	return proc, inW, or, er, nil
+}
+
+// pipe is a pipe whose one end the stand-in keeps, read or written
+// through the runtime's poller, and whose other end only goes to a
+// Sandbox (os.Pipe would register both with the poller): keepRead says
+// which end is kept.
+func pipe(keepRead bool) (r, w *os.File, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("creating a pipe: %w", err)
+	}
+	kept := p[1]
+	if keepRead {
+		kept = p[0]
+	}
+	if err := unix.SetNonblock(kept, true); err != nil { // os.NewFile makes it pollable
+		unix.Close(p[0])
+		unix.Close(p[1])
+		return nil, nil, fmt.Errorf("creating a pipe: %w", err)
+	}
+	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
+}
+
+// streamBufs are the buffers an attached exec's output is read through:
+// a run execs thousands of times, and most execs write little or nothing.
+var streamBufs = sync.Pool{New: func() any { return new([32 << 10]byte) }}
 
 // execDetached starts the process with nothing attached: its stdio is
 // /dev/null, so that a daemon that writes to stdout neither blocks nor dies
