@@ -87,6 +87,7 @@ type EngineOptions struct {
 type engineConn struct {
 	*engine.Identity
 	cli *client.Client
+	ex  *engine.Execer // the runner's execs: see engine.Execer
 	// retired removes, each, a Sandbox whose sample is done, emptied and
 	// stopped: called when the run's samples are all taken (protocol 5:
 	// removing one frees its inodes).
@@ -209,6 +210,7 @@ func RunEngine(ctx context.Context, o EngineOptions) ([]manifests.Sample, error)
 			return nil, err
 		}
 		defer c.cli.Close()
+		defer c.ex.Close()
 		conns[id.Name] = c
 		names = append(names, id.Name)
 		pins.Targets = append(pins.Targets, id.Pins())
@@ -319,7 +321,7 @@ func connectEngine(ctx context.Context, id *engine.Identity, img engine.Image) (
 		cli.Close()
 		return nil, fmt.Errorf("%s reports image id %s for %s, the pinned id is %s: refusing to run on another image", id.Name, have.ID, img.ID, img.ID)
 	}
-	return &engineConn{Identity: id, cli: cli}, nil
+	return &engineConn{Identity: id, cli: cli, ex: engine.NewExecer(ctx, cli)}, nil
 }
 
 func sampleSummary(s manifests.Sample) string {

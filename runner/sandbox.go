@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/manifests"
@@ -19,7 +17,7 @@ import (
 
 // sandbox runs commands in one container through the Engine API.
 type sandbox struct {
-	cli     *client.Client
+	ex      *engine.Execer
 	id      string
 	engine  string        // manifests.EngineDockerd, EngineStandin or EngineKubernetes
 	timeout time.Duration // of each exec: cells.TimeoutOn the target
@@ -49,7 +47,7 @@ func newSandbox(ctx context.Context, c *engineConn, o EngineOptions, name string
 		remove()
 		return nil, nil, fmt.Errorf("starting the Sandbox: %w", err)
 	}
-	return &sandbox{cli: c.cli, id: id, engine: c.Engine, timeout: cells.TimeoutOn(c.Emulated)}, remove, nil
+	return &sandbox{ex: c.ex, id: id, engine: c.Engine, timeout: cells.TimeoutOn(c.Emulated)}, remove, nil
 }
 
 type execResult struct {
@@ -95,40 +93,24 @@ func (s *sandbox) execOnce(ctx context.Context, privileged bool, dir, script str
 	defer cancel()
 	opts := container.ExecOptions{
 		Cmd: []string{"/bin/sh", "-c", script}, AttachStdout: true, AttachStderr: true,
-		AttachStdin: stdin != nil, WorkingDir: dir, Privileged: privileged && s.engine == manifests.EngineStandin,
+		WorkingDir: dir, Privileged: privileged && s.engine == manifests.EngineStandin,
 		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LC_ALL=C", "TZ=UTC"},
 	}
 	if !privileged {
 		opts.User = BodyUser
 	}
-	t0 := time.Now()
-	created, err := s.cli.ContainerExecCreate(ctx, s.id, opts)
-	if err != nil {
-		return execResult{}, true, err
-	}
-	hr, err := s.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
-	if err != nil {
-		return execResult{}, true, err
-	}
+	var in io.Reader
 	if stdin != nil {
-		in := stdin()
-		go func() {
-			io.Copy(hr.Conn, in)
-			hr.CloseWrite()
-		}()
+		in = stdin()
 	}
 	var stdout, stderr bytes.Buffer
-	_, err = stdcopy.StdCopy(&stdout, &stderr, hr.Reader)
-	hr.Close()
+	t0 := time.Now()
+	res, err := s.ex.Exec(ctx, s.id, opts, in, &stdout, &stderr)
 	if err != nil {
 		return execResult{}, true, err
 	}
-	insp, err := s.cli.ContainerExecInspect(ctx, created.ID)
-	if err != nil {
-		return execResult{}, true, err
-	}
-	r = execResult{stdout: stdout.Bytes(), stderr: stderr.Bytes(), code: insp.ExitCode, wall: time.Since(t0)}
-	return r, !(insp.ExitCode == 126 && insp.Pid == 0 && !insp.Running), nil
+	r = execResult{stdout: stdout.Bytes(), stderr: stderr.Bytes(), code: res.ExitCode, wall: time.Since(t0)}
+	return r, !(res.ExitCode == 126 && res.Pid == 0 && !res.Running), nil
 }
 
 // must runs a step that has to succeed, and says which one failed and how.

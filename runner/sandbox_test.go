@@ -56,7 +56,7 @@ func TestExecRestartsWhatTheEngineCouldNotStart(t *testing.T) {
 	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sb := &sandbox{cli: cli, id: created.ID, engine: manifests.EngineDockerd, timeout: time.Minute}
+	sb := &sandbox{ex: engine.NewExecer(ctx, cli), id: created.ID, engine: manifests.EngineDockerd, timeout: time.Minute}
 
 	t.Run("the cause goes", func(t *testing.T) {
 		sb.restarts = 0
