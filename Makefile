@@ -164,8 +164,8 @@ bench-uring: deps ## FUSE over io_uring against /dev/fuse: 1,000 creates through
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 20x -timeout 10m ./layerfs/uring/
 
 .PHONY: bench-exec
-bench-exec: ## Per-exec overhead: the stand-in, and beside it dockerd (scripts/dockerd start), as root
-	$(GO) test -count=1 -run '^$$' -bench ExecOverhead -benchtime 500x ./standin/
+bench-exec: ## An exec's round trip over a bare fork+exec+wait (the stand-in in-process and in its own process), then the stand-in beside dockerd (scripts/dockerd start), as root
+	$(GO) test -count=1 -run '^$$' -bench ExecOverhead -benchtime 2000x ./standin/
 	DOCKER_HOST=$${DOCKER_HOST:-unix:///run/sealbench-dockerd/docker.sock} \
 		$(GO) test -count=1 -run '^$$' -bench ExecStandinVsDockerd -benchtime 300x ./standin/
 	$(GO) test -count=1 -run '^$$' -bench SandboxExec -benchtime 500x ./standin/sandbox/

@@ -4,18 +4,23 @@ package standin
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +41,57 @@ func TestMain(m *testing.M) {
 	if sandbox.IsInit() {
 		sandbox.InitMain()
 	}
+	if sock := os.Getenv(serveEnv); sock != "" {
+		os.Exit(serveMain(sock))
+	}
 	os.Exit(m.Run())
+}
+
+// serveEnv, set to a socket's path, makes the test binary the stand-in,
+// serving there (its state beside the socket) until SIGTERM: what
+// serveProcess starts.
+const serveEnv = "STANDIN_TEST_SERVE"
+
+func serveMain(sock string) int {
+	if os.Getenv("GOMAXPROCS") == "" { // as standin serve does
+		runtime.GOMAXPROCS(DaemonProcs)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	err := Serve(ctx, ServeOptions{Socket: sock, Options: Options{StateDir: filepath.Join(filepath.Dir(sock), "state")},
+		Ready: func(string) { fmt.Println("ready") }})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// serveProcess runs the stand-in in a process of its own, as a run has it
+// (benchmarks time a client's round trips through it), and stops it when
+// tb ends.
+func serveProcess(tb testing.TB) *testServer {
+	tb.Helper()
+	base := testenv.ShortTempDir(tb, "standin")
+	sock := filepath.Join(base, "standin.sock")
+	cmd, out := testenv.StartSelf(tb, serveEnv+"="+sock)
+	tb.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			tb.Errorf("the stand-in's process: %v", err)
+		}
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		tb.Fatalf("starting the stand-in: %q, %v", line, err)
+	}
+	go io.Copy(io.Discard, out)
+	cli, err := client.NewClientWithOpts(client.WithHost("unix://"+sock), client.WithAPIVersionNegotiation())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cli.Close() })
+	return &testServer{socket: sock, state: filepath.Join(base, "state"), cli: cli}
 }
 
 // entry is one file of a test layer.

@@ -33,6 +33,14 @@ const (
 	MinAPIVersion = engineapi.MinAPIVersion
 )
 
+// DaemonProcs is the GOMAXPROCS `standin serve` runs with when the
+// environment sets none. The stand-in answers one runner's calls one
+// after another; with more than one P, the Go scheduler wakes an idle
+// thread on another CPU for each message it gets, and those wake-ups take
+// CPU time from the commands being measured (make bench-exec: 1.71x a
+// bare fork+exec+wait with two Ps on a 2-CPU VM, 1.63x with one).
+const DaemonProcs = 1
+
 // Options configure a Server.
 type Options struct {
 	// StateDir holds images, layers and the Sandboxes' files. It must be

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,9 +79,18 @@ func startStandin(t *testing.T, bin, state string) *daemon {
 	var ready struct {
 		Ready  bool
 		Socket string
+		Procs  int
 	}
 	if err := json.Unmarshal([]byte(line), &ready); err != nil || !ready.Ready || ready.Socket != d.socket {
 		t.Fatalf("ready line %q: %v", line, err)
+	}
+	// One CPU at a time, unless the environment says how many.
+	wantProcs := 1
+	if v := os.Getenv("GOMAXPROCS"); v != "" {
+		wantProcs, _ = strconv.Atoi(v)
+	}
+	if ready.Procs != wantProcs {
+		t.Errorf("standin serve runs with GOMAXPROCS %d, want %d", ready.Procs, wantProcs)
 	}
 	go func() { d.done <- d.cmd.Wait() }()
 	t.Cleanup(func() {
