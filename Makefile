@@ -12,6 +12,9 @@ COSIGN := $(TOOLS)/cosign-$(COSIGN_VERSION)/bin/cosign
 OUT ?= out
 KEYS ?= $(OUT)/keys
 FUZZTIME ?= 15s
+# LAYERFS_ROUNDS is how many alternating rounds make bench-layerfs takes the
+# medians of (LAYERFS_ROUNDS=3 for a quicker look).
+LAYERFS_ROUNDS ?= 5
 # Extra flags for `make run`, e.g. RUN_FLAGS='--cells C01,C12 --samples 3'.
 RUN_FLAGS ?=
 TEST_TIMEOUT ?= 40m
@@ -148,12 +151,12 @@ fuzz: ## Short fuzz runs of every parser (FUZZTIME=15s each)
 	$(GO) test -run '^$$' -fuzz '^FuzzVerifyAttestation$$' $(FUZZFLAGS) ./bundle/sign/
 
 .PHONY: bench-layerfs
-bench-layerfs: deps ## The twelve cells on a LayerFS workspace, a plain directory, go-fuse's loopback and libfuse's passthrough_hp (scripts/libfuse builds it; skipped, saying so, when absent), each over /dev/fuse and io_uring, on disk, tmpfs and XFS: ratios and geomeans (root, FUSE; minutes)
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime 3x -timeout 45m ./layerfs/...
+bench-layerfs: deps ## The twelve cells on a LayerFS workspace, a plain directory, go-fuse's loopback and libfuse's passthrough_hp (scripts/libfuse builds it; skipped, saying so, when absent), each over /dev/fuse and io_uring, on disk, tmpfs and XFS: ratios and geomeans, medians of LAYERFS_ROUNDS=5 rounds (root, FUSE; tens of minutes)
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime $(LAYERFS_ROUNDS)x -timeout 45m ./layerfs/...
 	@echo "the same cells with the overlay, the plain directory and the loopback's directory on a tmpfs:"
-	LAYERFS_BENCH_OVERLAY=/dev/shm $(GO) test -count=1 -run '^$$' -bench Cells -benchtime 3x -timeout 45m ./layerfs/
+	LAYERFS_BENCH_OVERLAY=/dev/shm $(GO) test -count=1 -run '^$$' -bench Cells -benchtime $(LAYERFS_ROUNDS)x -timeout 45m ./layerfs/
 	@echo "the same cells with everything on XFS, whose reflinks make copy-ups clones:"
-	scripts/with-loopfs xfs $(GO) test -count=1 -run '^$$' -bench Cells -benchtime 3x -timeout 45m ./layerfs/
+	scripts/with-loopfs xfs $(GO) test -count=1 -run '^$$' -bench Cells -benchtime $(LAYERFS_ROUNDS)x -timeout 45m ./layerfs/
 
 .PHONY: bench-layerfs-verify
 bench-layerfs-verify: ## What checking a blob against its digest costs: C09's cold read of 64 MiB checked by its stamp, checked by reading it and unchecked, in turns, and the ratios (root, FUSE)
