@@ -82,6 +82,13 @@ var systems = []string{"native", "loopback/dev", "loopback/uring", "passthrough_
 // others.
 var benchKnobs = map[string]func(on bool){
 	"writebehind": func(on bool) { writeBehindOff = !on },
+	"lazycopy": func(on bool) {
+		if on {
+			lazyMinSize = 1 << 20
+		} else {
+			lazyMinSize = 1 << 62
+		}
+	},
 }
 
 // benchKnob is the knob LAYERFS_BENCH_AB names, or "" when none.
