@@ -83,13 +83,16 @@ var systems = []string{"native", "loopback/dev", "loopback/uring", "passthrough_
 var benchKnobs = map[string]func(on bool){
 	"writebehind": func(on bool) { writeBehindOff = !on },
 	"lazycopy": func(on bool) {
-		if on {
-			lazyMinSize = 1 << 20
-		} else {
-			lazyMinSize = 1 << 62
+		lazyMinSize = lazyMinDefault
+		if !on {
+			lazyMinSize = 1 << 62 // no file is large enough: every copy-up copies first
 		}
 	},
 }
+
+// lazyMinDefault is lazyMinSize as the package sets it, which the
+// lazycopy knob puts back.
+var lazyMinDefault = lazyMinSize
 
 // benchKnob is the knob LAYERFS_BENCH_AB names, or "" when none.
 func benchKnob(b *testing.B) string {
