@@ -25,6 +25,7 @@ const (
 	helperOut    = "SEALBENCH_TEST_SEAL_OUT"    // the seal's --out
 	helperSource = "SEALBENCH_TEST_SEAL_SOURCE" // the source to seal
 	helperGo     = "SEALBENCH_TEST_SEAL_GO"     // the go command
+	helperKeys   = "SEALBENCH_TEST_SEAL_KEYS"   // where to write its key pair (the test removes it: the helper is killed)
 )
 
 func TestMain(m *testing.M) {
@@ -37,15 +38,11 @@ func TestMain(m *testing.M) {
 // sealHelper seals with a real key and the fake go command, as `sealbench
 // seal` would, until it is killed.
 func sealHelper(out string) int {
-	dir, err := os.MkdirTemp("", "seal-helper-keys-")
+	priv, _, err := sign.WriteKeyPair(os.Getenv(helperKeys), nil, false)
 	if err == nil {
-		defer os.RemoveAll(dir)
-		var priv string
-		if priv, _, err = sign.WriteKeyPair(dir, nil, false); err == nil {
-			var s *sign.Signer
-			if s, err = sign.LoadPrivateKey(priv, nil); err == nil {
-				_, err = Seal(context.Background(), SealOptions{Source: os.Getenv(helperSource), OutDir: out, Signer: s, GoBinary: os.Getenv(helperGo)})
-			}
+		var s *sign.Signer
+		if s, err = sign.LoadPrivateKey(priv, nil); err == nil {
+			_, err = Seal(context.Background(), SealOptions{Source: os.Getenv(helperSource), OutDir: out, Signer: s, GoBinary: os.Getenv(helperGo)})
 		}
 	}
 	fmt.Fprintln(os.Stderr, "seal helper:", err)
@@ -97,7 +94,7 @@ func TestKilledSealLeavesNothing(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pids")
 
 	helper := exec.Command(os.Args[0], "-test.run=^$")
-	helper.Env = append(os.Environ(), helperOut+"="+out, helperSource+"="+root, helperGo+"="+goBin, "FAKE_GO_HANG="+pidFile)
+	helper.Env = append(os.Environ(), helperOut+"="+out, helperSource+"="+root, helperGo+"="+goBin, helperKeys+"="+t.TempDir(), "FAKE_GO_HANG="+pidFile)
 	var stderr bytes.Buffer
 	helper.Stderr = &stderr
 	if err := helper.Start(); err != nil {

@@ -28,16 +28,19 @@ import (
 // serverEnv makes the test binary a daemon for TestURing/Kill and NoPoll:
 // it mounts a loopback whose LOOKUP of "block" never returns, at the
 // directory the variable names, over the transport in serverTransportEnv;
-// with serverModeEnv=nopoll it then uses the mount itself and exits.
+// with serverModeEnv=nopoll it then uses the mount itself and exits. The
+// loopback's backing directory is serverSourceEnv's, which the test makes
+// and removes: the daemon is killed, so it could not remove its own.
 const (
 	serverEnv          = "SEALBENCH_URING_TEST_SERVER"
 	serverTransportEnv = "SEALBENCH_URING_TEST_TRANSPORT"
 	serverModeEnv      = "SEALBENCH_URING_TEST_MODE"
+	serverSourceEnv    = "SEALBENCH_URING_TEST_SOURCE"
 )
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(serverEnv); dir != "" {
-		os.Exit(runServer(dir, Transport(os.Getenv(serverTransportEnv))))
+		os.Exit(runServer(dir, os.Getenv(serverSourceEnv), Transport(os.Getenv(serverTransportEnv))))
 	}
 	os.Exit(m.Run())
 }
@@ -513,7 +516,7 @@ func testKill(t *testing.T) {
 // mnt, and returns once it says it has mounted over transport tr.
 func startDaemon(t *testing.T, mnt string, tr Transport, mode string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
-	cmd, out := testenv.StartSelf(t, serverEnv+"="+mnt, serverTransportEnv+"="+string(tr), serverModeEnv+"="+mode)
+	cmd, out := testenv.StartSelf(t, serverEnv+"="+mnt, serverSourceEnv+"="+t.TempDir(), serverTransportEnv+"="+string(tr), serverModeEnv+"="+mode)
 	lines := bufio.NewScanner(out)
 	if !lines.Scan() || lines.Text() != "mounted "+string(tr) {
 		cmd.Process.Kill()
@@ -596,13 +599,7 @@ func (b *blockFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, 
 	return b.RawFileSystem.Lookup(cancel, h, name, out)
 }
 
-func runServer(dir string, t Transport) int {
-	src, err := os.MkdirTemp("", "uring-server-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(src)
+func runServer(dir, src string, t Transport) int {
 	root, err := fs.NewLoopbackRoot(src)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
