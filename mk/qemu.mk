@@ -16,5 +16,5 @@ qemu-deps: ## Install QEMU's Debian packages, when missing (as root)
 	@$(MAKE) --no-print-directory deps TEST_PACKAGES="$(QEMU_PACKAGES)"
 
 .PHONY: test-qemu
-test-qemu: vm-image qemu-deps ## A real QEMU microvm (TCG), no Lima: the conformance suite, C01 and C09 (QEMU_CELLS=all: every cell) against local's counts, teardown, audit (root)
+test-qemu: vm-image qemu-deps ## A real QEMU microvm (TCG), no Lima: the conformance suite (two boots) with, on its first boot, C01 and C09 (QEMU_CELLS=all: every cell) against local's counts, teardown, audit (root)
 	SEALBENCH_QEMU_CELLS=$(QEMU_CELLS) $(GO) test -count=1 -timeout $(QEMU_TEST_TIMEOUT) -tags qemutest -v ./provision/qemu/...

@@ -13,7 +13,6 @@ import (
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 	"github.com/sealbench/sealbench/provision/internal/vmtest"
 	"github.com/sealbench/sealbench/provision/lima"
@@ -38,28 +37,10 @@ func needLima(t *testing.T) (limactl, vmImage string) {
 }
 
 // TestConformance runs the suite every Target passes (two boots: see
-// provisiontest).
+// provisiontest) on a VM made from this tree's sealed bundle, with, while
+// the first boot is up, every cell on local and lima, the same counts
+// (vmtest.Twelve.Conformance); then nothing left.
 func TestConformance(t *testing.T) {
-	limactl, vmImage := needLima(t)
-	b := provisiontest.GetBundle(t)
-	m := b.Manifest
-	provisiontest.Run(t, &provisiontest.Suite{
-		New: func(t *testing.T, run *runs.Run) provision.Target {
-			l, err := lima.New(lima.Options{Run: run, Bundle: b.Dir, Manifest: m, VMImage: vmImage, Limactl: limactl, Log: t.Logf})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return l
-		},
-		Image:   b.Image,
-		Engine:  manifests.EngineStandin,
-		Timeout: 10 * time.Minute, // boots under TCG took 1 to 3 minutes here
-	})
-}
-
-// TestTwelveCellsLikeLocal: every cell on local and lima, the same counts
-// (vmtest.Twelve), then nothing left.
-func TestTwelveCellsLikeLocal(t *testing.T) {
 	limactl, vmImage := needLima(t)
 	vmtest.Twelve{Name: lima.Name, Emulated: true, CPUs: vmtarget.DefaultSize.CPUs, MemoryBytes: vmtarget.DefaultSize.MemoryBytes, Kernel: "cloud",
 		// The Lima directory and instance, hostagent and QEMU, the image.
@@ -72,5 +53,5 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 			return vm
 		},
 		Dir: func(vm vmtest.EmulatedTarget) string { return vm.(*lima.Lima).LimaDir() },
-	}.TwelveCellsLikeLocal(t)
+	}.Conformance(t, manifests.EngineStandin, 10*time.Minute) // boots under TCG took 1 to 3 minutes here
 }

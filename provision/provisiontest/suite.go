@@ -6,7 +6,8 @@
 // The suite makes one run and its target, checks that Destroy before
 // Create is nil, creates it and installs the image; then every test of
 // Shared runs on that target, in name order (each leaves it up, with the
-// image); then the steps of Lifecycle run in their order, each starting
+// image), then the target's own tests of Suite.WhileUp; then the steps of
+// Lifecycle run in their order, each starting
 // from what the one before left: Destroy leaves nothing, Create works
 // again after it (the second boot), and the run's teardown leaves nothing
 // the audit finds.
@@ -50,6 +51,14 @@ type Suite struct {
 	// its ledger entries name; they name the Engine as that host sees it,
 	// never the Endpoint forwarded here (docs/design/remote-hosts.md).
 	Host string
+	// WhileUp are more tests, by name, that run on the suite's target
+	// after the Shared ones, before the Lifecycle steps: a test that needs
+	// the target up (a VM's twelve cells) shares the suite's boot rather
+	// than booting one of its own. Each leaves the target up.
+	WhileUp map[string]Test
+	// Gone, when set, checks after DestroyLeavesNothing's Destroy what
+	// only this kind of target could leave (a VM's directory on the host).
+	Gone func(t *testing.T, target provision.Target)
 }
 
 // A Test runs on the suite's target, up with the image installed, and
@@ -79,8 +88,8 @@ var Lifecycle = []struct {
 	{"TeardownOfTheRunLeavesNothing", teardownRun},
 }
 
-// Run runs the suite: the setup, every Shared test in name order, then the
-// Lifecycle steps in theirs.
+// Run runs the suite: the setup, every Shared test in name order, then
+// s.WhileUp's in theirs, then the Lifecycle steps in their order.
 func Run(t *testing.T, s *Suite) {
 	e := newEnv(t, s)
 	if !e.step(t, "DestroyBeforeCreateIsNil", s, func(t *testing.T, e *Env, s *Suite) {
@@ -97,6 +106,14 @@ func Run(t *testing.T, s *Suite) {
 	sort.Strings(names)
 	for _, n := range names {
 		e.step(t, n, s, Shared[n])
+	}
+	names = names[:0]
+	for n := range s.WhileUp {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		e.step(t, n, s, s.WhileUp[n])
 	}
 	for _, l := range Lifecycle {
 		e.step(t, l.Name, s, l.Step)
@@ -327,6 +344,10 @@ func destroyLeavesNothing(t *testing.T, e *Env, s *Suite) {
 	if inv := e.inventory(t); len(inv) > 0 {
 		t.Errorf("after Destroy the target still holds:\n  %s", strings.Join(inv, "\n  "))
 	}
+	if s.Gone != nil {
+		s.Gone(t, e.Target)
+	}
+	e.must(t, "Destroy again", e.Target.Destroy(e.ctx))
 }
 
 func ledgerNamesAll(t *testing.T, e *Env, s *Suite) {

@@ -7,20 +7,15 @@
 package qemu_test
 
 import (
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
-	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/internal/vmtarget"
 	"github.com/sealbench/sealbench/provision/internal/vmtest"
-	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/provision/qemu"
-	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/runs"
 )
 
@@ -45,28 +40,14 @@ func newQEMU(t *testing.T, run *runs.Run, vmImage, dir string, m *manifests.Bund
 	return q
 }
 
-// TestConformance runs the suite every Target passes.
+// TestConformance runs the suite every Target passes (provisiontest) on a
+// VM made from this tree's sealed bundle, with, while its first boot is
+// up, the cells of SEALBENCH_QEMU_CELLS on local and qemu ("all": every
+// cell; unset: C01 and C09, the check, as CI runs it: lima's test
+// runs all twelve on the same guest kernel), the same counts
+// (vmtest.Twelve.Conformance); then nothing left.
 func TestConformance(t *testing.T) {
 	vmImage := needQEMU(t)
-	b := provisiontest.GetBundle(t)
-	m := b.Manifest
-	provisiontest.Run(t, &provisiontest.Suite{
-		New: func(t *testing.T, run *runs.Run) provision.Target {
-			return newQEMU(t, run, vmImage, b.Dir, m, b.Image)
-		},
-		Image:   b.Image,
-		Engine:  manifests.EngineStandin,
-		Timeout: 10 * time.Minute,
-	})
-}
-
-// TestTwelveCellsLikeLocal: the cells of SEALBENCH_QEMU_CELLS on local
-// and qemu ("all": every cell; unset: C01 and C09, the check, as
-// CI runs it: lima's test runs all twelve on the same guest kernel), the
-// same counts (vmtest.Twelve), then nothing left.
-func TestTwelveCellsLikeLocal(t *testing.T) {
-	vmImage := needQEMU(t)
-	testenv.NeedRoot(t) // the local target
 	vmtest.Twelve{Name: qemu.Name, Emulated: true, CPUs: vmtarget.DefaultSize.CPUs, MemoryBytes: vmtarget.DefaultSize.MemoryBytes, Kernel: "cloud",
 		// The target's directory, the VM (disks, pid file), QEMU and the
 		// link, their two sockets, the image.
@@ -76,25 +57,6 @@ func TestTwelveCellsLikeLocal(t *testing.T) {
 			return newQEMU(t, run, vmImage, dir, m, img)
 		},
 		Dir:   func(vm vmtest.EmulatedTarget) string { return vm.(*qemu.QEMU).Dir() },
-		Cells: qemuCells(t),
-	}.TwelveCellsLikeLocal(t)
-}
-
-// qemuCells are the cells SEALBENCH_QEMU_CELLS names: "all" is every
-// cell (nil), unset is C01 and C09.
-func qemuCells(t *testing.T) []string {
-	v := os.Getenv("SEALBENCH_QEMU_CELLS")
-	switch v {
-	case "all":
-		return nil
-	case "":
-		return []string{"C01", "C09"}
-	}
-	names := strings.Split(v, ",")
-	for _, n := range names {
-		if _, err := cells.Lookup(n); err != nil {
-			t.Fatalf("SEALBENCH_QEMU_CELLS=%s: %v", v, err)
-		}
-	}
-	return names
+		Cells: vmtest.CellsFromEnv(t, "SEALBENCH_QEMU_CELLS", []string{"C01", "C09"}),
+	}.Conformance(t, manifests.EngineStandin, 10*time.Minute)
 }

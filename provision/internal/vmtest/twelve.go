@@ -17,6 +17,7 @@ import (
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/provision"
 	"github.com/sealbench/sealbench/provision/local"
+	"github.com/sealbench/sealbench/provision/provisiontest"
 	"github.com/sealbench/sealbench/runner"
 	"github.com/sealbench/sealbench/runner/cells"
 	"github.com/sealbench/sealbench/runner/report"
@@ -65,21 +66,153 @@ type Twelve struct {
 // local's, but for the differences the report explains; then take the VM
 // through the rest of its life (what it holds, the audit seeing it,
 // Destroy twice) and tear the run down, with an audit that finds nothing
-// left. It is the one test that boots a VM for the lifecycle, beside the
-// conformance suite's boots.
+// left. A VM target runs the same checks inside its conformance suite's
+// boot instead (Conformance).
 func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 	testenv.NeedFUSE(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	defer cancel()
-	names := tw.Cells
-	if len(names) == 0 {
-		names = cells.Names()
+	step := stepper(t)
+	sb := seal(ctx, t, step)
+
+	state := testenv.ShortTempDir(t, "sbl-") // the local stand-in's socket lives under it
+	run, err := runs.NewRun(state)
+	if err != nil {
+		t.Fatal(err)
 	}
+	torn := false
+	defer func() {
+		if !torn {
+			run.Close()
+			runs.Teardown(context.Background(), run.Dir, runs.TeardownOptions{Log: t.Logf})
+		}
+	}()
+	vm := tw.New(t, run, sb.dir, sb.manifest, sb.img)
+	if err := vm.Create(ctx); err != nil {
+		t.Fatalf("creating %s: %v", vm.Name(), err)
+	}
+	step("created %s", vm.Name())
+	tw.cells(ctx, t, step, run, state, sb, vm, 0)
+	tw.lifecycle(ctx, t, run, state, vm)
+	step("destroyed the VM")
+
+	run.Close()
+	torn = true
+	res, err := runs.Teardown(ctx, run.Dir, runs.TeardownOptions{Log: t.Logf})
+	if err != nil {
+		t.Fatalf("teardown: %v", err)
+	}
+	step("tore down %d resources", len(res.Removed))
+	audit, err := runs.Audit(ctx, runs.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{local.Name, tw.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, r := range audit.Leftovers {
+		left = append(left, r.String())
+	}
+	if len(left) > 0 {
+		t.Errorf("the audit after teardown finds:\n  %s", strings.Join(left, "\n  "))
+	}
+	if _, err := os.Stat(tw.Dir(vm)); !os.IsNotExist(err) {
+		t.Errorf("the %s target's directory %s is still there: %v", tw.Name, tw.Dir(vm), err)
+	}
+}
+
+// Conformance runs the conformance suite every Target passes
+// (provisiontest) on the VM, made from this tree's sealed bundle, and, as
+// one more test while the suite has it up (TwelveCellsLikeLocal), the
+// cells beside local with TwelveCellsLikeLocal's checks: the suite's two
+// boots serve both, where running them apart boots the VM three times
+// (each boot is minutes under TCG). The suite's own tests run on its
+// busybox image (their scripts are busybox's); the cells, on the Sandbox
+// image, which the test installs. engine is what the VM's Identity must
+// say serves the Engine API; timeout bounds each of the suite's steps.
+func (tw Twelve) Conformance(t *testing.T, engineName string, timeout time.Duration) {
+	testenv.NeedRoot(t) // the local target beside the VM
+	testenv.NeedFUSE(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+	defer cancel()
+	step := stepper(t)
+	sb := seal(ctx, t, step)
+	tb := provisiontest.GetBundle(t)
+	provisiontest.Run(t, &provisiontest.Suite{
+		New: func(t *testing.T, run *runs.Run) provision.Target {
+			return tw.New(t, run, sb.dir, sb.manifest, sb.img)
+		},
+		Image:   tb.Image,
+		Engine:  engineName,
+		Timeout: timeout,
+		WhileUp: map[string]provisiontest.Test{
+			"TwelveCellsLikeLocal": func(t *testing.T, e *provisiontest.Env, _ *provisiontest.Suite) {
+				vm := e.Target.(EmulatedTarget)
+				// Holds counts the suite's image too.
+				loc := tw.cells(ctx, t, step, e.Run, e.State, sb, vm, 1)
+				if err := loc.Destroy(ctx); err != nil {
+					t.Fatalf("destroying local: %v", err)
+				}
+				// Its Inventory, not the audit: the audit of local sees
+				// the run's processes on this host, the VM's among them.
+				inv, err := loc.Inventory(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range inv {
+					t.Errorf("local still holds after its Destroy: %s", r)
+				}
+			},
+		},
+		Gone: func(t *testing.T, target provision.Target) {
+			if d := tw.Dir(target.(EmulatedTarget)); d != "" {
+				if _, err := os.Stat(d); !os.IsNotExist(err) {
+					t.Errorf("the %s target's directory %s is still there after Destroy: %v", tw.Name, d, err)
+				}
+			}
+		},
+	})
+}
+
+// CellsFromEnv are the cells the variable env names for a Twelve's Cells:
+// "all" is every cell (nil), unset is def, and anything else a
+// comma-separated list of cells.
+func CellsFromEnv(t *testing.T, env string, def []string) []string {
+	t.Helper()
+	v := os.Getenv(env)
+	switch v {
+	case "all":
+		return nil
+	case "":
+		return def
+	}
+	names := strings.Split(v, ",")
+	for _, n := range names {
+		if _, err := cells.Lookup(n); err != nil {
+			t.Fatalf("%s=%s: %v", env, v, err)
+		}
+	}
+	return names
+}
+
+// stepper logs a step with the seconds since the test began.
+func stepper(t *testing.T) func(format string, args ...any) {
 	start := time.Now()
-	step := func(format string, args ...any) {
+	return func(format string, args ...any) {
 		t.Logf("[%6.1fs] %s", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
+}
 
+// sealedTree is this tree sealed and verified, with its Sandbox image.
+type sealedTree struct {
+	dir, name string
+	manifest  *manifests.BundleManifest
+	img       engine.Image
+	out       string // where the run's results go (results/)
+}
+
+// seal seals this tree with a new key, verifies the bundle and builds its
+// Sandbox image.
+func seal(ctx context.Context, t *testing.T, step func(string, ...any)) sealedTree {
+	t.Helper()
 	keys, out := t.TempDir(), t.TempDir()
 	priv, pub, err := sign.WriteKeyPair(keys, []byte("pw"), false)
 	if err != nil {
@@ -113,34 +246,34 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 	}
 	img := engine.Image{Tar: info.Tar, Ref: info.Ref, ID: info.ID}
 	step("built the Sandbox image %s", img.ID.Short(12))
+	return sealedTree{dir: sealed.Dir, name: sealed.Name, manifest: verified.Manifest, img: img, out: out}
+}
 
-	state := testenv.ShortTempDir(t, "sbl-") // the local stand-in's socket lives under it
-	run, err := runs.NewRun(state)
-	if err != nil {
-		t.Fatal(err)
+// cells provisions local in run beside vm (created already), installs the
+// Sandbox image on both, runs the cells on both and checks every sample
+// and count against local's, then what vm holds (Holds, with moreImages
+// images of other tests besides) and that the audit sees it. It returns
+// the local target, which the caller destroys.
+func (tw Twelve) cells(ctx context.Context, t *testing.T, step func(string, ...any), run *runs.Run, state string, sb sealedTree, vm EmulatedTarget, moreImages int) provision.Target {
+	t.Helper()
+	names := tw.Cells
+	if len(names) == 0 {
+		names = cells.Names()
 	}
-	torn := false
-	defer func() {
-		if !torn {
-			run.Close()
-			runs.Teardown(context.Background(), run.Dir, runs.TeardownOptions{Log: t.Logf})
-		}
-	}()
-	standin, ok := verified.Manifest.File(local.StandinBundlePath())
+	standin, ok := sb.manifest.File(local.StandinBundlePath())
 	if !ok {
 		t.Fatalf("the bundle has no %s", local.StandinBundlePath())
 	}
-	loc, err := local.New(local.Options{Run: run, Bundle: sealed.Dir, Standin: standin.Digest, Log: t.Logf})
+	loc, err := local.New(local.Options{Run: run, Bundle: sb.dir, Standin: standin.Digest, Log: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm := tw.New(t, run, sealed.Dir, verified.Manifest, img)
+	if err := loc.Create(ctx); err != nil {
+		t.Fatalf("creating local: %v", err)
+	}
+	step("created local")
 	for _, target := range []provision.Target{loc, vm} {
-		if err := target.Create(ctx); err != nil {
-			t.Fatalf("creating %s: %v", target.Name(), err)
-		}
-		step("created %s", target.Name())
-		if err := target.InstallImage(ctx, img); err != nil {
+		if err := target.InstallImage(ctx, sb.img); err != nil {
 			t.Fatalf("installing the image on %s: %v", target.Name(), err)
 		}
 		id, err := target.Identity(ctx)
@@ -156,8 +289,8 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 		t.Errorf("the VM has %d CPUs, %d bytes of memory and kernel %q, want %d, about %d and the guest's %s kernel", id.CPUs, id.MemoryBytes, id.Kernel, tw.CPUs, tw.MemoryBytes, tw.Kernel)
 	}
 
-	runnerFile, _ := verified.Manifest.File("bin/linux-" + runtime.GOARCH + "/sealbench")
-	results := filepath.Join(out, "results")
+	runnerFile, _ := sb.manifest.File("bin/linux-" + runtime.GOARCH + "/sealbench")
+	results := filepath.Join(sb.out, "results")
 	var ids []*engine.Identity
 	for _, tg := range []provision.Target{loc, vm} {
 		id, err := tg.Identity(ctx)
@@ -168,7 +301,7 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 	}
 	samples, err := runner.RunEngine(ctx, runner.EngineOptions{
 		RunID: run.ID, Ledger: run.Ledger, Targets: ids,
-		BundleID: sealed.Name, Image: img, RunnerSHA256: runnerFile.Digest, StandinSHA256: standin.Digest,
+		BundleID: sb.name, Image: sb.img, RunnerSHA256: runnerFile.Digest, StandinSHA256: standin.Digest,
 		Cells: names, Samples: 1, Seed: 1, OutDir: results, Log: t.Logf,
 	})
 	if err != nil {
@@ -214,38 +347,21 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 		}
 	}
 
-	tw.lifecycle(ctx, t, run, state, vm)
-	step("destroyed the VM")
-
-	run.Close()
-	torn = true
-	res, err := runs.Teardown(ctx, run.Dir, runs.TeardownOptions{Log: t.Logf})
-	if err != nil {
-		t.Fatalf("teardown: %v", err)
-	}
-	step("tore down %d resources", len(res.Removed))
-	audit, err := runs.Audit(ctx, runs.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{local.Name, tw.Name}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var left []string
-	for _, r := range audit.Leftovers {
-		left = append(left, r.String())
-	}
-	if len(left) > 0 {
-		t.Errorf("the audit after teardown finds:\n  %s", strings.Join(left, "\n  "))
-	}
-	if _, err := os.Stat(tw.Dir(vm)); !os.IsNotExist(err) {
-		t.Errorf("the %s target's directory %s is still there: %v", tw.Name, tw.Dir(vm), err)
-	}
+	tw.holds(ctx, t, run, state, vm, moreImages)
+	return loc
 }
 
-// lifecycle takes the VM, up after a run, through the rest of its life:
-// it holds what Holds says, the audit sees it while it is up, Destroy
-// removes all of it and its directory, a second Destroy is nil, and the
-// audit of the target then finds nothing of the run.
-func (tw Twelve) lifecycle(ctx context.Context, t *testing.T, run *runs.Run, state string, vm EmulatedTarget) {
+// holds checks that the VM, up after a run, holds what Holds says (with
+// moreImages more images) and that the audit sees it.
+func (tw Twelve) holds(ctx context.Context, t *testing.T, run *runs.Run, state string, vm EmulatedTarget, moreImages int) {
 	t.Helper()
+	want := map[manifests.ResourceKind]int{}
+	for k, n := range tw.Holds {
+		want[k] = n
+	}
+	if _, ok := want[manifests.ResourceImage]; ok {
+		want[manifests.ResourceImage] += moreImages
+	}
 	inv, err := vm.Inventory(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -255,9 +371,9 @@ func (tw Twelve) lifecycle(ctx context.Context, t *testing.T, run *runs.Run, sta
 		kinds[r.Kind]++
 		t.Logf("holds %s", r)
 	}
-	for k, n := range tw.Holds {
+	for k, n := range want {
 		if kinds[k] != n {
-			t.Errorf("inventory by kind %v: want %v", kinds, tw.Holds)
+			t.Errorf("inventory by kind %v: want %v", kinds, want)
 			break
 		}
 	}
@@ -268,6 +384,13 @@ func (tw Twelve) lifecycle(ctx context.Context, t *testing.T, run *runs.Run, sta
 	if len(res.Leftovers) == 0 {
 		t.Error("the audit does not see the running VM")
 	}
+}
+
+// lifecycle takes the VM, up after a run, through the rest of its life:
+// Destroy removes all of it and its directory, a second Destroy is nil,
+// and the audit of the target then finds nothing of the run.
+func (tw Twelve) lifecycle(ctx context.Context, t *testing.T, run *runs.Run, state string, vm EmulatedTarget) {
+	t.Helper()
 	if err := vm.Destroy(ctx); err != nil {
 		t.Fatalf("Destroy: %v", err)
 	}
@@ -277,7 +400,7 @@ func (tw Twelve) lifecycle(ctx context.Context, t *testing.T, run *runs.Run, sta
 	if err := vm.Destroy(ctx); err != nil {
 		t.Errorf("Destroy again: %v", err)
 	}
-	res, err = runs.Audit(ctx, runs.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{tw.Name}})
+	res, err := runs.Audit(ctx, runs.AuditOptions{StateDir: state, Run: run.ID, Targets: []string{tw.Name}})
 	if err != nil {
 		t.Fatal(err)
 	}
