@@ -7,7 +7,7 @@
 QEMU_PACKAGES := qemu-system-x86 qemu-utils
 QEMU_TEST_TIMEOUT ?= 40m
 # The cells the qemu test compares with local's: C01 and C09 (the issue's
-# check) in CI, since lima's test runs all twelve on the same guest kernel;
+# check) in CI, since lima's test runs the others on the same guest kernel;
 # QEMU_CELLS=all runs every cell (about 16 minutes here).
 QEMU_CELLS ?= C01,C09
 

@@ -44,7 +44,7 @@ func newQEMU(t *testing.T, run *runs.Run, vmImage, dir string, m *manifests.Bund
 // VM made from this tree's sealed bundle, with, while its first boot is
 // up, the cells of SEALBENCH_QEMU_CELLS on local and qemu ("all": every
 // cell; unset: C01 and C09, the check, as CI runs it: lima's test
-// runs all twelve on the same guest kernel), the same counts
+// runs the others on the same guest kernel), the same counts
 // (vmtest.Twelve.Conformance); then nothing left.
 func TestConformance(t *testing.T) {
 	vmImage := needQEMU(t)
