@@ -126,7 +126,7 @@ func (tw Twelve) TwelveCellsLikeLocal(t *testing.T) {
 // boots serve both, where running them apart boots the VM three times
 // (each boot is minutes under TCG). The suite's own tests run on its
 // busybox image (their scripts are busybox's); the cells, on the Sandbox
-// image, which the test installs. engine is what the VM's Identity must
+// image, which the test installs. engineName is what the VM's Identity must
 // say serves the Engine API; timeout bounds each of the suite's steps.
 func (tw Twelve) Conformance(t *testing.T, engineName string, timeout time.Duration) {
 	testenv.NeedRoot(t) // the local target beside the VM
