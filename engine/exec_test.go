@@ -18,7 +18,6 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sealbench/sealbench/engine"
 	"github.com/sealbench/sealbench/internal/testenv"
@@ -110,31 +109,8 @@ func checkExecer(t *testing.T, cli *client.Client, dropIdle func()) {
 	defer x.Close()
 
 	official := func(opts container.ExecOptions, stdin string) (string, string, int) {
-		opts.AttachStdin = stdin != ""
-		created, err := cli.ContainerExecCreate(ctx, id, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hr, err := cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if stdin != "" {
-			go func() {
-				io.Copy(hr.Conn, strings.NewReader(stdin))
-				hr.CloseWrite()
-			}()
-		}
-		var stdout, stderr bytes.Buffer
-		if _, err := stdcopy.StdCopy(&stdout, &stderr, hr.Reader); err != nil {
-			t.Fatal(err)
-		}
-		hr.Close()
-		insp, err := cli.ContainerExecInspect(ctx, created.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return stdout.String(), stderr.String(), insp.ExitCode
+		r := testenv.OfficialExec(t, cli, id, opts, stdin)
+		return r.Stdout, r.Stderr, r.Code
 	}
 	ours := func(opts container.ExecOptions, stdin string) (string, string, int) {
 		var in io.Reader

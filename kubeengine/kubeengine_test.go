@@ -298,45 +298,6 @@ func TestContainerLifecycle(t *testing.T) {
 	}
 }
 
-type execOut struct {
-	stdout, stderr string
-	code, pid      int
-}
-
-func runExec(t testing.TB, cli *client.Client, id string, opts container.ExecOptions, stdin string) execOut {
-	t.Helper()
-	ctx := context.Background()
-	opts.AttachStdout, opts.AttachStderr, opts.AttachStdin = true, true, stdin != ""
-	created, err := cli.ContainerExecCreate(ctx, id, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hr, err := cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if stdin != "" {
-		go func() {
-			io.Copy(hr.Conn, strings.NewReader(stdin))
-			hr.CloseWrite()
-		}()
-	}
-	var o, e bytes.Buffer
-	_, err = stdcopy.StdCopy(&o, &e, hr.Reader)
-	hr.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	insp, err := cli.ContainerExecInspect(ctx, created.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if insp.Running {
-		t.Errorf("exec %v still running after its stream ended", opts.Cmd)
-	}
-	return execOut{o.String(), e.String(), insp.ExitCode, insp.Pid}
-}
-
 func TestExec(t *testing.T) {
 	cli, _ := newEngine(t)
 	ctx := context.Background()
@@ -346,15 +307,15 @@ func TestExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	sh := func(script string) []string { return []string{"/bin/sh", "-c", script} }
-	if r := runExec(t, cli, id, container.ExecOptions{Cmd: sh("cat; echo to-err >&2; exit 5")}, "from stdin\n"); r.stdout != "from stdin\n" || r.stderr != "to-err\n" || r.code != 5 || r.pid <= 0 {
+	if r := testenv.OfficialExec(t, cli, id, container.ExecOptions{Cmd: sh("cat; echo to-err >&2; exit 5")}, "from stdin\n"); r.Stdout != "from stdin\n" || r.Stderr != "to-err\n" || r.Code != 5 || r.Pid <= 0 {
 		t.Errorf("stdin, stdout, stderr, exit: %+v", r)
 	}
-	if r := runExec(t, cli, id, container.ExecOptions{Cmd: sh(`pwd; echo "$FOO|$BAR"`), WorkingDir: "/tmp", Env: []string{"FOO=it's", "BAR=a b"}}, ""); r.stdout != "/tmp\nit's|a b\n" || r.code != 0 {
+	if r := testenv.OfficialExec(t, cli, id, container.ExecOptions{Cmd: sh(`pwd; echo "$FOO|$BAR"`), WorkingDir: "/tmp", Env: []string{"FOO=it's", "BAR=a b"}}, ""); r.Stdout != "/tmp\nit's|a b\n" || r.Code != 0 {
 		t.Errorf("working directory and environment: %+v", r)
 	}
-	r := runExec(t, cli, id, container.ExecOptions{Cmd: sh("id -u; id -g; id -G; cat /proc/self/status"), User: "65534:65534"}, "")
-	lines := strings.Split(r.stdout, "\n")
-	if r.code != 0 || len(lines) < 3 || lines[0] != "65534" || lines[1] != "65534" || lines[2] != "65534" {
+	r := testenv.OfficialExec(t, cli, id, container.ExecOptions{Cmd: sh("id -u; id -g; id -G; cat /proc/self/status"), User: "65534:65534"}, "")
+	lines := strings.Split(r.Stdout, "\n")
+	if r.Code != 0 || len(lines) < 3 || lines[0] != "65534" || lines[1] != "65534" || lines[2] != "65534" {
 		t.Fatalf("as 65534:65534: %+v", r)
 	}
 	for _, l := range lines {
@@ -373,15 +334,15 @@ func TestExec(t *testing.T) {
 	}
 	// The Sandbox's CAP_SYS_ADMIN would let RuntimeDefault allow a user
 	// namespace; the dockerd profile, a Localhost one here, refuses it.
-	if r := runExec(t, cli, id, container.ExecOptions{Cmd: sh("busybox unshare -U true && echo ESCAPED"), User: "65534:65534"}, ""); r.code == 0 || strings.Contains(r.stdout, "ESCAPED") {
+	if r := testenv.OfficialExec(t, cli, id, container.ExecOptions{Cmd: sh("busybox unshare -U true && echo ESCAPED"), User: "65534:65534"}, ""); r.Code == 0 || strings.Contains(r.Stdout, "ESCAPED") {
 		t.Errorf("unshare -U as 65534: %+v", r)
 	}
-	if root := runExec(t, cli, id, container.ExecOptions{Cmd: sh("id -u; cat /proc/self/status")}, ""); !strings.HasPrefix(root.stdout, "0\n") || !strings.Contains(root.stdout, "NoNewPrivs:\t1") {
+	if root := testenv.OfficialExec(t, cli, id, container.ExecOptions{Cmd: sh("id -u; cat /proc/self/status")}, ""); !strings.HasPrefix(root.Stdout, "0\n") || !strings.Contains(root.Stdout, "NoNewPrivs:\t1") {
 		t.Errorf("as the container's user: %+v", root)
 	}
 	// A missing working directory: the exec never started (126, no pid),
 	// and stdout says why, as dockerd's does.
-	if r := runExec(t, cli, id, container.ExecOptions{Cmd: sh("echo ran"), WorkingDir: "/no/such/dir"}, ""); r.code != 126 || r.pid != 0 || !strings.Contains(r.stdout, "/no/such/dir") || strings.Contains(r.stdout, "ran") {
+	if r := testenv.OfficialExec(t, cli, id, container.ExecOptions{Cmd: sh("echo ran"), WorkingDir: "/no/such/dir"}, ""); r.Code != 126 || r.Pid != 0 || !strings.Contains(r.Stdout, "/no/such/dir") || strings.Contains(r.Stdout, "ran") {
 		t.Errorf("in a missing directory: %+v", r)
 	}
 	if _, err := cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: []string{"true"}, Privileged: true}); !errdefs.IsInvalidParameter(err) {
