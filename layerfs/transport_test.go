@@ -41,14 +41,13 @@ func forTransports(t *testing.T, f func(t *testing.T, tr uring.Transport)) {
 }
 
 // uringParam is this package's one hold on enable_uring: the first test
-// that wants io_uring turns it on (under testenv.LockFUSEURing, held until
-// the package's tests end), and runTests puts it back as it was.
+// that wants io_uring holds it on (testenv.HoldFUSEURing, until the
+// package's tests end), and runTests lets go, which puts it back as it
+// was unless a sealbench run still relies on it.
 var uringParam struct {
 	once    sync.Once
 	err     error
-	unlock  func()
-	was     bool
-	changed bool
+	release func() error
 }
 
 // needURing skips (fails in CI) unless mounts can be served over io_uring,
@@ -69,11 +68,7 @@ func uringAvailable() error {
 		if _, p.err = uring.Enabled(); p.err != nil {
 			return
 		}
-		if p.unlock, p.err = testenv.LockFUSEURing(); p.err != nil {
-			return
-		}
-		if p.was, p.err = uring.SetEnabled(true); p.err == nil {
-			p.changed = true
+		if p.release, p.err = testenv.HoldFUSEURing(); p.err == nil {
 			p.err = uring.Available()
 		}
 	})
@@ -92,15 +87,11 @@ func runTests(m *testing.M) int {
 		return serveForTest(cfg)
 	}
 	code := m.Run()
-	p := &uringParam
-	if p.changed {
-		if _, err := uring.SetEnabled(p.was); err != nil {
+	if p := &uringParam; p.release != nil {
+		if err := p.release(); err != nil {
 			fmt.Fprintf(os.Stderr, "restoring %s: %v\n", uring.ParamPath, err)
 			code = 1
 		}
-	}
-	if p.unlock != nil {
-		p.unlock()
 	}
 	return code
 }

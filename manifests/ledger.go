@@ -54,7 +54,7 @@ const (
 	// name; exe: the tool. Only the target's provisioner removes it.
 	ResourceVM ResourceKind = "vm"
 	// ResourceKernelParam is a kernel parameter the run changed (the fuse
-	// module's enable_uring, with --fuse-uring); key: its path,
+	// module's enable_uring, held for a run by --fuse-uring); key: its path,
 	// /sys/module/<module>/parameters/<name>; value: what the run writes;
 	// previous: what it read before. It is the host's, not a target's
 	// (no target), and is recorded before the parameter is written;

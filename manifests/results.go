@@ -756,9 +756,10 @@ type TargetPins struct {
 	// socket, forwarded or not) or "msb-exec" (every connection through
 	// `msb exec`, which adds its cost to every exec's overhead).
 	Transport string `json:"transport,omitempty"`
-	// FUSEURing is the host's enable_uring (the fuse module's switch for
-	// FUSE over io_uring, kernel-wide) as the run found or set it, for a
-	// target on the host's kernel: FUSEURingOn, FUSEURingOff; or
+	// FUSEURing is whether LayerFS could be served over FUSE over
+	// io_uring on a target on the host's kernel: the host's enable_uring
+	// (the fuse module's switch, kernel-wide) as the run found or set it,
+	// or off where the run asked for /dev/fuse: FUSEURingOn, FUSEURingOff; or
 	// FUSEURingNA for a target on a kernel of its own. Empty in results
 	// written before it was recorded. Whether a sample was served over
 	// io_uring is the sample's FUSETransport.
@@ -915,10 +916,14 @@ func (t TargetPins) FUSEImplementation() string {
 
 // The values of TargetPins.FUSEURing.
 const (
-	// FUSEURingOn: enable_uring was on (the run turned it on with
-	// --fuse-uring, or it already was), so LayerFS could negotiate io_uring.
+	// FUSEURingOn: enable_uring was on (the run turned it on, with
+	// --fuse-uring auto or on, or it already was), so LayerFS could
+	// negotiate io_uring.
 	FUSEURingOn = "on"
-	// FUSEURingOff: it was off, or the kernel has no FUSE over io_uring.
+	// FUSEURingOff: it was off (not root, or the kernel has no FUSE over
+	// io_uring), or the run asked for /dev/fuse (--fuse-uring=off); the
+	// runner then mounts LayerFS over /dev/fuse whatever the parameter
+	// reads.
 	FUSEURingOff = "off"
 	// FUSEURingNA: the target runs on another kernel (a VM's guest, a
 	// dockerd elsewhere), which the host's parameter does not reach.

@@ -1,10 +1,15 @@
 package orchestrate
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/kparam"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/runs"
 )
@@ -61,7 +66,7 @@ func TestFUSEURingNotApplicable(t *testing.T) {
 	var logged []string
 	logf := func(f string, a ...any) { logged = append(logged, f) }
 	before, _ := runs.ReadKernelParam(runs.FUSEURingParam)
-	state, err := setupFUSEURing(run, true, []string{"lima"}, "", logf)
+	state, err := setupFUSEURing(run, FUSEURingOn, []string{"lima"}, "", logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +80,96 @@ func TestFUSEURingNotApplicable(t *testing.T) {
 	if all := strings.Join(logged, "\n"); !strings.Contains(all, "a kernel of their own") || !strings.Contains(all, "left as it is") {
 		t.Errorf("not said:\n%s", all)
 	}
-	// Without --fuse-uring, nothing is recorded either; the state is read.
-	if _, err := setupFUSEURing(run, false, []string{"local", "docker"}, "", logf); err != nil || len(run.Ledger.Entries()) != 1 {
-		t.Errorf("without --fuse-uring: %v, %+v", err, run.Ledger.Entries())
+	// Auto with only such targets says nothing more and records nothing.
+	logged = nil
+	if _, err := setupFUSEURing(run, FUSEURingAuto, []string{"lima"}, "", logf); err != nil || len(run.Ledger.Entries()) != 1 || len(logged) != 0 {
+		t.Errorf("auto for lima: %v, %+v, said %q", err, run.Ledger.Entries(), logged)
+	}
+	// Off records nothing, and pins off whatever the parameter reads: the
+	// runner then serves LayerFS over /dev/fuse.
+	if state, err := setupFUSEURing(run, FUSEURingOff, []string{"local", "docker"}, "", logf); err != nil || len(run.Ledger.Entries()) != 1 || state != manifests.FUSEURingOff {
+		t.Errorf("--fuse-uring=off: pinned %q, %v, %+v", state, err, run.Ledger.Entries())
+	}
+}
+
+// fakeParam points the kernel parameter code at a directory shaped like
+// /sys, holding enable_uring with value unless it is empty (a kernel
+// without FUSE over io_uring), and at a holders' directory of the test's.
+func fakeParam(t *testing.T, value string) (read func() string) {
+	t.Helper()
+	oldRoot, oldDir := kparam.SysRoot, kparam.Dir
+	kparam.SysRoot, kparam.Dir = t.TempDir(), filepath.Join(t.TempDir(), "kparam")
+	t.Cleanup(func() { kparam.SysRoot, kparam.Dir = oldRoot, oldDir })
+	p := filepath.Join(kparam.SysRoot, runs.FUSEURingParam)
+	if value != "" {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(value+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func() string { v, _ := runs.ReadKernelParam(runs.FUSEURingParam); return v }
+}
+
+// TestFUSEURingAuto: the default turns enable_uring on for a target on
+// this host's kernel (as root, where the kernel has it), recorded first,
+// and teardown puts it back; on a kernel without it, auto says so and
+// goes on over /dev/fuse, where on refuses.
+func TestFUSEURingAuto(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("auto turns enable_uring on only as root; as another user it goes on as it is (not tested here)")
+	}
+	read := fakeParam(t, "N")
+	run, err := runs.NewRun(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	logf := func(f string, a ...any) { fmt.Fprintf(&logged, f+"\n", a...) }
+	state, err := setupFUSEURing(run, FUSEURingAuto, []string{"local", "lima"}, "", logf)
+	if err != nil || state != manifests.FUSEURingOn || read() != "Y" {
+		t.Fatalf("auto: pinned %q, %v; reads %s", state, err, read())
+	}
+	es := run.Ledger.Entries()
+	if e := es[len(es)-1]; e.Kind != manifests.ResourceKernelParam || e.Previous != "N" || !strings.Contains(e.Detail, "--fuse-uring=auto") {
+		t.Errorf("ledger entry %+v", e)
+	}
+	if !strings.Contains(logged.String(), "on for local (it was N") || !strings.Contains(logged.String(), "lima run on a kernel of their own") {
+		t.Errorf("not said:\n%s", logged.String())
+	}
+	run.Close()
+	if _, err := runs.Teardown(context.Background(), run.Dir, runs.TeardownOptions{}); err != nil || read() != "N" {
+		t.Fatalf("teardown: %v; reads %s, want N", err, read())
+	}
+
+	fakeParam(t, "")
+	run, err = runs.NewRun(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	logged.Reset()
+	state, err = setupFUSEURing(run, FUSEURingAuto, []string{"local"}, "", logf)
+	if err != nil || state != manifests.FUSEURingOff || len(run.Ledger.Entries()) != 1 || !strings.Contains(logged.String(), "has none") {
+		t.Errorf("auto on a kernel without it: pinned %q, %v, %+v, said %q", state, err, run.Ledger.Entries(), logged.String())
+	}
+	if _, err := setupFUSEURing(run, FUSEURingOn, []string{"local"}, "", logf); err == nil || !strings.Contains(err.Error(), "no FUSE over io_uring") {
+		t.Errorf("on, on a kernel without it: %v", err)
+	}
+}
+
+func TestParseFUSEURing(t *testing.T) {
+	for _, v := range FUSEURingValues {
+		m, err := ParseFUSEURing(v)
+		if err != nil || m.String() != v {
+			t.Errorf("%s: %v, %v", v, m, err)
+		}
+	}
+	if m, err := ParseFUSEURing("true"); err != nil || m != FUSEURingOn {
+		t.Errorf("true: %v, %v", m, err)
+	}
+	if _, err := ParseFUSEURing("sometimes"); err == nil || !strings.Contains(err.Error(), "auto, on, off") {
+		t.Errorf("sometimes: %v", err)
 	}
 }

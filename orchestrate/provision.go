@@ -78,9 +78,12 @@ type ProvisionOptions struct {
 	StateDir string // empty: runs.DefaultStateDir
 	Log      func(string, ...any)
 
-	// FUSEURing turns the host's enable_uring on for the run (recorded in
-	// the ledger first, put back by teardown).
-	FUSEURing bool
+	// FUSEURing is what the run does with the host's enable_uring (FUSE
+	// over io_uring) for its targets on this host's kernel: the zero
+	// value, FUSEURingOff, leaves it and serves LayerFS over /dev/fuse;
+	// the CLI's default is FUSEURingAuto. Every target's pins say what
+	// LayerFS could use, either way.
+	FUSEURing FUSEURing
 }
 
 // Provisioned is a target left up: what `provision --json` prints.

@@ -64,10 +64,12 @@ type RunOptions struct {
 	// before teardown, with the files it was written to (ReportFormats).
 	Report func(r *report.Report, files []string)
 
-	// FUSEURing turns the host's enable_uring on for the run (recorded in
-	// the ledger first, put back by teardown); every target's pins say
-	// whether it was on, either way.
-	FUSEURing bool
+	// FUSEURing is what the run does with the host's enable_uring (FUSE
+	// over io_uring) for its targets on this host's kernel: the zero
+	// value, FUSEURingOff, leaves it and serves LayerFS over /dev/fuse;
+	// the CLI's default is FUSEURingAuto. Every target's pins say what
+	// LayerFS could use, either way.
+	FUSEURing FUSEURing
 
 	// SignKey, when set, signs the results after the audit:
 	// results.sigstore.json in the results directory (see SignResults).

@@ -79,7 +79,7 @@ func Doctor(ctx context.Context) *DoctorReport {
 		add(Check{Name: "fuse", Detail: err.Error(), Fix: "load the fuse module (modprobe fuse) and run as root; in a container, pass --device /dev/fuse --cap-add SYS_ADMIN"})
 	}
 	add(fusePassthrough())
-	add(fuseURing(runs.ReadKernelParam))
+	add(fuseURing(runs.ReadKernelParam, os.Geteuid() == 0))
 	m := machine.Probe("/")
 	add(pageReporting(m))
 	add(ext4Journal(m))
@@ -180,9 +180,9 @@ func fusePassthrough() Check {
 
 // fuseURing says whether LayerFS can serve its requests over FUSE over
 // io_uring here (layerfsd mount --fuse-transport auto uses it where it
-// can), and how to turn it on. No target needs it: without it LayerFS
-// serves over /dev/fuse.
-func fuseURing(read func(path string) (string, error)) Check {
+// can), and whether a run turns it on (as root, by default). No target
+// needs it: without it LayerFS serves over /dev/fuse.
+func fuseURing(read func(path string) (string, error), root bool) Check {
 	c := Check{Name: "fuse-uring"}
 	v, err := read(runs.FUSEURingParam)
 	if err != nil {
@@ -196,8 +196,14 @@ func fuseURing(read func(path string) (string, error)) Check {
 		c.OK, c.Detail = true, runs.FUSEURingParam+" is on: LayerFS serves its requests over io_uring"
 		return c
 	}
-	c.Detail = runs.FUSEURingParam + " is off (the kernel's default): LayerFS serves its requests over /dev/fuse"
-	c.Fix = "optional, faster on create-heavy cells: `sealbench run --fuse-uring` (or `provision --fuse-uring`) turns it on for the run, records it, and teardown puts it back; " +
+	if root {
+		c.OK = true
+		c.Detail = runs.FUSEURingParam + " is off (the kernel's default): a run turns it on for its targets on this kernel, and puts it back once no run relies on it " +
+			"(--fuse-uring=auto, the default; --fuse-uring=off serves LayerFS over /dev/fuse)"
+		return c
+	}
+	c.Detail = runs.FUSEURingParam + " is off (the kernel's default), and turning it on for a run needs root: LayerFS serves its requests over /dev/fuse"
+	c.Fix = "optional, faster on create-heavy cells: run sealbench as root (sudo), and a run turns it on for its targets on this kernel and puts it back after (--fuse-uring=auto, the default); " +
 		"or as root: echo Y > " + runs.FUSEURingParam + " (kernel-wide, until reboot)"
 	return c
 }

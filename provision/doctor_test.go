@@ -37,9 +37,9 @@ func TestDoctorExt4Journal(t *testing.T) {
 	}
 }
 
-// TestDoctorFUSEURing: the doctor says how to turn enable_uring on for a
-// run (--fuse-uring) where it is off, and what the kernel lacks where it
-// has no such parameter.
+// TestDoctorFUSEURing: where enable_uring is off, the doctor says a run
+// turns it on (as root) or that it needs root, and what the kernel lacks
+// where it has no such parameter.
 func TestDoctorFUSEURing(t *testing.T) {
 	reads := func(v string, err error) func(string) (string, error) {
 		return func(p string) (string, error) {
@@ -49,13 +49,16 @@ func TestDoctorFUSEURing(t *testing.T) {
 			return v, err
 		}
 	}
-	if c := fuseURing(reads("N", nil)); c.OK || !strings.Contains(c.Fix, "--fuse-uring") || !strings.Contains(c.Detail, "is off") {
-		t.Errorf("off: %+v", c)
+	if c := fuseURing(reads("N", nil), false); c.OK || !strings.Contains(c.Fix, "as root") || !strings.Contains(c.Detail, "needs root") {
+		t.Errorf("off, not root: %+v", c)
 	}
-	if c := fuseURing(reads("Y", nil)); !c.OK || c.Fix != "" {
+	if c := fuseURing(reads("N", nil), true); !c.OK || c.Fix != "" || !strings.Contains(c.Detail, "a run turns it on") || !strings.Contains(c.Detail, "--fuse-uring=off") {
+		t.Errorf("off, root: %+v", c)
+	}
+	if c := fuseURing(reads("Y", nil), false); !c.OK || c.Fix != "" {
 		t.Errorf("on: %+v", c)
 	}
-	if c := fuseURing(reads("", os.ErrNotExist)); c.OK || !strings.Contains(c.Detail, "has no FUSE over io_uring") || !strings.Contains(c.Fix, "CONFIG_FUSE_IO_URING") {
+	if c := fuseURing(reads("", os.ErrNotExist), true); c.OK || !strings.Contains(c.Detail, "has no FUSE over io_uring") || !strings.Contains(c.Fix, "CONFIG_FUSE_IO_URING") {
 		t.Errorf("absent: %+v", c)
 	}
 }

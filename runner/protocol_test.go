@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/layerfs/daemonapi"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -549,5 +551,22 @@ func TestCheckProtocol(t *testing.T) {
 	failed.Status, failed.Phases = manifests.StatusFailed, failed.Phases[:1]
 	if err := CheckProtocol([]manifests.Sample{failed}); err != nil {
 		t.Errorf("a failed sample stops early and is not checked: %v", err)
+	}
+}
+
+// TestMountTransport: LayerFS is mounted over /dev/fuse where the run
+// pinned FUSE over io_uring off (--fuse-uring=off, or a host without it),
+// whatever enable_uring reads meanwhile; elsewhere layerfsd chooses.
+func TestMountTransport(t *testing.T) {
+	for pin, want := range map[string]string{
+		manifests.FUSEURingOff: daemonapi.TransportDev,
+		manifests.FUSEURingOn:  "",
+		manifests.FUSEURingNA:  "",
+		"":                     "", // a plan from before the pin
+	} {
+		id := &engine.Identity{PlanTarget: manifests.PlanTarget{TargetPins: manifests.TargetPins{FUSEURing: pin}}}
+		if got := mountTransport(id); got != want {
+			t.Errorf("pinned %q: --fuse-transport %q, want %q", pin, got, want)
+		}
 	}
 }

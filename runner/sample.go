@@ -99,6 +99,7 @@ type sampler struct {
 	s         *manifests.Sample
 	native    bool               // a native reference (and its repeat) runs beside LayerFS
 	baseLayer string             // the Layer id the base was imported as
+	transport string             // LayerFS's --fuse-transport (mountTransport); empty: layerfsd's default
 	verified  cells.Verification // the verifier's result
 	// nativeExecWallNs is the native timed run's exec wall time: an
 	// ineligible sample's exec overhead is the native run's.
@@ -152,7 +153,7 @@ func runSample(ctx context.Context, c *engineConn, o EngineOptions, cell *cells.
 			return fmt.Errorf("the Sandbox's first exec (true) exited %d: %s", r.code, clip(string(r.stderr), 300))
 		}
 		s.ReadyNs = time.Since(requested).Nanoseconds()
-		sm := &sampler{sb: sb, cell: cell, s: &s, native: o.Native}
+		sm := &sampler{sb: sb, cell: cell, s: &s, native: o.Native, transport: mountTransport(c.Identity)}
 		sides := []string{manifests.SideLayerFS}
 		why := unsupported(c.Identity, cell)
 		if why != "" {
@@ -238,6 +239,18 @@ func (sm *sampler) steps(sides []string) []step {
 		}
 	}
 	return steps
+}
+
+// mountTransport is how LayerFS is served on the target id describes: over
+// /dev/fuse where the run pinned FUSE over io_uring off (the host left it
+// off, has none, or the run asked for /dev/fuse with --fuse-uring=off),
+// so that the pin holds whatever the kernel parameter reads meanwhile;
+// elsewhere layerfsd's default, io_uring where the kernel grants it.
+func mountTransport(id *engine.Identity) string {
+	if id.FUSEURing == manifests.FUSEURingOff {
+		return daemonapi.TransportDev
+	}
+	return ""
 }
 
 // unsupported says, in one line, why LayerFS cannot run cell on the
@@ -335,7 +348,7 @@ func (sm *sampler) setup(ctx context.Context) error {
 // scratch, and returns layerfsd's answer.
 func (sm *sampler) mount(ctx context.Context, n string) (*daemonapi.ReadyInfo, error) {
 	return runLayerfsd(ctx, sm.sb, "mounting workspace "+n, "mkdir -p "+workspaceDir(n),
-		daemonapi.MountCmd{Store: storeDir, OverlayDir: scratchDir, Workspace: workspaceDir(n), Control: controlPath(n)}, daemonapi.DecodeReady)
+		daemonapi.MountCmd{Store: storeDir, OverlayDir: scratchDir, Workspace: workspaceDir(n), Control: controlPath(n), FuseTransport: sm.transport}, daemonapi.DecodeReady)
 }
 
 // warmUp is the untimed identical run on an earlier mount, then its
@@ -511,7 +524,7 @@ func (sm *sampler) commitAndUnmount(ctx context.Context) error {
 // checkBaseUnchanged mounts the base Layer itself and checks that it still
 // holds the original base file.
 func (sm *sampler) checkBaseUnchanged(ctx context.Context) error {
-	mount := daemonapi.MountCmd{Store: storeDir, Workspace: workspaceDir("3"), Control: controlPath("3"), Layer: sm.baseLayer}
+	mount := daemonapi.MountCmd{Store: storeDir, Workspace: workspaceDir("3"), Control: controlPath("3"), Layer: sm.baseLayer, FuseTransport: sm.transport}
 	unmount := daemonapi.UnmountCmd{Control: controlPath("3")}
 	r, err := sm.sb.must(ctx, "checking the base Layer is unchanged", true, "/", layerfsd+`mkdir -p `+workspaceDir("3")+` && "$L" `+daemonapi.Shell(mount)+` >/dev/null && `+
 		`sha256sum `+workspaceDir("3")+`/`+cells.BaseFile+`; rc=$?; "$L" `+daemonapi.Shell(unmount)+` >/dev/null; exit $rc`, nil)

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sealbench/sealbench/internal/kparam"
 	"github.com/sealbench/sealbench/manifests"
 )
 
@@ -20,11 +20,6 @@ import (
 // (6.14+).
 const FUSEURingParam = "/sys/module/fuse/parameters/enable_uring"
 
-// sysRoot is put before a kernel parameter's path to read or write it:
-// empty on a host; tests point it at a directory shaped like /sys, so
-// that only one test on the machine changes the real parameter.
-var sysRoot = ""
-
 // ErrLeftAsIs is what removing a resource answers when it is no longer
 // the run's to undo: a kernel parameter that someone has changed again
 // since the run set it. Teardown reports it as a warning and goes on.
@@ -32,13 +27,7 @@ var ErrLeftAsIs = errors.New("left as it is")
 
 // ReadKernelParam reads a module parameter (/sys/module/M/parameters/P),
 // trimmed of its newline.
-func ReadKernelParam(path string) (string, error) {
-	b, err := os.ReadFile(sysRoot + path)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(b)), nil
-}
+func ReadKernelParam(path string) (string, error) { return kparam.Read(path) }
 
 // HostKernel is this host's kernel release (uname -r): what an Engine on
 // this host reports as its kernel.
@@ -50,49 +39,50 @@ func HostKernel() string {
 	return unix.ByteSliceToString(u.Release[:])
 }
 
+// ErrStillHeld is what restoring a kernel parameter answers when other
+// runs (or tests) on this machine still rely on what it was set to: the
+// run has let go of it, and the last of them puts it back.
+var ErrStillHeld = errors.New("still held")
+
 // SetKernelParam changes the kernel parameter path (a module parameter in
-// sysfs) to value for the rest of the run: it reads what the parameter is,
-// records that and value in the run's ledger (durably, before anything
-// changes), then writes value; teardown writes the old value back. It
-// records the change even when the parameter reads value already, so that
-// the ledger says what the run relied on, and returns the old value.
+// sysfs) to value for the rest of the run, and returns what it was before
+// anyone on this machine set it. Several runs can rely on one parameter
+// at once (internal/kparam keeps who holds it): the first to hold it
+// changes it, and the last to let go puts it back. The change, with what
+// it was, is recorded durably in the run's ledger before anything
+// changes, even when the parameter reads value already, so that the
+// ledger says what the run relied on.
 func (r *Run) SetKernelParam(path, value, detail string) (previous string, err error) {
-	previous, err = ReadKernelParam(path)
-	if err != nil {
-		return "", fmt.Errorf("reading %s: %w", path, err)
+	previous, err = kparam.Hold(path, value, kparam.RunHolder(r.Dir), func(was string) error {
+		return r.Ledger.Record(manifests.LedgerEntry{Kind: manifests.ResourceKernelParam, Key: path, Value: value, Previous: was, Detail: detail})
+	})
+	if err != nil && previous == "" {
+		return "", fmt.Errorf("holding %s: %w", path, err)
 	}
-	if err := r.Ledger.Record(manifests.LedgerEntry{Kind: manifests.ResourceKernelParam, Key: path, Value: value, Previous: previous, Detail: detail}); err != nil {
-		return previous, err
-	}
-	if previous == value {
-		return previous, nil
-	}
-	if err := os.WriteFile(sysRoot+path, []byte(value), 0o644); err != nil {
-		return previous, fmt.Errorf("setting %s to %s (it is %s): %w", path, value, previous, err)
-	}
-	return previous, nil
+	return previous, err
 }
 
-// restoreKernelParam puts back what e's parameter was before the run
-// changed it, while it still reads what the run set; a parameter that
-// reads something else was changed again by someone else since, and is
-// left as it is (ErrLeftAsIs); one that is gone (its module unloaded) has
-// nothing to put back.
-func restoreKernelParam(e manifests.LedgerEntry) error {
-	cur, err := ReadKernelParam(e.Key)
+// restoreKernelParam lets go of the run in runDir's hold on e's
+// parameter. While other runs hold it, it is left as they need it
+// (ErrStillHeld). The last to let go puts back what it was, while it
+// still reads what the run set; one that reads something else was
+// changed again by someone else since, and is left as it is
+// (ErrLeftAsIs); one that is gone (its module unloaded) has nothing to
+// put back.
+func restoreKernelParam(runDir string, e manifests.LedgerEntry) error {
+	others, err := kparam.Release(e.Key, e.Value, e.Previous, kparam.RunHolder(runDir))
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
+	case errors.Is(err, kparam.ErrChanged):
+		return fmt.Errorf("%v, so it is %w", err, ErrLeftAsIs)
 	case err != nil:
 		return err
-	case cur == e.Previous:
-		return nil
-	case cur != e.Value:
-		return fmt.Errorf("%s reads %s, not the %s this run set (it was %s before): someone changed it since, so it is %w",
-			e.Key, cur, e.Value, e.Previous, ErrLeftAsIs)
-	}
-	if err := os.WriteFile(sysRoot+e.Key, []byte(e.Previous), 0o644); err != nil {
-		return fmt.Errorf("putting %s back to %s: %w", e.Key, e.Previous, err)
+	case len(others) > 0:
+		names := make([]string, len(others))
+		for i, h := range others {
+			names[i] = h.String()
+		}
+		return fmt.Errorf("%s left at %s: %s %w by %s, and the last to let go puts %s back",
+			filepath.Base(e.Key), e.Value, filepath.Base(e.Key), ErrStillHeld, strings.Join(names, ", "), e.Previous)
 	}
 	return nil
 }

@@ -3,11 +3,13 @@ package runs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/sealbench/sealbench/internal/kparam"
 	"github.com/sealbench/sealbench/ledger"
 	"github.com/sealbench/sealbench/manifests"
 )
@@ -19,9 +21,9 @@ import (
 func fakeSys(t *testing.T, param, value string) (read func() string) {
 	t.Helper()
 	root := t.TempDir()
-	old := sysRoot
-	sysRoot = root
-	t.Cleanup(func() { sysRoot = old })
+	oldRoot, oldDir := kparam.SysRoot, kparam.Dir
+	kparam.SysRoot, kparam.Dir = root, filepath.Join(t.TempDir(), "kparam")
+	t.Cleanup(func() { kparam.SysRoot, kparam.Dir = oldRoot, oldDir })
 	p := filepath.Join(root, param)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
@@ -136,7 +138,7 @@ func TestKernelParamChangedSinceIsLeft(t *testing.T) {
 	if _, err := run.SetKernelParam(param, "2", "test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(sysRoot, param), []byte("1"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(kparam.SysRoot, param), []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	run.Close()
@@ -150,7 +152,7 @@ func TestKernelParamChangedSinceIsLeft(t *testing.T) {
 	if read() != "1" {
 		t.Errorf("teardown overwrote someone else's value: reads %q", read())
 	}
-	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "reads 1, not the 2 this run set (it was 0 before)") || !strings.Contains(res.Warnings[0], "left as it is") {
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "reads 1, not the 2 it was set to (it was 0 before)") || !strings.Contains(res.Warnings[0], "left as it is") {
 		t.Errorf("warnings: %q", res.Warnings)
 	}
 	if _, err := os.Stat(run.Dir); !errors.Is(err, os.ErrNotExist) {
@@ -168,5 +170,35 @@ func TestKernelParamMissing(t *testing.T) {
 	}
 	if es := run.Ledger.Entries(); len(es) != 1 {
 		t.Errorf("recorded %+v", es)
+	}
+}
+
+// TestKernelParamTwoRuns: two runs on one machine rely on the parameter
+// at once. The first to be torn down lets go and leaves it on for the
+// other, without a warning; the second puts back what it was before
+// either. Each ledger says what it was before the first.
+func TestKernelParamTwoRuns(t *testing.T) {
+	read := fakeSys(t, FUSEURingParam, "N")
+	_, a := newTestRun(t)
+	_, b := newTestRun(t)
+	for _, r := range []*Run{a, b} {
+		if was, err := r.SetKernelParam(FUSEURingParam, "Y", "test"); err != nil || was != "N" {
+			t.Fatalf("run %s: was %q, %v; want N", r.ID, was, err)
+		}
+		r.Close()
+	}
+	var log strings.Builder
+	res, err := Teardown(context.Background(), a.Dir, TeardownOptions{Log: func(f string, args ...any) { fmt.Fprintf(&log, f+"\n", args...) }})
+	if err != nil || len(res.Warnings) != 0 {
+		t.Fatalf("tearing down the first: %v, warnings %q", err, res.Warnings)
+	}
+	if read() != "Y" {
+		t.Fatalf("the first run's teardown put the parameter back (%s) under the second", read())
+	}
+	if want := "still held by run " + b.ID; !strings.Contains(log.String(), want) {
+		t.Errorf("teardown's log does not say %q:\n%s", want, log.String())
+	}
+	if _, err := Teardown(context.Background(), b.Dir, TeardownOptions{}); err != nil || read() != "N" {
+		t.Fatalf("tearing down the second: %v; reads %s, want N", err, read())
 	}
 }

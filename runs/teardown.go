@@ -141,7 +141,13 @@ func Teardown(ctx context.Context, runDir string, opts TeardownOptions) (*Teardo
 			errs = multierror.Append(errs, err)
 			break
 		}
-		if err := remove(ctx, runDir, e); errors.Is(err, ErrLeftAsIs) {
+		err := remove(ctx, runDir, e)
+		if errors.Is(err, ErrStillHeld) {
+			res.Removed = append(res.Removed, e.Name())
+			logf("let go of %s: %v", e.Name(), err)
+			continue
+		}
+		if errors.Is(err, ErrLeftAsIs) {
 			res.Warnings = append(res.Warnings, err.Error())
 			logf("warning: %v", err)
 			continue
@@ -290,7 +296,7 @@ func RemoveResource(ctx context.Context, runDir string, e manifests.LedgerEntry,
 	case manifests.ResourceContainer, manifests.ResourceImage, manifests.ResourceVolume:
 		return removeOnEngine(ctx, runDir, e)
 	case manifests.ResourceKernelParam:
-		return restoreKernelParam(e)
+		return restoreKernelParam(runDir, e)
 	}
 	return fmt.Errorf("unknown resource kind %q", e.Kind)
 }

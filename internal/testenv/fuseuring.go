@@ -1,11 +1,19 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
+
+	"github.com/sealbench/sealbench/internal/kparam"
 )
+
+// fuseURingParam is the fuse module's enable_uring (runs.FUSEURingParam,
+// layerfs/uring.ParamPath: testenv imports neither).
+const fuseURingParam = "/sys/module/fuse/parameters/enable_uring"
 
 // LockFUSEURing takes the machine-wide lock that a test holds for as long as
 // it has changed the fuse module's enable_uring parameter, and returns the
@@ -16,6 +24,75 @@ import (
 // dies.
 func LockFUSEURing() (unlock func(), err error) {
 	return LockMachine("sealbench-fuse-enable-uring.lock", "enable_uring for this test")
+}
+
+// HoldFUSEURing turns enable_uring on for this process, as a holder
+// beside any sealbench run on the machine that relies on it too
+// (internal/kparam), under LockFUSEURing; release lets go (the last
+// holder puts back what it was) and then the lock.
+func HoldFUSEURing() (release func() error, err error) {
+	unlock, err := LockFUSEURing()
+	if err != nil {
+		return nil, err
+	}
+	h, err := kparam.ProcessHolder()
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	was, err := kparam.Hold(fuseURingParam, "Y", h, nil)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	return func() error {
+		defer unlock()
+		_, err := kparam.Release(fuseURingParam, "Y", was, h)
+		return err
+	}, nil
+}
+
+// LockFUSEURingFree takes LockFUSEURing, then waits until no sealbench
+// run on the machine holds enable_uring: for a test that changes it and
+// then has sealbench hold it (in this process, so it cannot keep others
+// from holding it meanwhile: see ExclusiveFUSEURing).
+func LockFUSEURingFree(ctx context.Context) (unlock func(), err error) {
+	unlock, err = LockFUSEURing()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		hs, err := kparam.Holders(fuseURingParam)
+		if err == nil && len(hs) == 0 {
+			return unlock, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("held by %v", hs)
+		}
+		select {
+		case <-ctx.Done():
+			unlock()
+			return nil, fmt.Errorf("waiting for enable_uring's holders to let go: %v: %w", err, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// ExclusiveFUSEURing takes LockFUSEURing, waits until no sealbench run on
+// the machine holds enable_uring, and keeps any from holding it (or
+// letting go) until unlock: for a test that turns it off and on under
+// itself. Nothing in its process may hold it meanwhile.
+func ExclusiveFUSEURing(ctx context.Context) (unlock func(), err error) {
+	unlockTests, err := LockFUSEURing()
+	if err != nil {
+		return nil, err
+	}
+	unlockRuns, err := kparam.Exclusive(ctx, fuseURingParam, 250*time.Millisecond)
+	if err != nil {
+		unlockTests()
+		return nil, err
+	}
+	return func() { unlockRuns(); unlockTests() }, nil
 }
 
 // LockMachine takes the machine-wide lock of that name (a file in /run)

@@ -5,6 +5,7 @@ package uring
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -111,14 +112,15 @@ func isMounted(dir string) bool {
 
 // withURingEnabled turns enable_uring on for the rest of tb and puts it back
 // as it was when tb ends, failed or not. Only TestURing (and the benchmark)
-// calls it. It holds testenv.LockFUSEURing meanwhile, so that another
-// package's tests (layerfs's run on io_uring too) neither see the parameter
-// change under them nor put it back under this one.
+// calls it. It holds testenv.ExclusiveFUSEURing meanwhile, so that neither
+// another package's tests (layerfs's run on io_uring too) nor a sealbench
+// run on this machine see the parameter change under them, or put it back
+// under this one.
 func withURingEnabled(tb testing.TB) {
 	tb.Helper()
 	testenv.NeedRoot(tb)
 	testenv.NeedFUSE(tb)
-	unlock, err := testenv.LockFUSEURing()
+	unlock, err := testenv.ExclusiveFUSEURing(context.Background())
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 func newProvisionCmd(g *global) *cobra.Command {
 	var bundlePath, key, expect string
 	var insecure bool
-	var fuseURing bool
+	var fuseURing fuseURingFlag
 	var targets targetFlags
 	var debs debSettings
 	var ssh sshSettings
@@ -42,8 +42,10 @@ provision exits is printed too.
 Every resource is recorded in the run's ledger before it is created, in the
 run directory under $SEALBENCH_STATE_DIR (default /var/lib/sealbench as root,
 ~/.local/state/sealbench otherwise). ` + "`sealbench teardown --run ID`" + ` takes it all
-down; ` + "`sealbench audit`" + ` proves nothing is left. --fuse-uring turns the host's FUSE
-over io_uring on until teardown (recorded, then put back). More: docs/targets.md.`,
+down; ` + "`sealbench audit`" + ` proves nothing is left. As root, on this host's kernel,
+it turns the host's FUSE over io_uring on until teardown, where the kernel has
+it (recorded, and put back once no run relies on it; --fuse-uring=off leaves
+it). More: docs/targets.md.`,
 		Example: targetExamples("provision") + `
 
   # Then drive the Engine it printed with the docker CLI, and take it down:
@@ -75,7 +77,10 @@ over io_uring on until teardown (recorded, then put back). More: docs/targets.md
 			if err := targets.check(); err != nil {
 				return err
 			}
-			if fuseURing {
+			if err := fuseURing.check(); err != nil {
+				return err
+			}
+			if fuseURing.mode == orchestrate.FUSEURingOn {
 				if err := orchestrate.CheckFUSEURing([]string{target}, ""); err != nil {
 					return err
 				}
@@ -90,7 +95,7 @@ over io_uring on until teardown (recorded, then put back). More: docs/targets.md
 			if err != nil {
 				return err
 			}
-			out, err := orchestrate.Provision(c.Context(), orchestrate.ProvisionOptions{Target: target, Remote: far, Param: specs[0].Param, Node: specs[0].Node, Kind: specs[0].Kind, SSH: ssh.options(), Bundle: b, Options: targets.set, FUSEURing: fuseURing, Log: p.Logf})
+			out, err := orchestrate.Provision(c.Context(), orchestrate.ProvisionOptions{Target: target, Remote: far, Param: specs[0].Param, Node: specs[0].Node, Kind: specs[0].Kind, SSH: ssh.options(), Bundle: b, Options: targets.set, FUSEURing: fuseURing.mode, Log: p.Logf})
 			p.Close()
 			if err != nil {
 				return err
@@ -116,7 +121,7 @@ over io_uring on until teardown (recorded, then put back). More: docs/targets.md
 	c.Flags().BoolVar(&insecure, "insecure", false, "with --bundle oci://: allow plain HTTP to a registry that is not on loopback")
 	c.Flags().StringVar(&expect, "id", "", "pin the bundle: refuse a validly signed bundle with another name (build-linux-<hash>)")
 	c.Flags().StringVar(&key, "key", filepath.Join(defaultKeyDir(), sign.PublicKeyFile), "public key to check the bundle's signature with")
-	c.Flags().BoolVar(&fuseURing, "fuse-uring", false, "turn the host's enable_uring (FUSE over io_uring, kernel-wide) on until teardown; recorded, and put back then")
+	addFUSEURingFlag(c.Flags(), &fuseURing)
 	targets.flags(c.Flags(), provision.CommandProvision)
 	debs.flags(c.Flags())
 	ssh.flags(c.Flags())

@@ -152,12 +152,14 @@ func TestProvisionHelpHasExamples(t *testing.T) {
 // separated by newlines) to provision from.
 const fuseURingCrashEnv = "SEALBENCH_TEST_FUSE_URING_CRASH"
 
-// TestProvisionFUSEURing is the one test of sealbench's own code that
-// changes the real enable_uring (kernel-wide): under the machine-wide lock
-// that layerfs's and layerfs/uring's tests take for their io_uring mounts,
-// never in parallel with this package's other tests, and it puts the value
-// back as it found it. It starts from N, so that --fuse-uring makes a real
-// change:
+// TestProvisionFUSEURing is one of the two tests of sealbench's own code
+// that change the real enable_uring (kernel-wide; TestRunFUSEURingAuto is
+// the other): under the machine-wide lock that layerfs's and
+// layerfs/uring's tests take for their io_uring mounts, once no sealbench
+// run on the machine holds it, never in parallel with this package's
+// other tests (which run with $SEALBENCH_FUSE_URING=off: TestMain), and it
+// puts the value back as it found it. It starts from N, so that
+// --fuse-uring makes a real change:
 //   - provision local --fuse-uring records the change in the ledger
 //     (what it was: N) before the target's resources, turns it on, and pins
 //     "on"; the audit lists it while it is in effect; teardown puts N back
@@ -174,7 +176,7 @@ func TestProvisionFUSEURing(t *testing.T) {
 		testenv.Skip(t, "kernel %s has no FUSE over io_uring: %v", runs.HostKernel(), err)
 	}
 	b := provisiontest.GetBundle(t)
-	unlock, err := testenv.LockFUSEURing()
+	unlock, err := testenv.LockFUSEURingFree(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ type runFlags struct {
 	out, cells, suites    string
 	suiteDirs             []string
 	native, keep, verbose bool
-	fuseURing             bool
+	fuseURing             fuseURingFlag
 	samples               int
 	seed                  uint64
 	source                string
@@ -88,8 +88,10 @@ and every resource torn down as well. With no --bundle it
 seals one from the source tree around the working directory with a throw-away
 key, and says so. With --engine instead, it drives an Engine that is already
 up. --native runs each body on a plain directory beside LayerFS, and again
-(the A/A check); --sign-key signs the results after the audit; --fuse-uring
-turns the host's FUSE over io_uring on for the run and back after.
+(the A/A check); --sign-key signs the results after the audit. LayerFS on
+this host's kernel is served over FUSE over io_uring where the kernel has it:
+as root the run turns the host's enable_uring on and puts it back once no run
+relies on it (--fuse-uring=off leaves it, and uses /dev/fuse).
 
 A target is KIND, KIND:PARAM where the kind takes one, KIND@NODE for a node of
 a cluster, or KIND@ssh://USER@HOST[:PORT] on a remote host, each optionally
@@ -139,7 +141,7 @@ the teardown failed; 130 interrupted (torn down all the same).`,
 	fl.BoolVar(&f.native, "native", false, "also run each body on a plain directory in the same Sandbox")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "say every sample and every resource torn down as it happens, not only each step")
 	fl.BoolVar(&f.keep, "keep", false, "leave the targets up after the run (take them down with sealbench teardown --run ID)")
-	fl.BoolVar(&f.fuseURing, "fuse-uring", false, "turn the host's enable_uring (FUSE over io_uring, kernel-wide) on for the run; recorded, and put back at teardown")
+	addFUSEURingFlag(fl, &f.fuseURing)
 	fl.IntVar(&f.samples, "samples", defaultSamples, "samples per cell and target, interleaved in a seeded random order (1: a quick look, no intervals)")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the interleaving (0: one from the clock; recorded in pins.json)")
 	f.targetFlags.flags(fl, provision.CommandRun)
@@ -208,7 +210,10 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	if f.samples < 1 || f.samples > maxSamples {
 		return usageErrorf(fmt.Sprintf("--samples takes 1 to %d (default %d)", maxSamples, defaultSamples), "--samples %d is out of range", f.samples)
 	}
-	if f.fuseURing {
+	if err := f.fuseURing.check(); err != nil {
+		return err
+	}
+	if f.fuseURing.mode == orchestrate.FUSEURingOn {
 		if err := orchestrate.CheckFUSEURing(names, f.engine); err != nil {
 			return err
 		}
@@ -263,7 +268,7 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	}
 	o, err := orchestrate.Run(ctx, orchestrate.RunOptions{
 		Bundle: b, Targets: names, Specs: far, SSH: f.ssh.options(), Engine: f.engine, Name: f.name, Options: f.targetFlags.set,
-		Suites: sel.Names(), SuiteDefs: defs, Cells: cellList, Samples: f.samples, Seed: f.seed, Native: f.native, Out: f.out, Keep: f.keep, FUSEURing: f.fuseURing,
+		Suites: sel.Names(), SuiteDefs: defs, Cells: cellList, Samples: f.samples, Seed: f.seed, Native: f.native, Out: f.out, Keep: f.keep, FUSEURing: f.fuseURing.mode,
 		SignKey: signer, Log: p.Logf, Status: rp.status, Done: rp.sample, Detail: detail,
 		Report: func(r *report.Report, files []string) { rep, reports = r, files },
 	})
