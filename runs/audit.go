@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/sealbench/sealbench/engine"
+	"github.com/sealbench/sealbench/internal/kparam"
 	"github.com/sealbench/sealbench/ledger"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/standin/inventory"
@@ -151,6 +152,16 @@ func Audit(ctx context.Context, opts AuditOptions) (*AuditResult, error) {
 		for _, p := range FindExiting(a.runs) {
 			if !a.seenPid[p.Pid] {
 				a.add(Resource{Target: TargetLocal, Run: runOf(a.runs, p.Holds), Kind: manifests.ResourceProcess, Key: "pid " + strconv.Itoa(p.Pid), Detail: "still alive with no command line (exiting), holding " + p.Holds})
+			}
+		}
+		// A kernel parameter whose holders are all gone without letting
+		// go: no ledger names it any more.
+		if a.opts.Run == "" {
+			if was, value, ok, err := kparam.Lapsed(FUSEURingParam); err != nil {
+				a.res.Notes = append(a.res.Notes, fmt.Sprintf("%s not checked: %v", FUSEURingParam, err))
+			} else if ok {
+				a.add(Resource{Target: TargetLocal, Kind: manifests.ResourceKernelParam, Key: FUSEURingParam,
+					Detail: fmt.Sprintf("reads %s, as sealbench runs set it that are gone without letting go (a run directory removed by hand, a process killed); it was %s before them: audit --fix puts %s back", value, was, was)})
 			}
 		}
 	}
@@ -565,6 +576,8 @@ func Fix(ctx context.Context, opts AuditOptions, logf func(string, ...any)) (*Au
 				errs = multierror.Append(errs, kerr)
 			}
 			err = removeTree(r.Key)
+		case r.Kind == manifests.ResourceKernelParam && r.Run == "":
+			err = kparam.PutBack(r.Key)
 		case backendOf("", r.Target) != nil && !r.Kind.IsPath() && r.Kind != manifests.ResourceProcess:
 			// A Backend's own finding: its Target is the kind.
 			e := manifests.LedgerEntry{RunID: r.Run, Target: r.Target, Kind: r.Kind, Key: r.Key}

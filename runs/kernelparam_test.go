@@ -202,3 +202,32 @@ func TestKernelParamTwoRuns(t *testing.T) {
 		t.Fatalf("tearing down the second: %v; reads %s, want N", err, read())
 	}
 }
+
+// TestKernelParamLapsed: a run directory removed by hand, without a
+// teardown, leaves the parameter as the run set it with no ledger naming
+// it. The audit of the host lists it all the same, and audit --fix puts
+// back what it was before.
+func TestKernelParamLapsed(t *testing.T) {
+	read := fakeSys(t, FUSEURingParam, "N")
+	state, run := newTestRun(t)
+	if _, err := run.SetKernelParam(FUSEURingParam, "Y", "test"); err != nil {
+		t.Fatal(err)
+	}
+	run.Close()
+	if err := os.RemoveAll(run.Dir); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Audit(context.Background(), AuditOptions{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Leftovers) != 1 || res.Leftovers[0].Kind != manifests.ResourceKernelParam || !strings.Contains(res.Leftovers[0].Detail, "audit --fix puts N back") {
+		t.Fatalf("audit: %+v", res.Leftovers)
+	}
+	if res, err := Fix(context.Background(), AuditOptions{StateDir: state}, nil); err != nil || len(res.Leftovers) != 0 {
+		t.Fatalf("audit --fix: %v, left %+v", err, res.Leftovers)
+	}
+	if read() != "N" {
+		t.Errorf("after audit --fix the parameter reads %s, want N", read())
+	}
+}

@@ -59,8 +59,14 @@ type Holder struct {
 	Start uint64 `json:"start,omitempty"`
 }
 
-// RunHolder is the hold of the run in dir (an absolute path).
-func RunHolder(dir string) Holder { return Holder{RunDir: dir} }
+// RunHolder is the hold of the run in dir, made absolute (whoever lets go
+// later may run elsewhere).
+func RunHolder(dir string) Holder {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return Holder{RunDir: filepath.Clean(dir)}
+}
 
 // ProcessHolder is this process's hold.
 func ProcessHolder() (Holder, error) {
@@ -138,7 +144,23 @@ func booksOf(path string) books {
 }
 
 func (b books) holders() string { return filepath.Join(string(b), "holders") }
-func (b books) was() string     { return filepath.Join(string(b), "was") }
+
+// was is the file that keeps what the parameter read before its first
+// holder, and what that holder set it to: a line each.
+func (b books) was() string { return filepath.Join(string(b), "was") }
+
+func (b books) readWas() (was, value string, err error) {
+	raw, err := os.ReadFile(b.was())
+	if err != nil {
+		return "", "", err
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	was = strings.TrimSpace(lines[0])
+	if len(lines) > 1 {
+		value = strings.TrimSpace(lines[1])
+	}
+	return was, value, nil
+}
 
 // lock takes the parameter's lock, making its directories first.
 func (b books) lock() (unlock func(), err error) {
@@ -223,8 +245,8 @@ func Hold(path, value string, h Holder, record func(was string) error) (was stri
 	// parameter then still reads what they set, and what it was before
 	// them is what to put back.
 	was, first := cur, false
-	if raw, err := os.ReadFile(b.was()); err == nil {
-		was = strings.TrimSpace(string(raw))
+	if w, _, err := b.readWas(); err == nil {
+		was = w
 	} else if errors.Is(err, fs.ErrNotExist) {
 		first = true
 	} else {
@@ -239,7 +261,7 @@ func Hold(path, value string, h Holder, record func(was string) error) (was stri
 		}
 	}
 	if first {
-		if err := atomicfile.WriteFile(b.was(), []byte(was+"\n"), 0o600); err != nil {
+		if err := atomicfile.WriteFile(b.was(), []byte(was+"\n"+value+"\n"), 0o600); err != nil {
 			return "", err
 		}
 	}
@@ -318,6 +340,52 @@ func Holders(path string) ([]Holder, error) {
 	}
 	defer unlock()
 	return b.live()
+}
+
+// Lapsed reports a parameter that its holders left set without letting
+// go (a run directory removed by hand, a test killed): no holder is live,
+// and it still reads value, what they set it to, not was, what it read
+// before them. PutBack then writes was back.
+func Lapsed(path string) (was, value string, ok bool, err error) {
+	b := booksOf(path)
+	if _, err := os.Stat(b.was()); errors.Is(err, fs.ErrNotExist) {
+		return "", "", false, nil
+	}
+	unlock, err := b.lock()
+	if err != nil {
+		return "", "", false, err
+	}
+	defer unlock()
+	live, err := b.live()
+	if err != nil || len(live) > 0 {
+		return "", "", false, err
+	}
+	was, value, err = b.readWas()
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "", false, nil
+	}
+	if err != nil {
+		return "", "", false, err
+	}
+	cur, err := Read(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "", false, nil
+	}
+	if err != nil {
+		return "", "", false, err
+	}
+	return was, value, cur == value && cur != was, nil
+}
+
+// PutBack writes back what a parameter read before holders that lapsed
+// (Lapsed), while none holds it and it still reads what they set.
+func PutBack(path string) error {
+	was, value, ok, err := Lapsed(path)
+	if err != nil || !ok {
+		return err
+	}
+	_, err = Release(path, value, was, Holder{})
+	return err
 }
 
 // Exclusive waits until no one holds path, and keeps anyone else from

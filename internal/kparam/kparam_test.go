@@ -169,12 +169,24 @@ func TestLapsedHolders(t *testing.T) {
 	if hs := holders(t); len(hs) != 0 {
 		t.Fatalf("holders %v after the process exited, want none", hs)
 	}
+	if was, value, ok, err := Lapsed(param); err != nil || !ok || was != "N" || value != "Y" {
+		t.Fatalf("Lapsed: %q %q %v %v; want N, Y, true", was, value, ok, err)
+	}
 	b := runDir(t, "b")
 	if was := hold(t, b); was != "N" || read() != "Y" {
 		t.Fatalf("after the lapsed holders: was %s, reads %s; want N (from before them), Y", was, read())
 	}
-	if _, err := Release(param, "Y", "N", b); err != nil || read() != "N" {
-		t.Fatalf("let go: %v, reads %s", err, read())
+	if _, _, ok, _ := Lapsed(param); ok {
+		t.Fatal("Lapsed with b holding")
+	}
+	if err := os.Remove(b.RunDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := PutBack(param); err != nil || read() != "N" {
+		t.Fatalf("PutBack after b lapsed too: %v, reads %s; want N", err, read())
+	}
+	if _, _, ok, err := Lapsed(param); ok || err != nil {
+		t.Fatalf("Lapsed after PutBack: %v %v", ok, err)
 	}
 	// A pid that started at another time is another process.
 	if (Holder{PID: os.Getpid(), Start: 1}).live() {

@@ -152,20 +152,21 @@ func TestProvisionHelpHasExamples(t *testing.T) {
 // separated by newlines) to provision from.
 const fuseURingCrashEnv = "SEALBENCH_TEST_FUSE_URING_CRASH"
 
-// TestProvisionFUSEURing is one of the two tests of sealbench's own code
-// that change the real enable_uring (kernel-wide; TestRunFUSEURingAuto is
-// the other): under the machine-wide lock that layerfs's and
-// layerfs/uring's tests take for their io_uring mounts, once no sealbench
-// run on the machine holds it, never in parallel with this package's
-// other tests (which run with $SEALBENCH_FUSE_URING=off: TestMain), and it
-// puts the value back as it found it. It starts from N, so that
-// --fuse-uring makes a real change:
+// TestProvisionFUSEURing is the one test of sealbench's own code that
+// changes the real enable_uring (kernel-wide): under the machine-wide
+// lock that layerfs's and layerfs/uring's tests take for their io_uring
+// mounts, once no sealbench run on the machine holds it, never in
+// parallel with this package's other tests (which run with
+// $SEALBENCH_FUSE_URING=off: TestMain), and it puts the value back as it
+// found it. It starts from N, so that --fuse-uring makes a real change:
 //   - provision local --fuse-uring records the change in the ledger
 //     (what it was: N) before the target's resources, turns it on, and pins
 //     "on"; the audit lists it while it is in effect; teardown puts N back
 //     and the audit is clean;
 //   - a provision --fuse-uring killed (SIGKILL) right after the change
-//     leaves it in effect: the audit lists it, teardown puts N back.
+//     leaves it in effect: the audit lists it, teardown puts N back;
+//   - a run with the default (auto) serves its sample over io_uring and
+//     puts N back (runFUSEURingAuto).
 func TestProvisionFUSEURing(t *testing.T) {
 	if spec := os.Getenv(fuseURingCrashEnv); spec != "" {
 		provisionAndDie(t, strings.Split(spec, "\n"))
@@ -294,6 +295,41 @@ func TestProvisionFUSEURing(t *testing.T) {
 			t.Errorf("audit after teardown: exit %d\n%s", code, out)
 		}
 	})
+
+	t.Run("run", func(t *testing.T) { runFUSEURingAuto(t, param) })
+}
+
+// runFUSEURingAuto is TestProvisionFUSEURing's run: with the default
+// --fuse-uring (auto), as root on a kernel with FUSE over io_uring, from
+// N, the run turns enable_uring on, serves LayerFS on local over io_uring
+// (the pins and the sample say so), and puts N back.
+func runFUSEURingAuto(t *testing.T, param func() string) {
+	b := sealForRun(t) // sealed already by an earlier test, in a whole run of the package
+	shortStateDir(t)
+	t.Setenv(fuseURingEnv, "") // the default a user gets
+	out := filepath.Join(t.TempDir(), "results")
+	code, stdout, stderr := run(t, "run", "--target", "local", "--bundle", b.Dir, "--key", b.PubKey, "--id", b.Name,
+		"--cells", "C01", "--samples", "1", "--out", out)
+	if code != ExitOK {
+		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "FUSE over io_uring: "+runs.FUSEURingParam+" on for local (it was N") {
+		t.Errorf("the run does not say it turned enable_uring on:\n%s", stderr)
+	}
+	if v := param(); v != "N" {
+		t.Errorf("after the run enable_uring reads %s, want N (as it was)", v)
+	}
+	pins, err := os.ReadFile(filepath.Join(out, "pins.json"))
+	if err != nil || !strings.Contains(string(pins), `"fuseURing": "on"`) {
+		t.Errorf("pins.json does not pin fuseURing on (%v):\n%s", err, pins)
+	}
+	samples, err := os.ReadFile(filepath.Join(out, "samples.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(samples), `"fuseTransport":"uring"`); n != 1 || strings.Contains(string(samples), `"fuseTransport":"dev"`) {
+		t.Errorf("want the one sample served over io_uring:\n%s", samples)
+	}
 }
 
 // provisionAndDie is TestProvisionFUSEURing's crashing child: it runs

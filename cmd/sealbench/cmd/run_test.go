@@ -52,8 +52,8 @@ func TestMain(m *testing.M) {
 	}
 	// The package's runs leave the host's enable_uring as it is (and serve
 	// LayerFS over /dev/fuse), so that they do not hold it on for minutes
-	// under the other packages' tests that change it; the tests of
-	// --fuse-uring itself say what they want.
+	// under the other packages' tests that change it;
+	// TestProvisionFUSEURing says what it wants.
 	if os.Getenv(fuseURingEnv) == "" {
 		os.Setenv(fuseURingEnv, "off")
 	}
@@ -530,60 +530,6 @@ func watchAndKill(t *testing.T, cmd *exec.Cmd, stderr io.Reader, after *regexp.R
 	cmd.Wait()
 	t.Logf("the run's log:\n%s", log.String())
 	return runID, false
-}
-
-// TestRunFUSEURingAuto: a run with the default --fuse-uring (auto), as
-// root on a kernel with FUSE over io_uring, turns enable_uring on for its
-// run, serves LayerFS on local over io_uring (the pins and every sample
-// say so), and puts the parameter back as it was. It starts from N, under
-// the lock TestProvisionFUSEURing takes, once no sealbench run on the
-// machine holds it.
-func TestRunFUSEURingAuto(t *testing.T) {
-	b := sealForRun(t)
-	if _, err := os.Stat(runs.FUSEURingParam); err != nil {
-		testenv.Skip(t, "kernel %s has no FUSE over io_uring: %v", runs.HostKernel(), err)
-	}
-	unlock, err := testenv.LockFUSEURingFree(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unlock()
-	orig, err := runs.ReadKernelParam(runs.FUSEURingParam)
-	if err != nil {
-		t.Fatal(err)
-	}
-	setParam := func(v string) {
-		if err := os.WriteFile(runs.FUSEURingParam, []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer setParam(orig)
-	setParam("N")
-	shortStateDir(t)
-	t.Setenv(fuseURingEnv, "") // the default a user gets
-	out := filepath.Join(t.TempDir(), "results")
-	code, stdout, stderr := run(t, "run", "--target", "local", "--bundle", b.Dir, "--key", b.PubKey, "--id", b.Name,
-		"--cells", "C01", "--samples", "1", "--out", out)
-	if code != ExitOK {
-		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
-	}
-	if !strings.Contains(stderr, "FUSE over io_uring: "+runs.FUSEURingParam+" on for local (it was N") {
-		t.Errorf("the run does not say it turned enable_uring on:\n%s", stderr)
-	}
-	if v, _ := runs.ReadKernelParam(runs.FUSEURingParam); v != "N" {
-		t.Errorf("after the run enable_uring reads %s, want N (as it was)", v)
-	}
-	pins, err := os.ReadFile(filepath.Join(out, "pins.json"))
-	if err != nil || !strings.Contains(string(pins), `"fuseURing": "on"`) {
-		t.Errorf("pins.json does not pin fuseURing on (%v):\n%s", err, pins)
-	}
-	samples, err := os.ReadFile(filepath.Join(out, "samples.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(samples), `"fuseTransport":"uring"`); n != 1 || strings.Contains(string(samples), `"fuseTransport":"dev"`) {
-		t.Errorf("want the one sample served over io_uring:\n%s", samples)
-	}
 }
 
 // TestRunConsole: without -v, a run's console says each step, a line per
