@@ -29,8 +29,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/sealbench/sealbench/internal/atomicfile"
 )
 
 var (
@@ -214,6 +212,33 @@ func (b books) live() ([]Holder, error) {
 	return out, nil
 }
 
+// writeSynced replaces p with data, synced, by a rename: a reader never
+// sees half of it. (internal/atomicfile does the same, but imports
+// manifests, whose tests import testenv, which imports this package.)
+func writeSynced(p string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(p), ".tmp-")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o600)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), p)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
 // Hold sets path to value for h, and returns what it read before its
 // first live holder: the value the last holder to let go puts back.
 // record is called with that, under the lock and before anything is
@@ -261,7 +286,7 @@ func Hold(path, value string, h Holder, record func(was string) error) (was stri
 		}
 	}
 	if first {
-		if err := atomicfile.WriteFile(b.was(), []byte(was+"\n"+value+"\n"), 0o600); err != nil {
+		if err := writeSynced(b.was(), []byte(was+"\n"+value+"\n")); err != nil {
 			return "", err
 		}
 	}
@@ -276,7 +301,7 @@ func Hold(path, value string, h Holder, record func(was string) error) (was stri
 		undo()
 		return was, err
 	}
-	if err := atomicfile.WriteFile(filepath.Join(b.holders(), h.file()), raw, 0o600); err != nil {
+	if err := writeSynced(filepath.Join(b.holders(), h.file()), raw); err != nil {
 		undo()
 		return was, err
 	}
