@@ -1,3 +1,5 @@
+//go:build !sealbench_bundle
+
 package cmd
 
 import (
