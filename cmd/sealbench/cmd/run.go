@@ -116,6 +116,9 @@ the teardown failed; 130 interrupted (torn down all the same).`,
   SEALBENCH_PASSWORD= sudo -E sealbench run --target local --sign-key keys/sealbench.key --out out/signed
   sealbench report out/signed --key keys/sealbench.pub --require-signed
 
+  # LayerFS over /dev/fuse, leaving the host's enable_uring as it is.
+  sudo sealbench run --target local,docker --cells C01,C03 --fuse-uring=off
+
   # An Engine that is already up: a target left by provision, or a dockerd.
   sealbench run --engine unix:///run/sealbench-dockerd/docker.sock --name docker \
     --bundle out/build-linux-0123456789ab
