@@ -157,9 +157,12 @@ func setupFUSEURing(run *runs.Run, mode FUSEURing, targets []string, endpoint st
 	case err != nil && mode == FUSEURingOn:
 		return "", fmt.Errorf("--fuse-uring: %w", err)
 	case err != nil:
-		pin := hostFUSEURing()
+		pin, transport := hostFUSEURing(), "/dev/fuse"
+		if pin == manifests.FUSEURingOn {
+			transport = "io_uring"
+		}
 		logf("FUSE over io_uring: %s could not be held on for the run (%v); it reads %s, so LayerFS is served over %s",
-			runs.FUSEURingParam, err, pin, map[string]string{manifests.FUSEURingOn: "io_uring", manifests.FUSEURingOff: "/dev/fuse"}[pin])
+			runs.FUSEURingParam, err, pin, transport)
 		return pin, nil
 	case was == "Y":
 		logf("FUSE over io_uring: %s was on already (recorded; teardown leaves it on)", runs.FUSEURingParam)

@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sealbench/sealbench/engine"
-	"github.com/sealbench/sealbench/internal/kparam"
+	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/manifests"
 	"github.com/sealbench/sealbench/runs"
 )
@@ -92,26 +91,6 @@ func TestFUSEURingNotApplicable(t *testing.T) {
 	}
 }
 
-// fakeParam points the kernel parameter code at a directory shaped like
-// /sys, holding enable_uring with value unless it is empty (a kernel
-// without FUSE over io_uring), and at a holders' directory of the test's.
-func fakeParam(t *testing.T, value string) (read func() string) {
-	t.Helper()
-	oldRoot, oldDir := kparam.SysRoot, kparam.Dir
-	kparam.SysRoot, kparam.Dir = t.TempDir(), filepath.Join(t.TempDir(), "kparam")
-	t.Cleanup(func() { kparam.SysRoot, kparam.Dir = oldRoot, oldDir })
-	p := filepath.Join(kparam.SysRoot, runs.FUSEURingParam)
-	if value != "" {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(value+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return func() string { v, _ := runs.ReadKernelParam(runs.FUSEURingParam); return v }
-}
-
 // TestFUSEURingAuto: the default turns enable_uring on for a target on
 // this host's kernel (as root, where the kernel has it), recorded first,
 // and teardown puts it back; on a kernel without it, auto says so and
@@ -120,7 +99,7 @@ func TestFUSEURingAuto(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("auto turns enable_uring on only as root; as another user it goes on as it is (not tested here)")
 	}
-	read := fakeParam(t, "N")
+	read := testenv.FakeKernelParam(t, runs.FUSEURingParam, "N")
 	run, err := runs.NewRun(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +122,7 @@ func TestFUSEURingAuto(t *testing.T) {
 		t.Fatalf("teardown: %v; reads %s, want N", err, read())
 	}
 
-	fakeParam(t, "")
+	testenv.FakeKernelParam(t, runs.FUSEURingParam, "")
 	run, err = runs.NewRun(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

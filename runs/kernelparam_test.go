@@ -10,35 +10,10 @@ import (
 	"testing"
 
 	"github.com/sealbench/sealbench/internal/kparam"
+	"github.com/sealbench/sealbench/internal/testenv"
 	"github.com/sealbench/sealbench/ledger"
 	"github.com/sealbench/sealbench/manifests"
 )
-
-// fakeSys points the kernel parameter code at a directory shaped like
-// /sys, holding param (a path under /sys/module) with value, so that
-// these tests change no real parameter: only
-// cmd/sealbench/cmd's TestProvisionFUSEURing changes the real one.
-func fakeSys(t *testing.T, param, value string) (read func() string) {
-	t.Helper()
-	root := t.TempDir()
-	oldRoot, oldDir := kparam.SysRoot, kparam.Dir
-	kparam.SysRoot, kparam.Dir = root, filepath.Join(t.TempDir(), "kparam")
-	t.Cleanup(func() { kparam.SysRoot, kparam.Dir = oldRoot, oldDir })
-	p := filepath.Join(root, param)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(value+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return func() string {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(string(b))
-	}
-}
 
 func leftoversOf(t *testing.T, state, run string, kind manifests.ResourceKind) []Resource {
 	t.Helper()
@@ -60,7 +35,7 @@ func leftoversOf(t *testing.T, state, run string, kind manifests.ResourceKind) [
 // audit lists it while it is in effect (a run that crashed, or is still
 // up); teardown puts the old value back, and the audit is then clean.
 func TestKernelParamRecordedFirstAndPutBack(t *testing.T) {
-	read := fakeSys(t, FUSEURingParam, "N")
+	read := testenv.FakeKernelParam(t, FUSEURingParam, "N")
 	state, run := newTestRun(t)
 	var atRecord string
 	run.Ledger.AfterRecord = func(e manifests.LedgerEntry) {
@@ -110,7 +85,7 @@ func TestKernelParamRecordedFirstAndPutBack(t *testing.T) {
 // recorded all the same (the pins rely on it), written not at all, not a
 // leftover, and left as it is by teardown.
 func TestKernelParamAlreadySet(t *testing.T) {
-	read := fakeSys(t, FUSEURingParam, "Y")
+	read := testenv.FakeKernelParam(t, FUSEURingParam, "Y")
 	state, run := newTestRun(t)
 	if was, err := run.SetKernelParam(FUSEURingParam, "Y", "test"); err != nil || was != "Y" {
 		t.Fatalf("SetKernelParam: was %q, %v", was, err)
@@ -133,7 +108,7 @@ func TestKernelParamAlreadySet(t *testing.T) {
 // teardown is otherwise complete.
 func TestKernelParamChangedSinceIsLeft(t *testing.T) {
 	const param = "/sys/module/fake/parameters/level"
-	read := fakeSys(t, param, "0")
+	read := testenv.FakeKernelParam(t, param, "0")
 	state, run := newTestRun(t)
 	if _, err := run.SetKernelParam(param, "2", "test"); err != nil {
 		t.Fatal(err)
@@ -163,7 +138,7 @@ func TestKernelParamChangedSinceIsLeft(t *testing.T) {
 // TestKernelParamMissing: on a kernel without the parameter, nothing is
 // recorded and SetKernelParam says what it could not read.
 func TestKernelParamMissing(t *testing.T) {
-	fakeSys(t, "/sys/module/other/parameters/x", "0")
+	testenv.FakeKernelParam(t, "/sys/module/other/parameters/x", "0")
 	_, run := newTestRun(t)
 	if _, err := run.SetKernelParam(FUSEURingParam, "Y", "test"); err == nil || !strings.Contains(err.Error(), FUSEURingParam) {
 		t.Fatalf("SetKernelParam on a kernel without it: %v", err)
@@ -178,7 +153,7 @@ func TestKernelParamMissing(t *testing.T) {
 // other, without a warning; the second puts back what it was before
 // either. Each ledger says what it was before the first.
 func TestKernelParamTwoRuns(t *testing.T) {
-	read := fakeSys(t, FUSEURingParam, "N")
+	read := testenv.FakeKernelParam(t, FUSEURingParam, "N")
 	_, a := newTestRun(t)
 	_, b := newTestRun(t)
 	for _, r := range []*Run{a, b} {
@@ -208,7 +183,7 @@ func TestKernelParamTwoRuns(t *testing.T) {
 // it. The audit of the host lists it all the same, and audit --fix puts
 // back what it was before.
 func TestKernelParamLapsed(t *testing.T) {
-	read := fakeSys(t, FUSEURingParam, "N")
+	read := testenv.FakeKernelParam(t, FUSEURingParam, "N")
 	state, run := newTestRun(t)
 	if _, err := run.SetKernelParam(FUSEURingParam, "Y", "test"); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,8 @@ package kparam
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,7 +88,10 @@ func (h Holder) String() string {
 // file is h's file name among a parameter's holders.
 func (h Holder) file() string {
 	if h.RunDir != "" {
-		return "run-" + strings.NewReplacer("/", "_", ".", "-").Replace(strings.Trim(h.RunDir, "/")) + ".json"
+		// By digest: two run directories never share a name, however
+		// their paths are spelled.
+		sum := sha256.Sum256([]byte(h.RunDir))
+		return "run-" + filepath.Base(h.RunDir) + "-" + hex.EncodeToString(sum[:8]) + ".json"
 	}
 	return "pid-" + strconv.Itoa(h.PID) + "-" + strconv.FormatUint(h.Start, 10) + ".json"
 }

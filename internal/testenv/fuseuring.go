@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/sealbench/sealbench/internal/kparam"
@@ -114,4 +116,33 @@ func LockMachine(name, what string) (unlock func(), err error) {
 		return nil, fmt.Errorf("locking %s: flock %s: %w", what, p, err)
 	}
 	return func() { f.Close() }, nil
+}
+
+// FakeKernelParam points internal/kparam (and so runs' kernel parameter
+// code) at a directory shaped like /sys and at a holders' directory of
+// tb's own, for the rest of tb, so that the test changes no real
+// parameter; path (/sys/module/M/parameters/P) reads value there, or is
+// absent when value is empty (a kernel without it). read reads it back.
+func FakeKernelParam(tb testing.TB, path, value string) (read func() string) {
+	tb.Helper()
+	oldRoot, oldDir := kparam.SysRoot, kparam.Dir
+	kparam.SysRoot, kparam.Dir = tb.TempDir(), filepath.Join(tb.TempDir(), "kparam")
+	tb.Cleanup(func() { kparam.SysRoot, kparam.Dir = oldRoot, oldDir })
+	if value != "" {
+		p := filepath.Join(kparam.SysRoot, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(value+"\n"), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return func() string {
+		tb.Helper()
+		v, err := kparam.Read(path)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return strings.TrimSpace(v)
+	}
 }

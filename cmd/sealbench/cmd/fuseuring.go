@@ -48,13 +48,18 @@ func addFUSEURingFlag(fl *pflag.FlagSet, f *fuseURingFlag) {
 	fl.Lookup("fuse-uring").NoOptDefVal = "on"
 }
 
-// check refuses an unknown $SEALBENCH_FUSE_URING, which would otherwise
-// go unnoticed.
-func (f *fuseURingFlag) check() error {
+// check refuses, before anything is opened or started, an unknown
+// $SEALBENCH_FUSE_URING (which would otherwise go unnoticed), and
+// --fuse-uring=on where it cannot be honoured for targets (or the Engine
+// at endpoint): orchestrate.CheckFUSEURing.
+func (f *fuseURingFlag) check(targets []string, endpoint string) error {
 	if v := os.Getenv(fuseURingEnv); v != "" {
 		if _, err := orchestrate.ParseFUSEURing(v); err != nil {
 			return usageErrorf("set it to auto, on or off, or unset it (the default is auto)", "$%s: %v", fuseURingEnv, err)
 		}
+	}
+	if f.mode == orchestrate.FUSEURingOn {
+		return orchestrate.CheckFUSEURing(targets, endpoint)
 	}
 	return nil
 }

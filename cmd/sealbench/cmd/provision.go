@@ -77,13 +77,8 @@ it). More: docs/targets.md.`,
 			if err := targets.check(); err != nil {
 				return err
 			}
-			if err := fuseURing.check(); err != nil {
+			if err := fuseURing.check([]string{target}, ""); err != nil {
 				return err
-			}
-			if fuseURing.mode == orchestrate.FUSEURingOn {
-				if err := orchestrate.CheckFUSEURing([]string{target}, ""); err != nil {
-					return err
-				}
 			}
 			p := newProgress(g.stderr, "provision")
 			defer p.Close()

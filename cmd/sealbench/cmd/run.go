@@ -213,13 +213,8 @@ func runCells(ctx context.Context, g *global, f *runFlags) error {
 	if f.samples < 1 || f.samples > maxSamples {
 		return usageErrorf(fmt.Sprintf("--samples takes 1 to %d (default %d)", maxSamples, defaultSamples), "--samples %d is out of range", f.samples)
 	}
-	if err := f.fuseURing.check(); err != nil {
+	if err := f.fuseURing.check(names, f.engine); err != nil {
 		return err
-	}
-	if f.fuseURing.mode == orchestrate.FUSEURingOn {
-		if err := orchestrate.CheckFUSEURing(names, f.engine); err != nil {
-			return err
-		}
 	}
 	if err := f.debs.check(); err != nil {
 		return err
